@@ -1,0 +1,71 @@
+# pool-scheduler. `make help` lists the targets.
+SHELL := /usr/bin/env bash
+.SHELLFLAGS := -euo pipefail -c
+
+GO      ?= go
+BIN     := $(CURDIR)/bin
+MODULE  := github.com/pool-scheduler/pool-scheduler
+include hack/versions.env
+
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo v0.0.0-dev)
+COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+KUBE_MINOR := $(word 2,$(subst ., ,$(KUBE_VERSION)))
+LDFLAGS := -s -w \
+  -X $(MODULE)/pkg/version.Version=$(VERSION) \
+  -X $(MODULE)/pkg/version.GitCommit=$(COMMIT) \
+  -X k8s.io/component-base/version.gitVersion=$(KUBE_VERSION) \
+  -X k8s.io/component-base/version.gitMajor=1 \
+  -X k8s.io/component-base/version.gitMinor=$(KUBE_MINOR)
+IMAGE   ?= ghcr.io/pool-scheduler/pool-scheduler:$(VERSION)
+# Tests that start kube-apiserver find etcd on PATH.
+TEST_ENV := PATH="$(BIN):$$PATH"
+GOTEST_FLAGS ?=
+
+.PHONY: help
+help: ## Show this help.
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+
+.PHONY: build
+build: ## Build bin/pool-scheduler.
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/pool-scheduler ./cmd/pool-scheduler
+
+.PHONY: etcd
+etcd: $(BIN)/etcd ## Build etcd (for tests) from go.mod's tool directive.
+$(BIN)/etcd: go.mod go.sum
+	$(GO) build -o $(BIN)/etcd go.etcd.io/etcd/server/v3
+
+.PHONY: test
+test: unit integration e2e ## Unit, integration (real apiserver) and end-to-end (built binary) tests.
+
+.PHONY: unit
+unit: ## Unit tests and benchmarks compiled (run once).
+	$(GO) test $(GOTEST_FLAGS) ./pkg/... ./cmd/... ./manifests/...
+	$(GO) test -run='^$$' -bench=. -benchtime=1x ./pkg/... >/dev/null
+
+.PHONY: integration
+integration: etcd ## Plugins in process against kube-apiserver + etcd.
+	$(TEST_ENV) $(GO) test $(GOTEST_FLAGS) -timeout=20m ./test/integration/...
+
+.PHONY: e2e
+e2e: etcd build ## bin/pool-scheduler as a child process against kube-apiserver + etcd.
+	$(TEST_ENV) POOL_SCHEDULER_BINARY=$(BIN)/pool-scheduler $(GO) test $(GOTEST_FLAGS) -timeout=20m ./test/e2e/...
+
+.PHONY: bench
+bench: ## Go microbenchmarks of the plugins (5000 nodes).
+	$(GO) test -run='^$$' -bench=. -benchmem ./pkg/plugins/...
+
+.PHONY: generate
+generate: ## Regenerate deepcopy, conversions, defaults and CRDs.
+	hack/update-codegen.sh
+
+.PHONY: verify
+verify: ## gofmt, go vet, generated files and go.mod replaces up to date.
+	hack/verify.sh
+
+.PHONY: image
+image: ## Build the container image (needs a Docker engine).
+	docker build --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) -t $(IMAGE) .
+
+.PHONY: clean
+clean:
+	rm -rf $(BIN) _output

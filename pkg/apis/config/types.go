@@ -1,0 +1,41 @@
+package config
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
+)
+
+// UnknownPoolPolicy says what NodePoolReady does with nodes that carry no pool label.
+type UnknownPoolPolicy = pool.UnknownPoolPolicy
+
+const (
+	// UnknownPoolAuto rejects nodes without a pool once any NodePoolLabelSet exists, and allows
+	// them on a cluster with none, so that a fresh install never blocks every pod.
+	UnknownPoolAuto = pool.UnknownPoolAuto
+	// UnknownPoolReject always rejects nodes without a pool.
+	UnknownPoolReject = pool.UnknownPoolReject
+	// UnknownPoolAllow always allows nodes without a pool.
+	UnknownPoolAllow = pool.UnknownPoolAllow
+)
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+
+// NodePoolReadyArgs configures the NodePoolReady plugin.
+type NodePoolReadyArgs struct {
+	metav1.TypeMeta
+
+	// PoolLabelKeys is the ordered list of node label keys naming a node's pool.
+	PoolLabelKeys []string
+	// RequiredLabelKeys must be present on every node before it is used.
+	RequiredLabelKeys []string
+	// PoolRequiredLabelKeys adds required keys for the nodes of particular pools.
+	PoolRequiredLabelKeys map[string][]string
+	// UnknownPoolPolicy decides about nodes without a pool label.
+	UnknownPoolPolicy UnknownPoolPolicy
+	// LabelSetNamespace restricts the NodePoolLabelSets considered to one namespace; empty means all.
+	LabelSetNamespace string
+	// IgnoreDaemonSetPods lets pods owned by a DaemonSet onto nodes that are not ready yet.
+	IgnoreDaemonSetPods bool
+}

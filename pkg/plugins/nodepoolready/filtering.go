@@ -1,0 +1,78 @@
+package nodepoolready
+
+import (
+	"context"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+
+	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
+)
+
+const preFilterStateKey fwk.StateKey = "PreFilter" + Name
+
+// preFilterState pins the label sets for the whole cycle, so every node is judged against one view.
+type preFilterState struct {
+	labelSets *pool.LabelSets
+}
+
+// Clone shares the state: it is immutable.
+func (s *preFilterState) Clone() fwk.StateData { return s }
+
+// PreFilter pins the current label-set index into the cycle state, or skips pods that are exempt.
+func (pl *NodePoolReady) PreFilter(_ context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*framework.PreFilterResult, *fwk.Status) {
+	if pl.ignoreDaemonSetPods && isDaemonSetPod(pod) {
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
+	state.Write(preFilterStateKey, &preFilterState{labelSets: pl.labelSets.current()})
+	return nil, nil
+}
+
+// PreFilterExtensions returns nil: readiness does not depend on other pods.
+func (pl *NodePoolReady) PreFilterExtensions() framework.PreFilterExtensions { return nil }
+
+// Filter rejects nodes that are not ready. O(labels of the node's pool) and no allocation per node.
+func (pl *NodePoolReady) Filter(ctx context.Context, state fwk.CycleState, _ *v1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
+	s, err := getPreFilterState(state)
+	if err != nil {
+		return fwk.AsStatus(err)
+	}
+	node := nodeInfo.Node()
+	v := pl.gate.Check(node.Labels, node.Annotations, s.labelSets)
+	if v.Ready() {
+		return nil
+	}
+	rejections[v.Cause].Inc()
+	logDetail(klog.FromContext(ctx), node.Name, v)
+	// Unresolvable: preemption cannot make a node ready; label changes requeue the pod.
+	return statuses[v.Cause]
+}
+
+func getPreFilterState(state fwk.CycleState) (*preFilterState, error) {
+	c, err := state.Read(preFilterStateKey)
+	if err != nil {
+		return nil, err
+	}
+	return c.(*preFilterState), nil
+}
+
+func isDaemonSetPod(pod *v1.Pod) bool {
+	for i := range pod.OwnerReferences {
+		ref := &pod.OwnerReferences[i]
+		if ref.Controller != nil && *ref.Controller && ref.Kind == "DaemonSet" {
+			return true
+		}
+	}
+	return false
+}
+
+// statuses are built once: Filter returns shared, read-only statuses so rejecting allocates nothing.
+var statuses = func() map[pool.Cause]*fwk.Status {
+	m := make(map[pool.Cause]*fwk.Status, len(pool.Causes))
+	for _, c := range pool.Causes {
+		m[c] = fwk.NewStatus(fwk.UnschedulableAndUnresolvable, c.String()).WithPlugin(Name)
+	}
+	return m
+}()

@@ -1,0 +1,230 @@
+package nodepoolready
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	labelsv1alpha1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/labels/v1alpha1"
+	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
+)
+
+// labelSetIndex keeps the compiled NodePoolLabelSets the plugin judges nodes against.
+//
+// It is fed by its own informer and also by the scheduler's queueing-hint calls, which carry the
+// object the scheduler's (separate) informer has just seen. Applying that object here first
+// closes a race: without it a pod requeued by a label-set change could be retried before our
+// informer has the change, be rejected again, and wait for the periodic flush.
+// Updates are ordered by (UID, generation), so the two feeds never move the index backwards.
+type labelSetIndex struct {
+	namespace string
+
+	mu      sync.Mutex
+	objects map[types.NamespacedName]*labelsv1alpha1.NodePoolLabelSet
+	// deleted remembers deleted UIDs, so a lagging feed cannot bring a deleted set back.
+	deleted map[types.UID]struct{}
+
+	compiled atomic.Pointer[pool.LabelSets]
+}
+
+func newLabelSetIndex(namespace string) *labelSetIndex {
+	idx := &labelSetIndex{
+		namespace: namespace,
+		objects:   map[types.NamespacedName]*labelsv1alpha1.NodePoolLabelSet{},
+		deleted:   map[types.UID]struct{}{},
+	}
+	idx.compiled.Store(pool.EmptyLabelSets)
+	return idx
+}
+
+// current returns the compiled index; it is immutable and never nil.
+func (x *labelSetIndex) current() *pool.LabelSets { return x.compiled.Load() }
+
+func (x *labelSetIndex) watches(namespace string) bool {
+	return x.namespace == "" || x.namespace == namespace
+}
+
+// upsert records set and reports whether the desired labels changed.
+func (x *labelSetIndex) upsert(logger klog.Logger, set *labelsv1alpha1.NodePoolLabelSet) bool {
+	if !x.watches(set.Namespace) {
+		return false
+	}
+	key := types.NamespacedName{Namespace: set.Namespace, Name: set.Name}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if _, gone := x.deleted[set.UID]; gone {
+		return false
+	}
+	old := x.objects[key]
+	if old != nil && old.UID == set.UID && old.Generation >= set.Generation {
+		return false
+	}
+	if old != nil && old.UID != set.UID {
+		// Recreated under the same name: the old object is gone even if its delete is still in flight.
+		x.deleted[old.UID] = struct{}{}
+	}
+	x.objects[key] = set
+	changed := old == nil || old.UID != set.UID || !equalLabels(old.Spec.Labels, set.Spec.Labels)
+	if changed {
+		x.recompile(logger)
+	}
+	return changed
+}
+
+// remove drops set and reports whether it was indexed.
+func (x *labelSetIndex) remove(logger klog.Logger, set *labelsv1alpha1.NodePoolLabelSet) bool {
+	if !x.watches(set.Namespace) {
+		return false
+	}
+	key := types.NamespacedName{Namespace: set.Namespace, Name: set.Name}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.deleted[set.UID] = struct{}{}
+	old := x.objects[key]
+	if old == nil || old.UID != set.UID {
+		return false
+	}
+	delete(x.objects, key)
+	x.recompile(logger)
+	return true
+}
+
+func (x *labelSetIndex) recompile(logger klog.Logger) {
+	sets := make([]*labelsv1alpha1.NodePoolLabelSet, 0, len(x.objects))
+	for _, s := range x.objects {
+		sets = append(sets, s)
+	}
+	compiled := pool.CompileLabelSets(sets)
+	problems := 0
+	for _, name := range compiled.Pools() {
+		for _, p := range compiled.Pool(name).Problems {
+			problems++
+			logger.Error(nil, "Ignoring part of a NodePoolLabelSet", "plugin", Name, "pool", name, "problem", p)
+		}
+	}
+	labelSetProblems.Set(float64(problems))
+	x.compiled.Store(compiled)
+}
+
+func equalLabels[V comparable](a, b map[string]V) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+// startInformer watches NodePoolLabelSets through a dynamic informer (no generated clientset)
+// and blocks until it has synced or ctx ends.
+func (x *labelSetIndex) startInformer(ctx context.Context, cfg *rest.Config) error {
+	logger := klog.FromContext(ctx)
+	if cfg == nil {
+		return fmt.Errorf("%s: no kubeconfig to watch NodePoolLabelSets with", Name)
+	}
+	client, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("%s: building a client for NodePoolLabelSets: %w", Name, err)
+	}
+	factory := dynamicinformer.NewFilteredDynamicSharedInformerFactory(client, 0, x.namespace, nil)
+	informer := factory.ForResource(labelsv1alpha1.Resource).Informer()
+	if err := informer.SetTransform(toLabelSet); err != nil {
+		return err
+	}
+	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if set, ok := obj.(*labelsv1alpha1.NodePoolLabelSet); ok {
+				x.upsert(logger, set)
+			}
+		},
+		UpdateFunc: func(_, obj any) {
+			if set, ok := obj.(*labelsv1alpha1.NodePoolLabelSet); ok {
+				x.upsert(logger, set)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			if set, ok := obj.(*labelsv1alpha1.NodePoolLabelSet); ok {
+				x.remove(logger, set)
+			}
+		},
+	}); err != nil {
+		return err
+	}
+	factory.Start(ctx.Done())
+
+	// Say why the scheduler is not starting, instead of hanging silently.
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		t := time.NewTicker(15 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				logger.Info("Waiting for the NodePoolLabelSet informer to sync; is the CRD from manifests/crds installed and readable by the scheduler?", "plugin", Name, "resource", labelsv1alpha1.Resource.String())
+			}
+		}
+	}()
+	if !cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
+		return fmt.Errorf("%s: NodePoolLabelSet informer did not sync: %w", Name, context.Cause(ctx))
+	}
+	logger.V(2).Info("NodePoolLabelSets synced", "plugin", Name, "sets", x.current().Len())
+	return nil
+}
+
+// toLabelSet converts informer objects to typed NodePoolLabelSets once, at the informer, so
+// every reader sees typed objects. A set that does not convert (possible only if the CRD's
+// schema was bypassed) is kept as an empty set with a log line rather than crashing.
+func toLabelSet(obj any) (any, error) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		set, err := toLabelSet(d.Obj)
+		return cache.DeletedFinalStateUnknown{Key: d.Key, Obj: set}, err
+	}
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return obj, nil
+	}
+	return labelSetFromUnstructured(u), nil
+}
+
+func labelSetFromUnstructured(u *unstructured.Unstructured) *labelsv1alpha1.NodePoolLabelSet {
+	set := &labelsv1alpha1.NodePoolLabelSet{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, set); err != nil {
+		klog.Background().Error(err, "Malformed NodePoolLabelSet treated as having no labels", "plugin", Name, "labelSet", klog.KObj(u))
+		set = &labelsv1alpha1.NodePoolLabelSet{}
+		set.Namespace, set.Name, set.UID, set.Generation = u.GetNamespace(), u.GetName(), u.GetUID(), u.GetGeneration()
+	}
+	return set
+}
+
+// asLabelSet reads the objects the scheduler hands to queueing hints.
+func asLabelSet(obj any) *labelsv1alpha1.NodePoolLabelSet {
+	switch o := obj.(type) {
+	case *labelsv1alpha1.NodePoolLabelSet:
+		return o
+	case *unstructured.Unstructured:
+		return labelSetFromUnstructured(o)
+	case cache.DeletedFinalStateUnknown:
+		return asLabelSet(o.Obj)
+	}
+	return nil
+}

@@ -1,0 +1,87 @@
+// Package nodepoolready implements the NodePoolReady scheduler plugin: it keeps pods off nodes
+// whose pool labels are not applied yet (labels that arrive after the node joins), so that node
+// affinity, anti-affinity and pool conventions are never bypassed in that window.
+package nodepoolready
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/klog/v2"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+
+	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config"
+	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config/validation"
+	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
+)
+
+// Name is the plugin's name in the registry and in scheduler configurations.
+const Name = "NodePoolReady"
+
+// NodePoolReady filters out nodes whose pool state is not applied; see pool.Gate for the rules.
+type NodePoolReady struct {
+	gate                pool.Gate
+	labelSets           *labelSetIndex
+	ignoreDaemonSetPods bool
+}
+
+var (
+	_ framework.PreFilterPlugin   = &NodePoolReady{}
+	_ framework.FilterPlugin      = &NodePoolReady{}
+	_ framework.EnqueueExtensions = &NodePoolReady{}
+)
+
+// Name returns the plugin's name.
+func (pl *NodePoolReady) Name() string { return Name }
+
+// New builds the plugin from its args and starts the NodePoolLabelSet informer. It blocks until
+// the informer has synced (or ctx ends): scheduling with an empty view of the label sets would
+// let pods onto nodes that are not ready.
+func New(ctx context.Context, obj runtime.Object, h framework.Handle) (framework.Plugin, error) {
+	args, err := getArgs(obj)
+	if err != nil {
+		return nil, err
+	}
+	if err := validation.ValidateNodePoolReadyArgs(field.NewPath("args"), args); err != nil {
+		return nil, err
+	}
+	registerMetrics()
+	idx := newLabelSetIndex(args.LabelSetNamespace)
+	if err := idx.startInformer(ctx, h.KubeConfig()); err != nil {
+		return nil, err
+	}
+	return newPlugin(args, idx), nil
+}
+
+func newPlugin(args *config.NodePoolReadyArgs, idx *labelSetIndex) *NodePoolReady {
+	return &NodePoolReady{
+		gate: pool.Gate{
+			Identity:              pool.NewIdentity(args.PoolLabelKeys),
+			UnknownPoolPolicy:     args.UnknownPoolPolicy,
+			RequiredLabelKeys:     args.RequiredLabelKeys,
+			PoolRequiredLabelKeys: args.PoolRequiredLabelKeys,
+		},
+		labelSets:           idx,
+		ignoreDaemonSetPods: args.IgnoreDaemonSetPods,
+	}
+}
+
+func getArgs(obj runtime.Object) (*config.NodePoolReadyArgs, error) {
+	if obj == nil {
+		return nil, fmt.Errorf("%s: args are missing: run the scheduler with its config scheme registered", Name)
+	}
+	args, ok := obj.(*config.NodePoolReadyArgs)
+	if !ok {
+		return nil, fmt.Errorf("%s: want args of type NodePoolReadyArgs, got %T", Name, obj)
+	}
+	return args, nil
+}
+
+func logDetail(logger klog.Logger, node string, v pool.Verdict) {
+	if l := logger.V(4); l.Enabled() {
+		l.Info("Node is not ready for pods", "plugin", Name, "node", node, "reason", v.Cause.String(),
+			"pool", v.Pool, "key", v.Key, "want", v.Want, "got", v.Got)
+	}
+}

@@ -1,0 +1,149 @@
+package pool
+
+// UnknownPoolPolicy decides about nodes that carry no pool label.
+type UnknownPoolPolicy string
+
+const (
+	// UnknownPoolAuto rejects nodes without a pool once any NodePoolLabelSet exists.
+	UnknownPoolAuto UnknownPoolPolicy = "Auto"
+	// UnknownPoolReject always rejects nodes without a pool.
+	UnknownPoolReject UnknownPoolPolicy = "Reject"
+	// UnknownPoolAllow always allows nodes without a pool.
+	UnknownPoolAllow UnknownPoolPolicy = "Allow"
+)
+
+// Cause is why a node is not ready for pods. The set is small and fixed so that scheduling
+// events aggregate; details live in Verdict.
+type Cause int
+
+const (
+	// Ready means nothing holds the node back.
+	Ready Cause = iota
+	// UnknownPool: the node carries no pool label and the policy rejects such nodes.
+	UnknownPool
+	// MalformedAnnotation: the managed-labels annotation cannot be read, so stale labels cannot be ruled out.
+	MalformedAnnotation
+	// LabelsNotApplied: a label of the pool's NodePoolLabelSet is missing or has another value.
+	LabelsNotApplied
+	// StaleLabel: a label the labeler applied and the pool no longer wants is still on the node.
+	StaleLabel
+	// MissingRequiredLabel: a configured required label key is absent.
+	MissingRequiredLabel
+)
+
+var causeMessages = [...]string{
+	Ready:                "node is ready",
+	UnknownPool:          "node is not in a known pool",
+	MalformedAnnotation:  "node's managed-labels annotation is malformed",
+	LabelsNotApplied:     "node's pool labels are not applied yet",
+	StaleLabel:           "node still has pool labels that are no longer wanted",
+	MissingRequiredLabel: "node is missing a required label",
+}
+
+// Causes lists every not-ready cause, for metrics and docs.
+var Causes = []Cause{UnknownPool, LabelsNotApplied, MalformedAnnotation, StaleLabel, MissingRequiredLabel}
+
+// String is the fixed, user-facing reason for the cause.
+func (c Cause) String() string {
+	if c < 0 || int(c) >= len(causeMessages) {
+		return "unknown cause"
+	}
+	return causeMessages[c]
+}
+
+// Verdict is the outcome of a readiness check with the detail needed to act on it.
+type Verdict struct {
+	Cause Cause
+	// Pool is the node's pool ("" if unknown).
+	Pool string
+	// Key is the label key at fault, Want the desired value (LabelsNotApplied), Got the node's value.
+	Key, Want, Got string
+}
+
+// Ready reports whether the node may be used.
+func (v Verdict) Ready() bool { return v.Cause == Ready }
+
+// Gate decides whether a node's pool state is applied. It is immutable after construction and
+// safe for concurrent use; Check does not allocate.
+type Gate struct {
+	Identity          Identity
+	UnknownPoolPolicy UnknownPoolPolicy
+	// RequiredLabelKeys must be on every node; PoolRequiredLabelKeys on the nodes of one pool.
+	RequiredLabelKeys     []string
+	PoolRequiredLabelKeys map[string][]string
+}
+
+// Check evaluates a node (its labels and annotations) against the pool's desired labels.
+// Causes are checked in a fixed order, so the first one found is reported consistently.
+func (g *Gate) Check(nodeLabels, nodeAnnotations map[string]string, sets *LabelSets) Verdict {
+	if sets == nil {
+		sets = EmptyLabelSets
+	}
+	poolName, known := g.Identity.PoolOf(nodeLabels)
+	if !known && g.rejectsUnknown(sets) {
+		return Verdict{Cause: UnknownPool}
+	}
+	var desired *PoolLabels
+	if known {
+		desired = sets.Pool(poolName)
+	}
+	if desired != nil {
+		for _, l := range desired.Labels {
+			if got, ok := nodeLabels[l.Key]; !ok || got != l.Value {
+				return Verdict{Cause: LabelsNotApplied, Pool: poolName, Key: l.Key, Want: l.Value, Got: got}
+			}
+		}
+	}
+	if v := g.checkStale(poolName, nodeLabels, nodeAnnotations, desired); !v.Ready() {
+		return v
+	}
+	for _, k := range g.RequiredLabelKeys {
+		if _, ok := nodeLabels[k]; !ok {
+			return Verdict{Cause: MissingRequiredLabel, Pool: poolName, Key: k}
+		}
+	}
+	if known {
+		for _, k := range g.PoolRequiredLabelKeys[poolName] {
+			if _, ok := nodeLabels[k]; !ok {
+				return Verdict{Cause: MissingRequiredLabel, Pool: poolName, Key: k}
+			}
+		}
+	}
+	return Verdict{Cause: Ready, Pool: poolName}
+}
+
+func (g *Gate) rejectsUnknown(sets *LabelSets) bool {
+	switch g.UnknownPoolPolicy {
+	case UnknownPoolAllow:
+		return false
+	case UnknownPoolReject:
+		return true
+	default:
+		return sets.Len() > 0
+	}
+}
+
+func (g *Gate) checkStale(poolName string, nodeLabels, nodeAnnotations map[string]string, desired *PoolLabels) Verdict {
+	annotation, ok := nodeAnnotations[ManagedLabelsAnnotation]
+	if !ok {
+		return Verdict{Cause: Ready}
+	}
+	stale := ""
+	err := EachManagedLabel(annotation, func(key string) bool {
+		if _, wanted := desired.Desired(key); wanted {
+			return true
+		}
+		if _, present := nodeLabels[key]; present {
+			stale = key
+			return false
+		}
+		return true
+	})
+	if err != nil {
+		return Verdict{Cause: MalformedAnnotation, Pool: poolName, Got: annotation}
+	}
+	if stale != "" {
+		return Verdict{Cause: StaleLabel, Pool: poolName, Key: stale, Got: nodeLabels[stale]}
+	}
+	return Verdict{Cause: Ready}
+}

@@ -1,0 +1,71 @@
+package util
+
+import (
+	"path/filepath"
+	"runtime"
+	"testing"
+
+	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
+	"k8s.io/kubernetes/pkg/scheduler"
+	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
+	testutils "k8s.io/kubernetes/test/integration/util"
+	"k8s.io/kubernetes/test/utils/ktesting"
+
+	"github.com/pool-scheduler/pool-scheduler/pkg/controlplane"
+	poolscheduler "github.com/pool-scheduler/pool-scheduler/pkg/scheduler"
+)
+
+// RepoRoot is the repository's root directory.
+func RepoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..")
+}
+
+// ShippedConfigPath is the KubeSchedulerConfiguration the manifests ship.
+func ShippedConfigPath() string {
+	return filepath.Join(RepoRoot(), "manifests", "scheduler", "config.yaml")
+}
+
+// LoadShippedConfig decodes the shipped configuration (strictly, with defaults) as kube-scheduler does.
+func LoadShippedConfig(t *testing.T) *schedconfig.KubeSchedulerConfiguration {
+	t.Helper()
+	tCtx := ktesting.Init(t)
+	cfg, err := options.LoadConfigFromFile(tCtx.Logger(), ShippedConfigPath())
+	if err != nil {
+		t.Fatalf("loading %s: %v", ShippedConfigPath(), err)
+	}
+	return cfg
+}
+
+// PluginArgs returns the args of plugin in the profile.
+func PluginArgs(t *testing.T, profile *schedconfig.KubeSchedulerProfile, plugin string) any {
+	t.Helper()
+	for _, pc := range profile.PluginConfig {
+		if pc.Name == plugin {
+			return pc.Args
+		}
+	}
+	t.Fatalf("profile %s has no args for %s", profile.SchedulerName, plugin)
+	return nil
+}
+
+// StartScheduler runs a scheduler in process, with pool-scheduler's plugin registry, against the
+// control plane, serving the given profiles. It stops with the test.
+func StartScheduler(t *testing.T, cp *controlplane.ControlPlane, profiles ...schedconfig.KubeSchedulerProfile) *scheduler.Scheduler {
+	t.Helper()
+	tCtx := ktesting.Init(t)
+	testCtx := &testutils.TestContext{
+		Ctx:        tCtx,
+		ClientSet:  cp.Client,
+		KubeConfig: cp.Config,
+		CloseFn:    func() {},
+	}
+	testCtx = testutils.InitTestSchedulerWithOptions(t, testCtx, 0,
+		scheduler.WithProfiles(profiles...),
+		scheduler.WithFrameworkOutOfTreeRegistry(poolscheduler.Registry()),
+	)
+	t.Cleanup(testCtx.SchedulerCloseFn)
+	testutils.SyncSchedulerInformerFactory(testCtx)
+	go testCtx.Scheduler.Run(testCtx.SchedulerCtx)
+	return testCtx.Scheduler
+}

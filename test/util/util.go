@@ -1,0 +1,200 @@
+// Package util holds what the integration and end-to-end tests share: a real control plane,
+// object builders and waits.
+package util
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
+	"k8s.io/kubernetes/test/integration/framework"
+
+	labelsv1alpha1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/labels/v1alpha1"
+	"github.com/pool-scheduler/pool-scheduler/pkg/controlplane"
+)
+
+// SchedulerName is the scheduler name of the shipped profile.
+const SchedulerName = "pool-scheduler"
+
+// StartControlPlane starts kube-apiserver (etcd from framework.EtcdMain) with the CRDs installed.
+func StartControlPlane(t *testing.T, flags ...string) *controlplane.ControlPlane {
+	t.Helper()
+	cp, err := controlplane.Start(t, framework.SharedEtcd(), controlplane.Options{Flags: flags})
+	if err != nil {
+		t.Fatalf("control plane: %v", err)
+	}
+	return cp
+}
+
+// CreateNamespace creates a namespace with a unique name.
+func CreateNamespace(ctx context.Context, t *testing.T, cs kubernetes.Interface, prefix string) string {
+	t.Helper()
+	ns, err := cs.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("creating namespace: %v", err)
+	}
+	return ns.Name
+}
+
+// Node builds a schedulable node with room for pods; labels are added to kubernetes.io/hostname.
+func Node(name string, labels map[string]string) *st.NodeWrapper {
+	n := st.MakeNode().Name(name).Label(v1.LabelHostname, name).
+		Capacity(map[v1.ResourceName]string{v1.ResourcePods: "110", v1.ResourceCPU: "8", v1.ResourceMemory: "32Gi"})
+	for k, v := range labels {
+		n.Label(k, v)
+	}
+	return n
+}
+
+// CreateNode creates node.
+func CreateNode(ctx context.Context, t *testing.T, cs kubernetes.Interface, node *v1.Node) *v1.Node {
+	t.Helper()
+	got, err := cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("creating node %s: %v", node.Name, err)
+	}
+	return got
+}
+
+// Pod builds a pause pod for pool-scheduler.
+func Pod(namespace, name string) *st.PodWrapper {
+	return st.MakePod().Namespace(namespace).Name(name).SchedulerName(SchedulerName).Container("registry.k8s.io/pause:3.10")
+}
+
+// CreatePod creates pod.
+func CreatePod(ctx context.Context, t *testing.T, cs kubernetes.Interface, pod *v1.Pod) *v1.Pod {
+	t.Helper()
+	got, err := cs.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("creating pod %s: %v", pod.Name, err)
+	}
+	return got
+}
+
+// WaitForPodBound waits until the pod has a node and returns the node's name.
+func WaitForPodBound(ctx context.Context, t *testing.T, cs kubernetes.Interface, namespace, name string, timeout time.Duration) string {
+	t.Helper()
+	var node string
+	err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		p, err := cs.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		node = p.Spec.NodeName
+		return node != "", nil
+	})
+	if err != nil {
+		t.Fatalf("pod %s/%s not bound within %v: %s", namespace, name, timeout, PodScheduledMessage(ctx, cs, namespace, name))
+	}
+	return node
+}
+
+// WaitForPodUnschedulable waits until the pod's PodScheduled condition is False with a message
+// containing reason, and returns the message.
+func WaitForPodUnschedulable(ctx context.Context, t *testing.T, cs kubernetes.Interface, namespace, name, reason string, timeout time.Duration) string {
+	t.Helper()
+	var msg string
+	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		p, err := cs.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		if p.Spec.NodeName != "" {
+			return false, fmt.Errorf("pod was bound to %s", p.Spec.NodeName)
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == v1.PodScheduled && c.Status == v1.ConditionFalse && strings.Contains(c.Message, reason) {
+				msg = c.Message
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("pod %s/%s: want unschedulable with %q: %v (condition: %s)", namespace, name, reason, err, PodScheduledMessage(ctx, cs, namespace, name))
+	}
+	return msg
+}
+
+// PodScheduledMessage describes the pod's PodScheduled condition, for failure messages.
+func PodScheduledMessage(ctx context.Context, cs kubernetes.Interface, namespace, name string) string {
+	p, err := cs.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err.Error()
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == v1.PodScheduled {
+			return fmt.Sprintf("%s %s: %s", c.Status, c.Reason, c.Message)
+		}
+	}
+	return "no PodScheduled condition"
+}
+
+// PatchNode applies a JSON merge patch to a node.
+func PatchNode(ctx context.Context, t *testing.T, cs kubernetes.Interface, name, patch string) {
+	t.Helper()
+	if _, err := cs.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatalf("patching node %s with %s: %v", name, patch, err)
+	}
+}
+
+// LabelSet builds a NodePoolLabelSet.
+func LabelSet(namespace, name string, labels map[string]string) *labelsv1alpha1.NodePoolLabelSet {
+	values := make(map[string]labelsv1alpha1.LabelValue, len(labels))
+	for k, v := range labels {
+		values[k] = labelsv1alpha1.LabelValue(v)
+	}
+	return &labelsv1alpha1.NodePoolLabelSet{
+		TypeMeta:   metav1.TypeMeta{APIVersion: labelsv1alpha1.SchemeGroupVersion.String(), Kind: "NodePoolLabelSet"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+		Spec:       labelsv1alpha1.NodePoolLabelSetSpec{Labels: values},
+	}
+}
+
+// ApplyLabelSet creates or replaces the spec of a NodePoolLabelSet, returning the apiserver's error.
+func ApplyLabelSet(ctx context.Context, cp *controlplane.ControlPlane, set *labelsv1alpha1.NodePoolLabelSet) error {
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(set)
+	if err != nil {
+		return err
+	}
+	u := &unstructured.Unstructured{Object: obj}
+	client := cp.Dynamic.Resource(labelsv1alpha1.Resource).Namespace(set.Namespace)
+	existing, err := client.Get(ctx, set.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		_, err = client.Create(ctx, u, metav1.CreateOptions{})
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	u.SetResourceVersion(existing.GetResourceVersion())
+	_, err = client.Update(ctx, u, metav1.UpdateOptions{})
+	return err
+}
+
+// MustApplyLabelSet is ApplyLabelSet that fails the test on error.
+func MustApplyLabelSet(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, set *labelsv1alpha1.NodePoolLabelSet) {
+	t.Helper()
+	if err := ApplyLabelSet(ctx, cp, set); err != nil {
+		t.Fatalf("applying NodePoolLabelSet %s/%s: %v", set.Namespace, set.Name, err)
+	}
+}
+
+// DeleteLabelSet deletes a NodePoolLabelSet.
+func DeleteLabelSet(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, namespace, name string) {
+	t.Helper()
+	if err := cp.Dynamic.Resource(labelsv1alpha1.Resource).Namespace(namespace).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		t.Fatalf("deleting NodePoolLabelSet %s/%s: %v", namespace, name, err)
+	}
+}
