@@ -65,6 +65,7 @@ replace k8s.io/sample-cli-plugin => k8s.io/sample-cli-plugin v0.34.10
 replace k8s.io/sample-controller => k8s.io/sample-controller v0.34.10
 
 require (
+	github.com/google/go-cmp v0.7.0
 	github.com/spf13/cobra v1.9.1
 	k8s.io/api v0.34.10
 	k8s.io/apiextensions-apiserver v0.34.7
@@ -77,6 +78,7 @@ require (
 	k8s.io/kubernetes v1.34.10
 	k8s.io/utils v0.0.0-20250604170112-4c0f3b243397
 	sigs.k8s.io/scheduler-plugins v0.34.7
+	sigs.k8s.io/yaml v1.6.0
 )
 
 require (
@@ -121,7 +123,6 @@ require (
 	github.com/google/btree v1.1.3 // indirect
 	github.com/google/cel-go v0.26.0 // indirect
 	github.com/google/gnostic-models v0.7.0 // indirect
-	github.com/google/go-cmp v0.7.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/gorilla/websocket v1.5.4-0.20250319132907-e064f32e3674 // indirect
 	github.com/grpc-ecosystem/go-grpc-middleware v1.3.0 // indirect
@@ -241,7 +242,6 @@ require (
 	sigs.k8s.io/release-utils v0.3.0 // indirect
 	sigs.k8s.io/security-profiles-operator v0.4.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v6 v6.3.0 // indirect
-	sigs.k8s.io/yaml v1.6.0 // indirect
 )
 
 tool (

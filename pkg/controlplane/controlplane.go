@@ -175,6 +175,8 @@ func WriteKubeconfig(cfg *rest.Config, path string) error {
 		CertificateAuthorityData: cfg.CAData,
 		CertificateAuthority:     cfg.CAFile,
 		InsecureSkipTLSVerify:    cfg.Insecure,
+		// The test apiserver's loopback config verifies a certificate made for this name.
+		TLSServerName: cfg.ServerName,
 	}
 	kc.AuthInfos["test"] = &clientcmdapi.AuthInfo{
 		Token:                 cfg.BearerToken,

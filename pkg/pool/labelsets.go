@@ -26,6 +26,17 @@ type PoolLabels struct {
 	Problems []string
 
 	byKey map[string]string
+	// inSyncAnnotation is the managed-labels annotation of a node that carries exactly this
+	// set's labels, as the labeler writes it; a node with it has no stale labels to look for.
+	inSyncAnnotation string
+}
+
+// ManagedLabelsAnnotation is the managed-labels annotation value for a node in sync with the pool.
+func (p *PoolLabels) ManagedLabelsAnnotation() string {
+	if p == nil {
+		return FormatManagedLabels(nil)
+	}
+	return p.inSyncAnnotation
 }
 
 // Desired returns the desired value of key and whether the pool wants it at all.
@@ -96,6 +107,11 @@ func CompileLabelSets(sets []*labelsv1alpha1.NodePoolLabelSet) *LabelSets {
 			p.Labels = append(p.Labels, Label{Key: k, Value: v})
 		}
 		sort.Slice(p.Labels, func(i, j int) bool { return p.Labels[i].Key < p.Labels[j].Key })
+		keys := make([]string, len(p.Labels))
+		for i, l := range p.Labels {
+			keys[i] = l.Key
+		}
+		p.inSyncAnnotation = FormatManagedLabels(keys)
 	}
 	return idx
 }

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 )
 
 // ManagedLabelsAnnotation lists, as a JSON array of keys, the node labels a NodePoolLabelSet
@@ -15,79 +14,106 @@ const ManagedLabelsAnnotation = "nodepool.banzaicloud.io/managed-labels"
 // ErrMalformedManagedLabels is returned when the managed-labels annotation is not a JSON array of strings.
 var ErrMalformedManagedLabels = errors.New("managed-labels annotation is not a JSON array of strings")
 
-// EachManagedLabel calls fn for every key in a managed-labels annotation value, in order, and stops
-// early when fn returns false. An empty value means no managed labels.
+// EachManagedLabel calls fn for every key in a managed-labels annotation value, in order, and
+// stops early when fn returns false. An empty value means no managed labels.
 //
-// The scheduler calls this for every node in every cycle, so the common form (a plain JSON array
-// of strings without escapes) is scanned in place without allocating; anything else is handed to
-// encoding/json, which decides whether the value is valid.
+// The scheduler calls this for every node in every cycle, so it scans the common form (a JSON
+// array of plain ASCII strings) once, in place, without allocating, and hands anything with
+// escapes or non-ASCII bytes to encoding/json. Because of that single pass, fn may already have
+// seen some keys when an error is returned, and may see leading keys twice: fn must be
+// idempotent and callers must discard what they gathered when an error is returned.
 func EachManagedLabel(annotation string, fn func(key string) bool) error {
-	s := strings.TrimSpace(annotation)
+	s := trimJSONSpace(annotation)
 	if s == "" {
 		return nil
 	}
-	if strings.IndexByte(s, '\\') >= 0 {
+	err := scanStringArray(s, fn)
+	if err == errNeedsDecoder {
 		return eachManagedLabelSlow(s, fn)
 	}
-	if len(s) < 2 || s[0] != '[' || s[len(s)-1] != ']' {
-		return ErrMalformedManagedLabels
-	}
-	// Validate the whole value before calling fn, so a malformed value never yields keys.
-	if _, err := scanStringArray(s, nil); err != nil {
-		return err
-	}
-	_, err := scanStringArray(s, fn)
 	return err
 }
 
-// scanStringArray walks a JSON array of strings that contains no backslash escapes. It returns
-// false as its first result if fn stopped the walk.
-func scanStringArray(s string, fn func(string) bool) (bool, error) {
+// errNeedsDecoder tells EachManagedLabel to fall back to encoding/json.
+var errNeedsDecoder = errors.New("value needs a full JSON decoder")
+
+// scanStringArray walks a JSON array of plain ASCII strings.
+func scanStringArray(s string, fn func(string) bool) error {
+	if s[0] != '[' {
+		return ErrMalformedManagedLabels
+	}
 	i := skipSpace(s, 1)
 	if i < len(s) && s[i] == ']' {
-		if skipSpace(s, i+1) != len(s) {
-			return false, ErrMalformedManagedLabels
-		}
-		return true, nil
+		return expectEnd(s, i+1)
 	}
 	for {
 		if i >= len(s) || s[i] != '"' {
-			return false, ErrMalformedManagedLabels
+			return ErrMalformedManagedLabels
 		}
-		end := strings.IndexByte(s[i+1:], '"')
-		if end < 0 {
-			return false, ErrMalformedManagedLabels
-		}
-		key := s[i+1 : i+1+end]
-		for j := 0; j < len(key); j++ {
-			// JSON forbids raw control characters in strings.
-			if key[j] < 0x20 {
-				return false, ErrMalformedManagedLabels
+		start := i + 1
+		end := start
+		for ; end < len(s) && s[end] != '"'; end++ {
+			switch c := s[end]; {
+			case c == '\\' || c >= 0x80:
+				return errNeedsDecoder
+			case c < 0x20: // JSON forbids raw control characters in strings.
+				return ErrMalformedManagedLabels
 			}
 		}
-		if fn != nil && !fn(key) {
-			return false, nil
+		if end >= len(s) {
+			return ErrMalformedManagedLabels
 		}
-		i = skipSpace(s, i+2+end)
+		if !fn(s[start:end]) {
+			return nil
+		}
+		i = skipSpace(s, end+1)
 		if i >= len(s) {
-			return false, ErrMalformedManagedLabels
+			return ErrMalformedManagedLabels
 		}
 		switch s[i] {
 		case ',':
 			i = skipSpace(s, i+1)
 		case ']':
-			if skipSpace(s, i+1) != len(s) {
-				return false, ErrMalformedManagedLabels
-			}
-			return true, nil
+			return expectEnd(s, i+1)
 		default:
-			return false, ErrMalformedManagedLabels
+			return ErrMalformedManagedLabels
 		}
 	}
 }
 
+func expectEnd(s string, i int) error {
+	if skipSpace(s, i) != len(s) {
+		return ErrMalformedManagedLabels
+	}
+	return nil
+}
+
+// needsDecoder reports escapes or non-ASCII bytes, which only encoding/json interprets exactly.
+func needsDecoder(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' || s[i] >= 0x80 {
+			return true
+		}
+	}
+	return false
+}
+
+// trimJSONSpace trims the whitespace JSON allows around a value (not Unicode spaces).
+func trimJSONSpace(s string) string {
+	i, j := 0, len(s)
+	for i < j && isJSONSpace(s[i]) {
+		i++
+	}
+	for j > i && isJSONSpace(s[j-1]) {
+		j--
+	}
+	return s[i:j]
+}
+
+func isJSONSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
 func skipSpace(s string, i int) int {
-	for i < len(s) && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r') {
+	for i < len(s) && isJSONSpace(s[i]) {
 		i++
 	}
 	return i
@@ -95,8 +121,11 @@ func skipSpace(s string, i int) int {
 
 func eachManagedLabelSlow(s string, fn func(string) bool) error {
 	var keys []string
-	if err := json.Unmarshal([]byte(s), &keys); err != nil || keys == nil {
+	if err := json.Unmarshal([]byte(s), &keys); err != nil {
 		return fmt.Errorf("%w: %v", ErrMalformedManagedLabels, err)
+	}
+	if keys == nil { // JSON null
+		return ErrMalformedManagedLabels
 	}
 	for _, k := range keys {
 		if !fn(k) {
@@ -109,7 +138,12 @@ func eachManagedLabelSlow(s string, fn func(string) bool) error {
 // ParseManagedLabels returns the keys listed in a managed-labels annotation value.
 func ParseManagedLabels(annotation string) ([]string, error) {
 	var keys []string
-	err := EachManagedLabel(annotation, func(k string) bool {
+	collect := EachManagedLabel
+	if needsDecoder(annotation) {
+		// Decode once, so no key is collected twice.
+		collect = func(a string, fn func(string) bool) error { return eachManagedLabelSlow(trimJSONSpace(a), fn) }
+	}
+	err := collect(annotation, func(k string) bool {
 		keys = append(keys, k)
 		return true
 	})

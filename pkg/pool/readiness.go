@@ -125,7 +125,8 @@ func (g *Gate) rejectsUnknown(sets *LabelSets) bool {
 
 func (g *Gate) checkStale(poolName string, nodeLabels, nodeAnnotations map[string]string, desired *PoolLabels) Verdict {
 	annotation, ok := nodeAnnotations[ManagedLabelsAnnotation]
-	if !ok {
+	if !ok || (desired != nil && annotation == desired.inSyncAnnotation) {
+		// Nothing managed, or exactly the desired keys: no key can be stale.
 		return Verdict{Cause: Ready}
 	}
 	stale := ""

@@ -1,0 +1,119 @@
+package scheme
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
+
+	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config"
+	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
+)
+
+const header = `apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: pool-scheduler
+  pluginConfig:
+  - name: NodePoolReady
+`
+
+func decodeArgs(t *testing.T, yaml string) (any, error) {
+	t.Helper()
+	obj, _, err := Codecs.UniversalDecoder().Decode([]byte(yaml), nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	cfg := obj.(*schedconfig.KubeSchedulerConfiguration)
+	for _, pc := range cfg.Profiles[0].PluginConfig {
+		if pc.Name == "NodePoolReady" {
+			return pc.Args, nil
+		}
+	}
+	t.Fatalf("no NodePoolReady args decoded")
+	return nil, nil
+}
+
+func TestDecodeNodePoolReadyArgs(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    string
+		want    *config.NodePoolReadyArgs
+		wantErr string
+	}{
+		{
+			name: "empty args get defaults",
+			args: "    args: {}\n",
+			want: &config.NodePoolReadyArgs{
+				PoolLabelKeys:       pool.DefaultLabelKeys,
+				UnknownPoolPolicy:   config.UnknownPoolAuto,
+				IgnoreDaemonSetPods: true,
+			},
+		},
+		{
+			name: "every field set",
+			args: `    args:
+      poolLabelKeys: [example.com/pool]
+      requiredLabelKeys: [topology.pool-scheduler.io/update-domain]
+      poolRequiredLabelKeys:
+        gpu: [nvidia.com/gpu.product]
+      unknownPoolPolicy: Reject
+      labelSetNamespace: pool-scheduler
+      ignoreDaemonSetPods: false
+`,
+			want: &config.NodePoolReadyArgs{
+				PoolLabelKeys:         []string{"example.com/pool"},
+				RequiredLabelKeys:     []string{"topology.pool-scheduler.io/update-domain"},
+				PoolRequiredLabelKeys: map[string][]string{"gpu": {"nvidia.com/gpu.product"}},
+				UnknownPoolPolicy:     config.UnknownPoolReject,
+				LabelSetNamespace:     "pool-scheduler",
+				IgnoreDaemonSetPods:   false,
+			},
+		},
+		{
+			name:    "unknown field is refused by name",
+			args:    "    args:\n      requiredLabelKey: [a]\n",
+			wantErr: `unknown field "requiredLabelKey"`,
+		},
+		{
+			name:    "duplicate field is refused",
+			args:    "    args:\n      unknownPoolPolicy: Auto\n      unknownPoolPolicy: Allow\n",
+			wantErr: `unknownPoolPolicy`,
+		},
+		{
+			name:    "wrong type is refused",
+			args:    "    args:\n      requiredLabelKeys: topology.pool-scheduler.io/update-domain\n",
+			wantErr: "requiredLabelKeys",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := decodeArgs(t, header+tt.args)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("decode error = %v, want it to contain %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("decode: %v", err)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("decoded args (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestDefaultPoolLabelKeysAreACopy(t *testing.T) {
+	got, err := decodeArgs(t, header+"    args: {}\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := got.(*config.NodePoolReadyArgs)
+	args.PoolLabelKeys[0] = "changed"
+	if pool.DefaultLabelKeys[0] == "changed" {
+		t.Fatal("defaulting shares pool.DefaultLabelKeys with the args")
+	}
+}

@@ -1,0 +1,139 @@
+package nodepoolready
+
+import (
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	fwk "k8s.io/kube-scheduler/framework"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
+	"k8s.io/kubernetes/test/utils/ktesting"
+
+	labelsv1alpha1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/labels/v1alpha1"
+	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
+)
+
+func TestIsSchedulableAfterNodeChange(t *testing.T) {
+	spot := labelSet("ns", "spot", "u1", 1, map[string]labelsv1alpha1.LabelValue{"example.com/a": "1"})
+	unlabelled := st.MakeNode().Name("n").Label(poolKey, "spot").Obj()
+	ready := st.MakeNode().Name("n").Label(poolKey, "spot").Label("example.com/a", "1").Obj()
+	readyOtherChange := st.MakeNode().Name("n").Label(poolKey, "spot").Label("example.com/a", "1").Label("x", "y").Obj()
+	stale := st.MakeNode().Name("n").Label(poolKey, "spot").Label("example.com/a", "1").Label("example.com/old", "1").Obj()
+	stale.Annotations = map[string]string{pool.ManagedLabelsAnnotation: `["example.com/a","example.com/old"]`}
+	staleFixed := stale.DeepCopy()
+	staleFixed.Annotations[pool.ManagedLabelsAnnotation] = `["example.com/a"]`
+
+	tests := []struct {
+		name     string
+		old, new *v1.Node
+		want     fwk.QueueingHint
+	}{
+		{name: "ready node added", new: ready, want: fwk.Queue},
+		{name: "unready node added", new: unlabelled, want: fwk.QueueSkip},
+		{name: "labels landed", old: unlabelled, new: ready, want: fwk.Queue},
+		{name: "still not ready", old: unlabelled, new: unlabelled.DeepCopy(), want: fwk.QueueSkip},
+		{name: "already ready before", old: ready, new: readyOtherChange, want: fwk.QueueSkip},
+		{name: "became not ready", old: ready, new: unlabelled, want: fwk.QueueSkip},
+		{name: "annotation update drops the stale key", old: stale, new: staleFixed, want: fwk.Queue},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			logger, _ := ktesting.NewTestContext(t)
+			pl := newTestPlugin(t, defaultArgs(), spot)
+			var oldObj any
+			if tt.old != nil {
+				oldObj = tt.old
+			}
+			got, err := pl.isSchedulableAfterNodeChange(logger, st.MakePod().Obj(), oldObj, tt.new)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tt.want {
+				t.Errorf("hint = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func toUnstructured(t *testing.T, set *labelsv1alpha1.NodePoolLabelSet) *unstructured.Unstructured {
+	t.Helper()
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &unstructured.Unstructured{Object: obj}
+}
+
+func TestIsSchedulableAfterLabelSetChange(t *testing.T) {
+	v1set := labelSet("ns", "spot", "u1", 1, map[string]labelsv1alpha1.LabelValue{"example.com/a": "1"})
+	v2set := labelSet("ns", "spot", "u1", 2, map[string]labelsv1alpha1.LabelValue{"example.com/a": "2"})
+	statusOnly := v1set.DeepCopy()
+	statusOnly.Status.State = labelsv1alpha1.SyncStateSynced
+	otherNS := labelSet("other", "spot", "u9", 1, map[string]labelsv1alpha1.LabelValue{"example.com/a": "1"})
+
+	tests := []struct {
+		name      string
+		namespace string
+		old, new  *labelsv1alpha1.NodePoolLabelSet
+		want      fwk.QueueingHint
+		// wantLabel is the desired value of example.com/a after the hint ran ("" = no set).
+		wantLabel string
+	}{
+		{name: "labels changed", old: v1set, new: v2set, want: fwk.Queue, wantLabel: "2"},
+		{name: "status-only update", old: v1set, new: statusOnly, want: fwk.QueueSkip, wantLabel: "1"},
+		{name: "added", new: v2set, want: fwk.Queue, wantLabel: "2"},
+		{name: "deleted", old: v1set, want: fwk.Queue, wantLabel: ""},
+		{name: "other namespace when one is watched", namespace: "ns", old: nil, new: otherNS, want: fwk.QueueSkip, wantLabel: "1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			logger, _ := ktesting.NewTestContext(t)
+			args := defaultArgs()
+			args.LabelSetNamespace = tt.namespace
+			// The plugin's own informer has seen v1 only: the hint must bring it up to date.
+			pl := newTestPlugin(t, args, v1set)
+			var oldObj, newObj any
+			if tt.old != nil {
+				oldObj = toUnstructured(t, tt.old)
+			}
+			if tt.new != nil {
+				newObj = toUnstructured(t, tt.new)
+			}
+			got, err := pl.isSchedulableAfterLabelSetChange(logger, st.MakePod().Obj(), oldObj, newObj)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tt.want {
+				t.Errorf("hint = %v, want %v", got, tt.want)
+			}
+			value, _ := pl.labelSets.current().Pool("spot").Desired("example.com/a")
+			if value != tt.wantLabel {
+				t.Errorf("index after hint: example.com/a = %q, want %q", value, tt.wantLabel)
+			}
+		})
+	}
+}
+
+func TestEventsToRegister(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	events, err := newTestPlugin(t, defaultArgs()).EventsToRegister(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var node, labelSets bool
+	for _, e := range events {
+		if e.QueueingHintFn == nil {
+			t.Errorf("event %v has no queueing hint", e.Event)
+		}
+		switch e.Event.Resource {
+		case fwk.Node:
+			node = e.Event.ActionType&fwk.Add != 0 && e.Event.ActionType&fwk.UpdateNodeLabel != 0 && e.Event.ActionType&fwk.UpdateNodeAnnotation != 0
+		case fwk.EventResource("nodepoollabelsets.v1alpha1.labels.banzaicloud.io"):
+			labelSets = e.Event.ActionType&(fwk.Add|fwk.Update|fwk.Delete) == fwk.Add|fwk.Update|fwk.Delete
+		}
+	}
+	if !node || !labelSets {
+		t.Errorf("registered events %v: want node add/label/annotation and NodePoolLabelSet add/update/delete", events)
+	}
+}

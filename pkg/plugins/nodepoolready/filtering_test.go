@@ -1,0 +1,252 @@
+package nodepoolready
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/component-base/metrics/testutil"
+	"k8s.io/klog/v2"
+	klogtesting "k8s.io/klog/v2/ktesting"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
+	"k8s.io/kubernetes/test/utils/ktesting"
+
+	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config"
+	labelsv1alpha1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/labels/v1alpha1"
+	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
+)
+
+const poolKey = "nodepool.banzaicloud.io/name"
+
+func defaultArgs() *config.NodePoolReadyArgs {
+	return &config.NodePoolReadyArgs{
+		PoolLabelKeys:       pool.DefaultLabelKeys,
+		UnknownPoolPolicy:   config.UnknownPoolAuto,
+		IgnoreDaemonSetPods: true,
+	}
+}
+
+func labelSet(namespace, name string, uid types.UID, generation int64, labels map[string]labelsv1alpha1.LabelValue) *labelsv1alpha1.NodePoolLabelSet {
+	return &labelsv1alpha1.NodePoolLabelSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, UID: uid, Generation: generation},
+		Spec:       labelsv1alpha1.NodePoolLabelSetSpec{Labels: labels},
+	}
+}
+
+// newTestPlugin builds the plugin around an index holding sets, without an informer.
+func newTestPlugin(t testing.TB, args *config.NodePoolReadyArgs, sets ...*labelsv1alpha1.NodePoolLabelSet) *NodePoolReady {
+	t.Helper()
+	logger, _ := ktesting.NewTestContext(t)
+	idx := newLabelSetIndex(args.LabelSetNamespace)
+	for _, s := range sets {
+		idx.upsert(logger, s)
+	}
+	return newPlugin(args, idx)
+}
+
+func nodeInfo(node *v1.Node) fwk.NodeInfo {
+	ni := framework.NewNodeInfo()
+	ni.SetNode(node)
+	return ni
+}
+
+func TestFilter(t *testing.T) {
+	spot := labelSet("ns", "spot", "u1", 1, map[string]labelsv1alpha1.LabelValue{"example.com/lifecycle": "spot"})
+	pod := st.MakePod().Name("p").Namespace("default").Obj()
+	dsPod := st.MakePod().Name("ds").Namespace("default").OwnerReference("ds", metav1.SchemeGroupVersion.WithKind("DaemonSet")).Obj()
+	// st's OwnerReference does not set Controller; DaemonSet pods always have it.
+	dsPod.OwnerReferences[0].Controller = ptrTrue()
+
+	tests := []struct {
+		name          string
+		args          func(*config.NodePoolReadyArgs)
+		sets          []*labelsv1alpha1.NodePoolLabelSet
+		pod           *v1.Pod
+		node          *v1.Node
+		wantPreFilter *fwk.Status
+		wantFilter    *fwk.Status
+	}{
+		{
+			name: "ready node passes",
+			sets: []*labelsv1alpha1.NodePoolLabelSet{spot},
+			pod:  pod,
+			node: st.MakeNode().Name("n").Label(poolKey, "spot").Label("example.com/lifecycle", "spot").Obj(),
+		},
+		{
+			name:       "labels not applied",
+			sets:       []*labelsv1alpha1.NodePoolLabelSet{spot},
+			pod:        pod,
+			node:       st.MakeNode().Name("n").Label(poolKey, "spot").Obj(),
+			wantFilter: fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "node's pool labels are not applied yet").WithPlugin(Name),
+		},
+		{
+			name:       "unknown pool with a set present",
+			sets:       []*labelsv1alpha1.NodePoolLabelSet{spot},
+			pod:        pod,
+			node:       st.MakeNode().Name("n").Obj(),
+			wantFilter: fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "node is not in a known pool").WithPlugin(Name),
+		},
+		{
+			name: "unknown pool on a cluster without sets",
+			pod:  pod,
+			node: st.MakeNode().Name("n").Obj(),
+		},
+		{
+			name: "required key",
+			args: func(a *config.NodePoolReadyArgs) {
+				a.RequiredLabelKeys = []string{"topology.pool-scheduler.io/update-domain"}
+			},
+			pod:        pod,
+			node:       st.MakeNode().Name("n").Label(poolKey, "general").Obj(),
+			wantFilter: fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "node is missing a required label").WithPlugin(Name),
+		},
+		{
+			name:          "DaemonSet pods are exempt by default",
+			sets:          []*labelsv1alpha1.NodePoolLabelSet{spot},
+			pod:           dsPod,
+			node:          st.MakeNode().Name("n").Label(poolKey, "spot").Obj(),
+			wantPreFilter: fwk.NewStatus(fwk.Skip),
+		},
+		{
+			name:       "DaemonSet pods are gated when configured",
+			args:       func(a *config.NodePoolReadyArgs) { a.IgnoreDaemonSetPods = false },
+			sets:       []*labelsv1alpha1.NodePoolLabelSet{spot},
+			pod:        dsPod,
+			node:       st.MakeNode().Name("n").Label(poolKey, "spot").Obj(),
+			wantFilter: fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "node's pool labels are not applied yet").WithPlugin(Name),
+		},
+		{
+			name:       "set in another namespace is ignored when a namespace is configured",
+			args:       func(a *config.NodePoolReadyArgs) { a.LabelSetNamespace = "pool-scheduler" },
+			sets:       []*labelsv1alpha1.NodePoolLabelSet{spot},
+			pod:        pod,
+			node:       st.MakeNode().Name("n").Label(poolKey, "spot").Obj(),
+			wantFilter: nil,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, ctx := ktesting.NewTestContext(t)
+			args := defaultArgs()
+			if tt.args != nil {
+				tt.args(args)
+			}
+			pl := newTestPlugin(t, args, tt.sets...)
+			state := framework.NewCycleState()
+			_, status := pl.PreFilter(ctx, state, tt.pod, nil)
+			if diff := cmp.Diff(tt.wantPreFilter, status); diff != "" {
+				t.Fatalf("PreFilter status (-want +got):\n%s", diff)
+			}
+			if status.IsSkip() {
+				return
+			}
+			got := pl.Filter(ctx, state, tt.pod, nodeInfo(tt.node))
+			if diff := cmp.Diff(tt.wantFilter, got); diff != "" {
+				t.Errorf("Filter status (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestFilterWithoutPreFilterStateIsAnError(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	pl := newTestPlugin(t, defaultArgs())
+	got := pl.Filter(ctx, framework.NewCycleState(), st.MakePod().Obj(), nodeInfo(st.MakeNode().Name("n").Obj()))
+	if got.Code() != fwk.Error {
+		t.Errorf("Filter without PreFilter state = %v, want an Error status", got)
+	}
+}
+
+func TestFilterCountsRejectionsByReason(t *testing.T) {
+	registerMetrics()
+	_, ctx := ktesting.NewTestContext(t)
+	pl := newTestPlugin(t, defaultArgs(), labelSet("ns", "spot", "u1", 1, map[string]labelsv1alpha1.LabelValue{"example.com/a": "1"}))
+	counter := rejections[pool.LabelsNotApplied]
+	before, err := testutil.GetCounterMetricValue(counter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := framework.NewCycleState()
+	pod := st.MakePod().Obj()
+	pl.PreFilter(ctx, state, pod, nil)
+	pl.Filter(ctx, state, pod, nodeInfo(st.MakeNode().Name("n").Label(poolKey, "spot").Obj()))
+	after, err := testutil.GetCounterMetricValue(counter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after-before != 1 {
+		t.Errorf("labels_not_applied rejections grew by %v, want 1", after-before)
+	}
+}
+
+func TestPreFilterPinsTheIndexForTheCycle(t *testing.T) {
+	logger, ctx := ktesting.NewTestContext(t)
+	pl := newTestPlugin(t, defaultArgs())
+	state := framework.NewCycleState()
+	pod := st.MakePod().Obj()
+	pl.PreFilter(ctx, state, pod, nil)
+	// A set arriving mid-cycle must not change verdicts within the cycle.
+	pl.labelSets.upsert(logger, labelSet("ns", "spot", "u1", 1, map[string]labelsv1alpha1.LabelValue{"example.com/a": "1"}))
+	if got := pl.Filter(ctx, state, pod, nodeInfo(st.MakeNode().Name("n").Label(poolKey, "spot").Obj())); got != nil {
+		t.Errorf("Filter used the index updated mid-cycle: %v", got)
+	}
+}
+
+func ptrTrue() *bool { b := true; return &b }
+
+// BenchmarkFilter runs PreFilter once and Filter over 5000 nodes per op, so allocs/op is the
+// allocation count for 5000 nodes; it must be 0. Nodes mix every verdict.
+func BenchmarkFilter(b *testing.B) {
+	nodes := benchNodes
+	var sets []*labelsv1alpha1.NodePoolLabelSet
+	for p := 0; p < 10; p++ {
+		sets = append(sets, labelSet("ns", fmt.Sprintf("pool-%d", p), types.UID(fmt.Sprint(p)), 1, map[string]labelsv1alpha1.LabelValue{
+			"example.com/lifecycle": "spot", "example.com/team": labelsv1alpha1.LabelValue(fmt.Sprint("team-", p)), "example.com/tier": "gold",
+		}))
+	}
+	args := defaultArgs()
+	args.RequiredLabelKeys = []string{"topology.pool-scheduler.io/update-domain"}
+	pl := newTestPlugin(b, args, sets...)
+	infos := make([]fwk.NodeInfo, nodes)
+	for i := range infos {
+		p := i % 10
+		n := st.MakeNode().Name(fmt.Sprint("node-", i)).Label(poolKey, fmt.Sprint("pool-", p)).
+			Label("example.com/lifecycle", "spot").Label("example.com/team", fmt.Sprint("team-", p)).
+			Label("example.com/tier", "gold").Label("topology.pool-scheduler.io/update-domain", fmt.Sprint(i%3)).
+			Label("kubernetes.io/hostname", fmt.Sprint("node-", i)).Obj()
+		n.Annotations = map[string]string{pool.ManagedLabelsAnnotation: `["example.com/lifecycle","example.com/team","example.com/tier"]`}
+		switch i % 20 {
+		case 1: // labels not applied
+			delete(n.Labels, "example.com/tier")
+		case 2: // stale
+			n.Labels["example.com/old"] = "1"
+			n.Annotations[pool.ManagedLabelsAnnotation] = `["example.com/lifecycle","example.com/team","example.com/tier","example.com/old"]`
+		case 3: // unknown pool
+			delete(n.Labels, poolKey)
+		case 4, 5, 6, 7, 8: // in sync, annotation written by another labeler in another order
+			n.Annotations[pool.ManagedLabelsAnnotation] = `["example.com/tier","example.com/team","example.com/lifecycle"]`
+		}
+		infos[i] = nodeInfo(n)
+	}
+	// Production verbosity: the -v=4 detail log is off, as it is in a real scheduler.
+	ctx := klog.NewContext(context.Background(), klogtesting.NewLogger(b, klogtesting.NewConfig(klogtesting.Verbosity(2))))
+	pod := st.MakePod().Name("p").Obj()
+	state := framework.NewCycleState()
+	pl.PreFilter(ctx, state, pod, nil)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		for _, ni := range infos {
+			pl.Filter(ctx, state, pod, ni)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*nodes), "ns/node")
+}
+
+var benchNodes = 5000

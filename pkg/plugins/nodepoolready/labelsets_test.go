@@ -1,0 +1,127 @@
+package nodepoolready
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/klog/v2"
+	"k8s.io/kubernetes/test/utils/ktesting"
+
+	labelsv1alpha1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/labels/v1alpha1"
+	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
+)
+
+func desired(idx *labelSetIndex, poolName string) []pool.Label {
+	p := idx.current().Pool(poolName)
+	if p == nil {
+		return nil
+	}
+	return p.Labels
+}
+
+func TestLabelSetIndexOrdering(t *testing.T) {
+	v1 := map[string]labelsv1alpha1.LabelValue{"example.com/a": "1"}
+	v2 := map[string]labelsv1alpha1.LabelValue{"example.com/a": "2"}
+	tests := []struct {
+		name string
+		ops  func(logger klog.Logger, idx *labelSetIndex)
+		want []pool.Label
+	}{
+		{
+			name: "newer generation wins",
+			ops: func(l klog.Logger, idx *labelSetIndex) {
+				idx.upsert(l, labelSet("ns", "spot", "u1", 1, v1))
+				idx.upsert(l, labelSet("ns", "spot", "u1", 2, v2))
+			},
+			want: []pool.Label{{Key: "example.com/a", Value: "2"}},
+		},
+		{
+			name: "older generation from a lagging feed is ignored",
+			ops: func(l klog.Logger, idx *labelSetIndex) {
+				idx.upsert(l, labelSet("ns", "spot", "u1", 2, v2))
+				idx.upsert(l, labelSet("ns", "spot", "u1", 1, v1))
+			},
+			want: []pool.Label{{Key: "example.com/a", Value: "2"}},
+		},
+		{
+			name: "deleted set is not brought back by a lagging update",
+			ops: func(l klog.Logger, idx *labelSetIndex) {
+				idx.upsert(l, labelSet("ns", "spot", "u1", 1, v1))
+				idx.remove(l, labelSet("ns", "spot", "u1", 1, v1))
+				idx.upsert(l, labelSet("ns", "spot", "u1", 2, v2))
+			},
+			want: nil,
+		},
+		{
+			name: "recreated set replaces the old one, and the old UID stays gone",
+			ops: func(l klog.Logger, idx *labelSetIndex) {
+				idx.upsert(l, labelSet("ns", "spot", "u1", 1, v1))
+				idx.upsert(l, labelSet("ns", "spot", "u2", 1, v2))
+				idx.upsert(l, labelSet("ns", "spot", "u1", 3, v1))
+			},
+			want: []pool.Label{{Key: "example.com/a", Value: "2"}},
+		},
+		{
+			name: "delete of an old UID keeps the new set",
+			ops: func(l klog.Logger, idx *labelSetIndex) {
+				idx.upsert(l, labelSet("ns", "spot", "u2", 1, v2))
+				idx.remove(l, labelSet("ns", "spot", "u1", 1, v1))
+			},
+			want: []pool.Label{{Key: "example.com/a", Value: "2"}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			logger, _ := ktesting.NewTestContext(t)
+			idx := newLabelSetIndex("")
+			tt.ops(logger, idx)
+			if diff := cmp.Diff(tt.want, desired(idx, "spot")); diff != "" {
+				t.Errorf("desired labels (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestLabelSetIndexReportsChanges(t *testing.T) {
+	logger, _ := ktesting.NewTestContext(t)
+	idx := newLabelSetIndex("")
+	set := labelSet("ns", "spot", "u1", 1, map[string]labelsv1alpha1.LabelValue{"example.com/a": "1"})
+	if !idx.upsert(logger, set) {
+		t.Error("first upsert reported no change")
+	}
+	if idx.upsert(logger, set) {
+		t.Error("same object again reported a change")
+	}
+	statusOnly := set.DeepCopy()
+	statusOnly.Generation = 2
+	statusOnly.Status.State = labelsv1alpha1.SyncStateSynced
+	if idx.upsert(logger, statusOnly) {
+		t.Error("a generation bump without a label change reported a change")
+	}
+	if !idx.remove(logger, set) || idx.current().Len() != 0 {
+		t.Error("remove did not drop the set")
+	}
+}
+
+func TestLabelSetFromMalformedUnstructured(t *testing.T) {
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": labelsv1alpha1.SchemeGroupVersion.String(),
+		"kind":       "NodePoolLabelSet",
+		"metadata":   map[string]any{"name": "spot", "namespace": "ns", "uid": "u1", "generation": int64(3)},
+		"spec":       map[string]any{"labels": "not a map"},
+	}}
+	got := labelSetFromUnstructured(u)
+	if got.Name != "spot" || got.Namespace != "ns" || got.UID != "u1" || got.Generation != 3 || len(got.Spec.Labels) != 0 {
+		t.Errorf("malformed set converted to %+v, want identity kept and no labels", got)
+	}
+	good := labelSet("ns", "gpu", "u2", 1, map[string]labelsv1alpha1.LabelValue{"example.com/a": "1"})
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(good, labelSetFromUnstructured(&unstructured.Unstructured{Object: obj})); diff != "" {
+		t.Errorf("round trip (-want +got):\n%s", diff)
+	}
+}

@@ -1,0 +1,103 @@
+package pool
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	labelsv1alpha1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/labels/v1alpha1"
+)
+
+func TestCompileLabelSets(t *testing.T) {
+	tests := []struct {
+		name         string
+		sets         []*labelsv1alpha1.NodePoolLabelSet
+		wantPools    []string
+		wantLabels   map[string][]Label
+		wantProblems map[string]int
+	}{
+		{
+			name:      "no sets",
+			wantPools: []string{},
+		},
+		{
+			name: "one set per pool, labels sorted",
+			sets: []*labelsv1alpha1.NodePoolLabelSet{
+				labelSet("a", "spot", map[string]labelsv1alpha1.LabelValue{"z.io/b": "2", "z.io/a": "1"}),
+				labelSet("a", "gpu", map[string]labelsv1alpha1.LabelValue{"z.io/gpu": "yes"}),
+			},
+			wantPools: []string{"gpu", "spot"},
+			wantLabels: map[string][]Label{
+				"spot": {{"z.io/a", "1"}, {"z.io/b", "2"}},
+				"gpu":  {{"z.io/gpu", "yes"}},
+			},
+		},
+		{
+			name: "same pool in two namespaces: union, first namespace wins a conflict",
+			sets: []*labelsv1alpha1.NodePoolLabelSet{
+				labelSet("b", "spot", map[string]labelsv1alpha1.LabelValue{"z.io/team": "web", "z.io/extra": "1"}),
+				labelSet("a", "spot", map[string]labelsv1alpha1.LabelValue{"z.io/team": "data"}),
+			},
+			wantPools:    []string{"spot"},
+			wantLabels:   map[string][]Label{"spot": {{"z.io/extra", "1"}, {"z.io/team", "data"}}},
+			wantProblems: map[string]int{"spot": 1},
+		},
+		{
+			name: "invalid and reserved entries are dropped, not fatal",
+			sets: []*labelsv1alpha1.NodePoolLabelSet{
+				labelSet("a", "spot", map[string]labelsv1alpha1.LabelValue{
+					"bad key":                             "1",
+					"kubernetes.io/arch":                  "arm64",
+					"z.io/bad-value":                      "not valid!",
+					"z.io/ok":                             "1",
+					"node-restriction.kubernetes.io/pool": "spot",
+				}),
+			},
+			wantPools:    []string{"spot"},
+			wantLabels:   map[string][]Label{"spot": {{"node-restriction.kubernetes.io/pool", "spot"}, {"z.io/ok", "1"}}},
+			wantProblems: map[string]int{"spot": 3},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := CompileLabelSets(tt.sets)
+			if got.Len() != len(tt.sets) {
+				t.Errorf("Len() = %d, want %d", got.Len(), len(tt.sets))
+			}
+			if diff := cmp.Diff(tt.wantPools, got.Pools()); diff != "" {
+				t.Errorf("Pools (-want +got):\n%s", diff)
+			}
+			for pool, want := range tt.wantLabels {
+				if diff := cmp.Diff(want, got.Pool(pool).Labels); diff != "" {
+					t.Errorf("pool %s labels (-want +got):\n%s", pool, diff)
+				}
+				if n := len(got.Pool(pool).Problems); n != tt.wantProblems[pool] {
+					t.Errorf("pool %s: %d problems, want %d: %q", pool, n, tt.wantProblems[pool], got.Pool(pool).Problems)
+				}
+			}
+		})
+	}
+}
+
+func TestIsReservedKey(t *testing.T) {
+	tests := map[string]bool{
+		"kubernetes.io/arch":                  true,
+		"k8s.io/foo":                          true,
+		"node.kubernetes.io/instance-type":    true,
+		"topology.kubernetes.io/zone":         true,
+		"sub.k8s.io/x":                        true,
+		"node-role.kubernetes.io/worker":      false,
+		"node-restriction.kubernetes.io/pool": false,
+		"example.com/kubernetes.io":           false,
+		"kubernetes.io.example.com/x":         false,
+		"notkubernetes.io/x":                  false,
+		"mykubernetes.io/x":                   false,
+		"kubernetes.io":                       false,
+		"example.com/a":                       false,
+	}
+	for key, want := range tests {
+		if got := IsReservedKey(key); got != want {
+			t.Errorf("IsReservedKey(%q) = %v, want %v", key, got, want)
+		}
+	}
+}

@@ -1,0 +1,232 @@
+package pool
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	labelsv1alpha1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/labels/v1alpha1"
+)
+
+func labelSet(namespace, name string, labels map[string]labelsv1alpha1.LabelValue) *labelsv1alpha1.NodePoolLabelSet {
+	return &labelsv1alpha1.NodePoolLabelSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+		Spec:       labelsv1alpha1.NodePoolLabelSetSpec{Labels: labels},
+	}
+}
+
+const poolKey = "nodepool.banzaicloud.io/name"
+
+func TestGateCheck(t *testing.T) {
+	spot := CompileLabelSets([]*labelsv1alpha1.NodePoolLabelSet{
+		labelSet("ns", "spot", map[string]labelsv1alpha1.LabelValue{"example.com/lifecycle": "spot", "example.com/team": "data"}),
+	})
+	readySpot := map[string]string{poolKey: "spot", "example.com/lifecycle": "spot", "example.com/team": "data"}
+	with := func(base map[string]string, kv ...string) map[string]string {
+		out := map[string]string{}
+		for k, v := range base {
+			out[k] = v
+		}
+		for i := 0; i+1 < len(kv); i += 2 {
+			out[kv[i]] = kv[i+1]
+		}
+		return out
+	}
+	managed := func(v string) map[string]string { return map[string]string{ManagedLabelsAnnotation: v} }
+
+	tests := []struct {
+		name        string
+		gate        Gate
+		labels      map[string]string
+		annotations map[string]string
+		sets        *LabelSets
+		want        Verdict
+	}{
+		{
+			name:   "all desired labels present",
+			labels: readySpot, sets: spot,
+			want: Verdict{Cause: Ready, Pool: "spot"},
+		},
+		{
+			name:   "only the pool label: labels not applied, first missing key reported",
+			labels: map[string]string{poolKey: "spot"}, sets: spot,
+			want: Verdict{Cause: LabelsNotApplied, Pool: "spot", Key: "example.com/lifecycle", Want: "spot"},
+		},
+		{
+			name:   "wrong value",
+			labels: with(readySpot, "example.com/team", "web"), sets: spot,
+			want: Verdict{Cause: LabelsNotApplied, Pool: "spot", Key: "example.com/team", Want: "data", Got: "web"},
+		},
+		{
+			name:   "pool without a NodePoolLabelSet is ready",
+			labels: map[string]string{poolKey: "general"}, sets: spot,
+			want: Verdict{Cause: Ready, Pool: "general"},
+		},
+		{
+			name:   "Auto: unknown pool rejected once a set exists",
+			labels: map[string]string{}, sets: spot,
+			want: Verdict{Cause: UnknownPool},
+		},
+		{
+			name:   "Auto: unknown pool allowed while no set exists",
+			labels: map[string]string{}, sets: EmptyLabelSets,
+			want: Verdict{Cause: Ready},
+		},
+		{
+			name:   "Auto: nil sets count as none",
+			labels: map[string]string{}, sets: nil,
+			want: Verdict{Cause: Ready},
+		},
+		{
+			name: "Reject: unknown pool rejected with no sets",
+			gate: Gate{UnknownPoolPolicy: UnknownPoolReject}, labels: map[string]string{}, sets: EmptyLabelSets,
+			want: Verdict{Cause: UnknownPool},
+		},
+		{
+			name: "Allow: unknown pool allowed with sets",
+			gate: Gate{UnknownPoolPolicy: UnknownPoolAllow}, labels: map[string]string{}, sets: spot,
+			want: Verdict{Cause: Ready},
+		},
+		{
+			name:   "stale managed label still on the node",
+			labels: with(readySpot, "example.com/old", "x"), sets: spot,
+			annotations: managed(`["example.com/lifecycle","example.com/team","example.com/old"]`),
+			want:        Verdict{Cause: StaleLabel, Pool: "spot", Key: "example.com/old", Got: "x"},
+		},
+		{
+			name:   "annotation in the labeler's own format",
+			labels: readySpot, sets: spot,
+			annotations: managed(`["example.com/lifecycle","example.com/team"]`),
+			want:        Verdict{Cause: Ready, Pool: "spot"},
+		},
+		{
+			name:   "managed label already removed is not stale",
+			labels: readySpot, sets: spot,
+			annotations: managed(`["example.com/lifecycle","example.com/old"]`),
+			want:        Verdict{Cause: Ready, Pool: "spot"},
+		},
+		{
+			name:   "managed labels of a deleted set are stale",
+			labels: with(map[string]string{poolKey: "gone"}, "example.com/gpu", "a100"), sets: spot,
+			annotations: managed(`["example.com/gpu"]`),
+			want:        Verdict{Cause: StaleLabel, Pool: "gone", Key: "example.com/gpu", Got: "a100"},
+		},
+		{
+			name:   "malformed annotation",
+			labels: readySpot, sets: spot,
+			annotations: managed(`not json`),
+			want:        Verdict{Cause: MalformedAnnotation, Pool: "spot", Got: "not json"},
+		},
+		{
+			name:   "missing desired label is reported before a malformed annotation",
+			labels: map[string]string{poolKey: "spot"}, sets: spot,
+			annotations: managed(`not json`),
+			want:        Verdict{Cause: LabelsNotApplied, Pool: "spot", Key: "example.com/lifecycle", Want: "spot"},
+		},
+		{
+			name:   "required label key missing",
+			gate:   Gate{RequiredLabelKeys: []string{"topology.pool-scheduler.io/update-domain"}},
+			labels: readySpot, sets: spot,
+			want: Verdict{Cause: MissingRequiredLabel, Pool: "spot", Key: "topology.pool-scheduler.io/update-domain"},
+		},
+		{
+			name:   "required label key with an empty value is present",
+			gate:   Gate{RequiredLabelKeys: []string{"example.com/flag"}},
+			labels: with(readySpot, "example.com/flag", ""), sets: spot,
+			want: Verdict{Cause: Ready, Pool: "spot"},
+		},
+		{
+			name:   "per-pool required key applies to its pool",
+			gate:   Gate{PoolRequiredLabelKeys: map[string][]string{"spot": {"nvidia.com/gpu.product"}}},
+			labels: readySpot, sets: spot,
+			want: Verdict{Cause: MissingRequiredLabel, Pool: "spot", Key: "nvidia.com/gpu.product"},
+		},
+		{
+			name:   "per-pool required key does not apply to other pools",
+			gate:   Gate{PoolRequiredLabelKeys: map[string][]string{"gpu": {"nvidia.com/gpu.product"}}},
+			labels: readySpot, sets: spot,
+			want: Verdict{Cause: Ready, Pool: "spot"},
+		},
+		{
+			name:   "required keys apply to nodes without a pool when allowed",
+			gate:   Gate{UnknownPoolPolicy: UnknownPoolAllow, RequiredLabelKeys: []string{"example.com/zone"}},
+			labels: map[string]string{}, sets: spot,
+			want: Verdict{Cause: MissingRequiredLabel, Key: "example.com/zone"},
+		},
+		{
+			name:   "custom pool keys",
+			gate:   Gate{Identity: NewIdentity([]string{"example.com/pool"})},
+			labels: map[string]string{"example.com/pool": "spot"}, sets: spot,
+			want: Verdict{Cause: LabelsNotApplied, Pool: "spot", Key: "example.com/lifecycle", Want: "spot"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := tt.gate.Check(tt.labels, tt.annotations, tt.sets)
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("Check (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestCauseMessagesAreFixedAndDistinct(t *testing.T) {
+	seen := map[string]Cause{}
+	for _, c := range Causes {
+		msg := c.String()
+		if msg == "" || msg == Ready.String() || msg == "unknown cause" {
+			t.Errorf("cause %d has no message of its own: %q", c, msg)
+		}
+		if prev, dup := seen[msg]; dup {
+			t.Errorf("causes %d and %d share the message %q", prev, c, msg)
+		}
+		seen[msg] = c
+	}
+}
+
+func TestGateCheckDoesNotAllocate(t *testing.T) {
+	sets := CompileLabelSets([]*labelsv1alpha1.NodePoolLabelSet{
+		labelSet("ns", "spot", map[string]labelsv1alpha1.LabelValue{"example.com/lifecycle": "spot"}),
+	})
+	gate := Gate{RequiredLabelKeys: []string{"example.com/zone"}}
+	ready := map[string]string{poolKey: "spot", "example.com/lifecycle": "spot", "example.com/zone": "1"}
+	stale := map[string]string{poolKey: "spot", "example.com/lifecycle": "spot", "example.com/old": "1"}
+	annotations := map[string]string{ManagedLabelsAnnotation: `["example.com/lifecycle","example.com/old"]`}
+	for name, labels := range map[string]map[string]string{"ready": ready, "stale": stale} {
+		if n := testing.AllocsPerRun(100, func() { gate.Check(labels, annotations, sets) }); n != 0 {
+			t.Errorf("%s: Check allocates %v times per call", name, n)
+		}
+	}
+}
+
+// TestGateCheckBanzaiFieldReport uses the CR and node from the Banzai operator's announcement:
+// a node labelled by that operator (its annotation, its key order) is ready.
+func TestGateCheckBanzaiFieldReport(t *testing.T) {
+	sets := CompileLabelSets([]*labelsv1alpha1.NodePoolLabelSet{labelSet("pipeline-system", "pool1", map[string]labelsv1alpha1.LabelValue{
+		"node.banzaicloud.io/NetworkPerfCategory": "low",
+		"node.banzaicloud.io/cpu":                 "1",
+		"node.banzaicloud.io/memory":              "3.75",
+		"node.banzaicloud.io/ondemand":            "false",
+		"nodepool.banzaicloud.io/name":            "pool1",
+	})})
+	labels := map[string]string{
+		"beta.kubernetes.io/arch":                 "amd64",
+		"cloud.google.com/gke-nodepool":           "pool1",
+		"kubernetes.io/hostname":                  "gke-stoadergt73-pool1-aeadb72d-mlg7",
+		"node.banzaicloud.io/NetworkPerfCategory": "low",
+		"node.banzaicloud.io/cpu":                 "1",
+		"node.banzaicloud.io/memory":              "3.75",
+		"node.banzaicloud.io/ondemand":            "false",
+		"nodepool.banzaicloud.io/name":            "pool1",
+	}
+	annotations := map[string]string{ManagedLabelsAnnotation: `["node.banzaicloud.io/cpu","node.banzaicloud.io/memory","node.banzaicloud.io/ondemand","nodepool.banzaicloud.io/name","node.banzaicloud.io/NetworkPerfCategory"]`}
+	if got := (&Gate{}).Check(labels, annotations, sets); !got.Ready() || got.Pool != "pool1" {
+		t.Errorf("Banzai-labelled node: %+v, want ready in pool1", got)
+	}
+	// The same node just joined: only the GKE pool label, so it is in pool1 but not ready.
+	joined := map[string]string{"cloud.google.com/gke-nodepool": "pool1", "kubernetes.io/hostname": "n"}
+	if got := (&Gate{}).Check(joined, nil, sets); got.Cause != LabelsNotApplied || got.Pool != "pool1" {
+		t.Errorf("freshly joined node: %+v, want labels not applied in pool1", got)
+	}
+}

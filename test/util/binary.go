@@ -1,0 +1,149 @@
+package util
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/pool-scheduler/pool-scheduler/pkg/controlplane"
+)
+
+// SchedulerBinary returns the built bin/pool-scheduler (or $POOL_SCHEDULER_BINARY).
+func SchedulerBinary(t *testing.T) string {
+	t.Helper()
+	path := os.Getenv("POOL_SCHEDULER_BINARY")
+	if path == "" {
+		path = filepath.Join(RepoRoot(), "bin", "pool-scheduler")
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("scheduler binary %s: %v (run `make build`, or `make e2e`)", path, err)
+	}
+	return path
+}
+
+// ShippedConfigFor returns the shipped KubeSchedulerConfiguration as a generic document with
+// clientConnection.kubeconfig pointing at cp, ready to be edited and written.
+func ShippedConfigFor(t *testing.T, cp *controlplane.ControlPlane) map[string]any {
+	t.Helper()
+	data, err := os.ReadFile(ShippedConfigPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := map[string]any{}
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := controlplane.WriteKubeconfig(cp.Config, kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	doc["clientConnection"].(map[string]any)["kubeconfig"] = kubeconfig
+	return doc
+}
+
+// PluginArgsDoc returns the args map of plugin in the first profile of a config document.
+func PluginArgsDoc(t *testing.T, doc map[string]any, plugin string) map[string]any {
+	t.Helper()
+	profile := doc["profiles"].([]any)[0].(map[string]any)
+	for _, pc := range profile["pluginConfig"].([]any) {
+		pc := pc.(map[string]any)
+		if pc["name"] == plugin {
+			if pc["args"] == nil {
+				pc["args"] = map[string]any{}
+			}
+			return pc["args"].(map[string]any)
+		}
+	}
+	t.Fatalf("no pluginConfig for %s", plugin)
+	return nil
+}
+
+// SchedulerProcess is the built scheduler running as a child process.
+type SchedulerProcess struct {
+	Cmd      *exec.Cmd
+	HTTPSURL string
+
+	mu     sync.Mutex
+	output bytes.Buffer
+	done   chan struct{}
+	err    error
+}
+
+// Output is what the process wrote to stdout and stderr so far.
+func (p *SchedulerProcess) Output() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.output.String()
+}
+
+func (p *SchedulerProcess) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.output.Write(b)
+}
+
+// Wait waits for the process to exit, up to timeout, and returns its error (nil for exit 0).
+func (p *SchedulerProcess) Wait(timeout time.Duration) (exited bool, err error) {
+	select {
+	case <-p.done:
+		return true, p.err
+	case <-time.After(timeout):
+		return false, nil
+	}
+}
+
+// StartSchedulerBinary writes doc as the scheduler's --config and starts the binary with it,
+// serving HTTPS on a free port. The process is killed when the test ends; its output is logged
+// if the test failed.
+func StartSchedulerBinary(t *testing.T, doc map[string]any, extraArgs ...string) *SchedulerProcess {
+	t.Helper()
+	data, err := yaml.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfgPath := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(cfgPath, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	port := freePort(t)
+	args := append([]string{"--config=" + cfgPath, fmt.Sprintf("--secure-port=%d", port), "--bind-address=127.0.0.1", "--v=2"}, extraArgs...)
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &SchedulerProcess{done: make(chan struct{}), HTTPSURL: fmt.Sprintf("https://127.0.0.1:%d", port)}
+	p.Cmd = exec.CommandContext(ctx, SchedulerBinary(t), args...)
+	p.Cmd.Stdout, p.Cmd.Stderr = p, p
+	if err := p.Cmd.Start(); err != nil {
+		cancel()
+		t.Fatalf("starting scheduler: %v", err)
+	}
+	go func() {
+		p.err = p.Cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-p.done
+		if t.Failed() {
+			t.Logf("scheduler output:\n%s", p.Output())
+		}
+	})
+	return p
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
