@@ -86,7 +86,7 @@ func TestBinaryComposesWithOtherPlugins(t *testing.T) {
 	multiPoint := profile["plugins"].(map[string]any)["multiPoint"].(map[string]any)
 	multiPoint["enabled"] = append(multiPoint["enabled"].([]any),
 		map[string]any{"name": "NodeResourcesAllocatable", "weight": 2}, // scheduler-plugins
-		map[string]any{"name": "NodeResourcesBalancedAllocation"},        // in-tree
+		map[string]any{"name": "NodeResourcesBalancedAllocation"},       // in-tree
 	)
 	profile["pluginConfig"] = append(profile["pluginConfig"].([]any), map[string]any{
 		"name": "NodeResourcesAllocatable",
@@ -104,8 +104,8 @@ func TestBinaryComposesWithOtherPlugins(t *testing.T) {
 func TestBinaryRefusesBadArgs(t *testing.T) {
 	cp := util.StartControlPlane(t)
 	tests := []struct {
-		name      string
-		edit      func(args map[string]any)
+		name string
+		edit func(args map[string]any)
 		// wantInOutput must all appear in the output (structured logs escape quotes).
 		wantInOutput []string
 	}{
