@@ -28,13 +28,15 @@ import (
 	// Register our args types with kube-scheduler's config scheme.
 	_ "github.com/pool-scheduler/pool-scheduler/pkg/apis/config/scheme"
 	"github.com/pool-scheduler/pool-scheduler/pkg/plugins/nodepoolready"
+	"github.com/pool-scheduler/pool-scheduler/pkg/plugins/systempoolguard"
 	"github.com/pool-scheduler/pool-scheduler/pkg/version"
 )
 
 // Registry holds pool-scheduler's own plugins.
 func Registry() frameworkruntime.Registry {
 	return frameworkruntime.Registry{
-		nodepoolready.Name: nodepoolready.New,
+		nodepoolready.Name:   nodepoolready.New,
+		systempoolguard.Name: systempoolguard.New,
 	}
 }
 
@@ -67,7 +69,7 @@ func NewCommand() *cobra.Command {
 	}
 	cmd := app.NewSchedulerCommand(opts...)
 	cmd.Use = "pool-scheduler"
-	cmd.Short = "pool-scheduler: kube-scheduler with node-pool plugins (NodePoolReady)"
+	cmd.Short = "pool-scheduler: kube-scheduler with node-pool plugins (NodePoolReady, SystemPoolGuard)"
 	cmd.Long = version.String() + "\n\n" + cmd.Short + ".\n\n" + cmd.Long
 	run := cmd.RunE
 	cmd.RunE = func(c *cobra.Command, args []string) error {

@@ -18,6 +18,7 @@ var (
 func addKnownTypes(scheme *runtime.Scheme) error {
 	scheme.AddKnownTypes(SchemeGroupVersion,
 		&NodePoolReadyArgs{},
+		&SystemPoolGuardArgs{},
 	)
 	return nil
 }

@@ -39,3 +39,24 @@ type NodePoolReadyArgs struct {
 	// IgnoreDaemonSetPods lets pods owned by a DaemonSet onto nodes that are not ready yet.
 	IgnoreDaemonSetPods bool
 }
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+
+// SystemPoolGuardArgs configures the SystemPoolGuard plugin.
+type SystemPoolGuardArgs struct {
+	metav1.TypeMeta
+
+	// PoolLabelKeys is the ordered list of node label keys naming a node's pool.
+	PoolLabelKeys []string
+	// SystemPools are the names of the system pools.
+	SystemPools []string
+	// SystemNodeSelector also marks system nodes.
+	SystemNodeSelector *metav1.LabelSelector
+	// SystemNamespaces, SystemPriorityClasses and SystemTolerationKeys make a pod a system pod.
+	SystemNamespaces      []string
+	SystemPriorityClasses []string
+	SystemTolerationKeys  []string
+	// DaemonSetPodsAreSystemPods makes DaemonSet-owned pods system pods.
+	DaemonSetPodsAreSystemPods bool
+}

@@ -23,7 +23,7 @@ func (s *preFilterState) Clone() fwk.StateData { return s }
 
 // PreFilter pins the current label-set index into the cycle state, or skips pods that are exempt.
 func (pl *NodePoolReady) PreFilter(_ context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*framework.PreFilterResult, *fwk.Status) {
-	if pl.ignoreDaemonSetPods && isDaemonSetPod(pod) {
+	if pl.ignoreDaemonSetPods && pool.IsDaemonSetPod(pod) {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
 	state.Write(preFilterStateKey, &preFilterState{labelSets: pl.labelSets.current()})
@@ -56,16 +56,6 @@ func getPreFilterState(state fwk.CycleState) (*preFilterState, error) {
 		return nil, err
 	}
 	return c.(*preFilterState), nil
-}
-
-func isDaemonSetPod(pod *v1.Pod) bool {
-	for i := range pod.OwnerReferences {
-		ref := &pod.OwnerReferences[i]
-		if ref.Controller != nil && *ref.Controller && ref.Kind == "DaemonSet" {
-			return true
-		}
-	}
-	return false
 }
 
 // statuses are built once: Filter returns shared, read-only statuses so rejecting allocates nothing.

@@ -60,8 +60,6 @@ func TestFilter(t *testing.T) {
 	spot := labelSet("ns", "spot", "u1", 1, map[string]labelsv1alpha1.LabelValue{"example.com/lifecycle": "spot"})
 	pod := st.MakePod().Name("p").Namespace("default").Obj()
 	dsPod := st.MakePod().Name("ds").Namespace("default").OwnerReference("ds", metav1.SchemeGroupVersion.WithKind("DaemonSet")).Obj()
-	// st's OwnerReference does not set Controller; DaemonSet pods always have it.
-	dsPod.OwnerReferences[0].Controller = ptrTrue()
 
 	tests := []struct {
 		name          string
@@ -197,8 +195,6 @@ func TestPreFilterPinsTheIndexForTheCycle(t *testing.T) {
 		t.Errorf("Filter used the index updated mid-cycle: %v", got)
 	}
 }
-
-func ptrTrue() *bool { b := true; return &b }
 
 // BenchmarkFilter runs PreFilter once and Filter over 5000 nodes per op, so allocs/op is the
 // allocation count for 5000 nodes; it must be 0. Nodes mix every verdict.

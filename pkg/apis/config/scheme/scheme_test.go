@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
 
 	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config"
@@ -115,5 +116,78 @@ func TestDefaultPoolLabelKeysAreACopy(t *testing.T) {
 	args.PoolLabelKeys[0] = "changed"
 	if pool.DefaultLabelKeys[0] == "changed" {
 		t.Fatal("defaulting shares pool.DefaultLabelKeys with the args")
+	}
+}
+
+func TestDecodeSystemPoolGuardArgs(t *testing.T) {
+	const sysHeader = `apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: pool-scheduler
+  pluginConfig:
+  - name: SystemPoolGuard
+`
+	decode := func(args string) (*config.SystemPoolGuardArgs, error) {
+		obj, _, err := Codecs.UniversalDecoder().Decode([]byte(sysHeader+args), nil, nil)
+		if err != nil {
+			return nil, err
+		}
+		return obj.(*schedconfig.KubeSchedulerConfiguration).Profiles[0].PluginConfig[0].Args.(*config.SystemPoolGuardArgs), nil
+	}
+	tests := []struct {
+		name    string
+		args    string
+		want    *config.SystemPoolGuardArgs
+		wantErr string
+	}{
+		{
+			name: "defaults",
+			args: "    args: {}\n",
+			want: &config.SystemPoolGuardArgs{
+				PoolLabelKeys:              pool.DefaultLabelKeys,
+				SystemPools:                []string{"system"},
+				SystemNamespaces:           []string{"kube-system"},
+				SystemPriorityClasses:      []string{"system-cluster-critical", "system-node-critical"},
+				SystemTolerationKeys:       []string{"CriticalAddonsOnly"},
+				DaemonSetPodsAreSystemPods: true,
+			},
+		},
+		{
+			name: "AKS: selector only, explicit empty lists switch rules off",
+			args: `    args:
+      systemPools: []
+      systemNodeSelector:
+        matchLabels:
+          kubernetes.azure.com/mode: system
+      systemTolerationKeys: []
+      daemonSetPodsAreSystemPods: false
+`,
+			want: &config.SystemPoolGuardArgs{
+				PoolLabelKeys:         pool.DefaultLabelKeys,
+				SystemPools:           []string{},
+				SystemNodeSelector:    &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.azure.com/mode": "system"}},
+				SystemNamespaces:      []string{"kube-system"},
+				SystemPriorityClasses: []string{"system-cluster-critical", "system-node-critical"},
+				SystemTolerationKeys:  []string{},
+			},
+		},
+		{name: "unknown field", args: "    args:\n      systemPool: [system]\n", wantErr: `unknown field "systemPool"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := decode(tt.args)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("error = %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
 	}
 }

@@ -21,3 +21,34 @@ func SetDefaults_NodePoolReadyArgs(obj *NodePoolReadyArgs) { //nolint:revive // 
 		obj.IgnoreDaemonSetPods = ptr.To(true)
 	}
 }
+
+// Defaults of SystemPoolGuardArgs.
+var (
+	DefaultSystemPools           = []string{"system"}
+	DefaultSystemNamespaces      = []string{"kube-system"}
+	DefaultSystemPriorityClasses = []string{"system-cluster-critical", "system-node-critical"}
+	DefaultSystemTolerationKeys  = []string{"CriticalAddonsOnly"}
+)
+
+// SetDefaults_SystemPoolGuardArgs sets the documented defaults. Lists are defaulted only when
+// absent (nil), so an explicit empty list switches a rule off.
+func SetDefaults_SystemPoolGuardArgs(obj *SystemPoolGuardArgs) { //nolint:revive // name required by defaulter-gen
+	if len(obj.PoolLabelKeys) == 0 {
+		obj.PoolLabelKeys = append([]string(nil), pool.DefaultLabelKeys...)
+	}
+	if obj.SystemPools == nil {
+		obj.SystemPools = append([]string(nil), DefaultSystemPools...)
+	}
+	if obj.SystemNamespaces == nil {
+		obj.SystemNamespaces = append([]string(nil), DefaultSystemNamespaces...)
+	}
+	if obj.SystemPriorityClasses == nil {
+		obj.SystemPriorityClasses = append([]string(nil), DefaultSystemPriorityClasses...)
+	}
+	if obj.SystemTolerationKeys == nil {
+		obj.SystemTolerationKeys = append([]string(nil), DefaultSystemTolerationKeys...)
+	}
+	if obj.DaemonSetPodsAreSystemPods == nil {
+		obj.DaemonSetPodsAreSystemPods = ptr.To(true)
+	}
+}

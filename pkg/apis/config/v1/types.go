@@ -32,3 +32,30 @@ type NodePoolReadyArgs struct {
 	// agents (including the domain labeler) must run before the node is labelled. Default: true.
 	IgnoreDaemonSetPods *bool `json:"ignoreDaemonSetPods,omitempty"`
 }
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+
+// SystemPoolGuardArgs configures the SystemPoolGuard plugin. A node is a system node if its pool
+// is in systemPools or it matches systemNodeSelector. A pod is a system pod if it runs in a
+// systemNamespace, has a systemPriorityClass, is owned by a DaemonSet (daemonSetPodsAreSystemPods)
+// or tolerates one of systemTolerationKeys by name (a wildcard toleration does not count).
+type SystemPoolGuardArgs struct {
+	metav1.TypeMeta `json:",inline"`
+
+	// PoolLabelKeys is the ordered list of node label keys naming a node's pool. Default: as NodePoolReady.
+	PoolLabelKeys []string `json:"poolLabelKeys,omitempty"`
+	// SystemPools are the names of the system pools. Default: [system]. Set [] to rely on the selector only.
+	SystemPools []string `json:"systemPools,omitempty"`
+	// SystemNodeSelector also marks system nodes, e.g. matchLabels {kubernetes.azure.com/mode: system}. Default: none.
+	SystemNodeSelector *metav1.LabelSelector `json:"systemNodeSelector,omitempty"`
+	// SystemNamespaces hold system pods. Default: [kube-system].
+	SystemNamespaces []string `json:"systemNamespaces,omitempty"`
+	// SystemPriorityClasses mark system pods. Default: [system-cluster-critical, system-node-critical].
+	SystemPriorityClasses []string `json:"systemPriorityClasses,omitempty"`
+	// SystemTolerationKeys: a pod tolerating one of these taint keys by name is a system pod.
+	// Default: [CriticalAddonsOnly] (the taint AKS allows on system pools).
+	SystemTolerationKeys []string `json:"systemTolerationKeys,omitempty"`
+	// DaemonSetPodsAreSystemPods lets DaemonSet pods (node agents) run on system nodes. Default: true.
+	DaemonSetPodsAreSystemPods *bool `json:"daemonSetPodsAreSystemPods,omitempty"`
+}

@@ -14,9 +14,14 @@ import (
 // All generated defaulters are covering - they call all nested defaulters.
 func RegisterDefaults(scheme *runtime.Scheme) error {
 	scheme.AddTypeDefaultingFunc(&NodePoolReadyArgs{}, func(obj interface{}) { SetObjectDefaults_NodePoolReadyArgs(obj.(*NodePoolReadyArgs)) })
+	scheme.AddTypeDefaultingFunc(&SystemPoolGuardArgs{}, func(obj interface{}) { SetObjectDefaults_SystemPoolGuardArgs(obj.(*SystemPoolGuardArgs)) })
 	return nil
 }
 
 func SetObjectDefaults_NodePoolReadyArgs(in *NodePoolReadyArgs) {
 	SetDefaults_NodePoolReadyArgs(in)
+}
+
+func SetObjectDefaults_SystemPoolGuardArgs(in *SystemPoolGuardArgs) {
+	SetDefaults_SystemPoolGuardArgs(in)
 }

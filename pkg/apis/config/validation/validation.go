@@ -3,6 +3,7 @@
 package validation
 
 import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -35,5 +36,37 @@ func ValidateNodePoolReadyArgs(path *field.Path, args *config.NodePoolReadyArgs)
 			errs = append(errs, field.Invalid(path.Child("labelSetNamespace"), args.LabelSetNamespace, msg))
 		}
 	}
+	return errs.ToAggregate()
+}
+
+// ValidateSystemPoolGuardArgs validates SystemPoolGuardArgs; path is where the args sit in the configuration.
+func ValidateSystemPoolGuardArgs(path *field.Path, args *config.SystemPoolGuardArgs) error {
+	var errs field.ErrorList
+	if len(args.PoolLabelKeys) == 0 {
+		errs = append(errs, field.Required(path.Child("poolLabelKeys"), "at least one pool label key is needed"))
+	}
+	errs = append(errs, pool.ValidateLabelKeys(args.PoolLabelKeys, path.Child("poolLabelKeys"))...)
+	for i, name := range args.SystemPools {
+		errs = append(errs, pool.ValidateName(name, path.Child("systemPools").Index(i))...)
+	}
+	if args.SystemNodeSelector != nil {
+		if _, err := metav1.LabelSelectorAsSelector(args.SystemNodeSelector); err != nil {
+			errs = append(errs, field.Invalid(path.Child("systemNodeSelector"), args.SystemNodeSelector, err.Error()))
+		}
+	}
+	if len(args.SystemPools) == 0 && (args.SystemNodeSelector == nil || (len(args.SystemNodeSelector.MatchLabels) == 0 && len(args.SystemNodeSelector.MatchExpressions) == 0)) {
+		errs = append(errs, field.Required(path.Child("systemPools"), "name the system nodes with systemPools, systemNodeSelector or both"))
+	}
+	for i, ns := range args.SystemNamespaces {
+		for _, msg := range validation.IsDNS1123Label(ns) {
+			errs = append(errs, field.Invalid(path.Child("systemNamespaces").Index(i), ns, msg))
+		}
+	}
+	for i, pc := range args.SystemPriorityClasses {
+		for _, msg := range validation.IsDNS1123Subdomain(pc) {
+			errs = append(errs, field.Invalid(path.Child("systemPriorityClasses").Index(i), pc, msg))
+		}
+	}
+	errs = append(errs, pool.ValidateLabelKeys(args.SystemTolerationKeys, path.Child("systemTolerationKeys"))...)
 	return errs.ToAggregate()
 }

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config"
@@ -57,6 +58,72 @@ func TestValidateNodePoolReadyArgs(t *testing.T) {
 			args := validArgs()
 			tt.modify(args)
 			err := ValidateNodePoolReadyArgs(field.NewPath("args"), args)
+			if len(tt.wantFields) == 0 {
+				if err != nil {
+					t.Fatalf("unexpected error: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("no error, want one naming %v", tt.wantFields)
+			}
+			for _, f := range tt.wantFields {
+				if !strings.Contains(err.Error(), f+":") {
+					t.Errorf("error %q does not name %s", err, f)
+				}
+			}
+		})
+	}
+}
+
+func validSystemArgs() *config.SystemPoolGuardArgs {
+	return &config.SystemPoolGuardArgs{
+		PoolLabelKeys:         pool.DefaultLabelKeys,
+		SystemPools:           []string{"system"},
+		SystemNamespaces:      []string{"kube-system"},
+		SystemPriorityClasses: []string{"system-cluster-critical"},
+		SystemTolerationKeys:  []string{"CriticalAddonsOnly"},
+	}
+}
+
+func TestValidateSystemPoolGuardArgs(t *testing.T) {
+	tests := []struct {
+		name       string
+		modify     func(*config.SystemPoolGuardArgs)
+		wantFields []string
+	}{
+		{name: "defaults", modify: func(*config.SystemPoolGuardArgs) {}},
+		{
+			name: "selector only",
+			modify: func(a *config.SystemPoolGuardArgs) {
+				a.SystemPools = nil
+				a.SystemNodeSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.azure.com/mode": "system"}}
+			},
+		},
+		{name: "empty pool name", modify: func(a *config.SystemPoolGuardArgs) { a.SystemPools = []string{"system", ""} }, wantFields: []string{"args.systemPools[1]"}},
+		{name: "invalid pool name", modify: func(a *config.SystemPoolGuardArgs) { a.SystemPools = []string{"sys tem"} }, wantFields: []string{"args.systemPools[0]"}},
+		{
+			name: "bad selector",
+			modify: func(a *config.SystemPoolGuardArgs) {
+				a.SystemNodeSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "k", Operator: "Sometimes"}}}
+			},
+			wantFields: []string{"args.systemNodeSelector"},
+		},
+		{
+			name:       "nothing names system nodes",
+			modify:     func(a *config.SystemPoolGuardArgs) { a.SystemPools = nil; a.SystemNodeSelector = &metav1.LabelSelector{} },
+			wantFields: []string{"args.systemPools"},
+		},
+		{name: "bad namespace", modify: func(a *config.SystemPoolGuardArgs) { a.SystemNamespaces = []string{"Kube_System"} }, wantFields: []string{"args.systemNamespaces[0]"}},
+		{name: "bad priority class", modify: func(a *config.SystemPoolGuardArgs) { a.SystemPriorityClasses = []string{"Not Valid"} }, wantFields: []string{"args.systemPriorityClasses[0]"}},
+		{name: "bad toleration key", modify: func(a *config.SystemPoolGuardArgs) { a.SystemTolerationKeys = []string{"a b"} }, wantFields: []string{"args.systemTolerationKeys[0]"}},
+		{name: "bad pool key", modify: func(a *config.SystemPoolGuardArgs) { a.PoolLabelKeys = []string{"a b"} }, wantFields: []string{"args.poolLabelKeys[0]"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args := validSystemArgs()
+			tt.modify(args)
+			err := ValidateSystemPoolGuardArgs(field.NewPath("args"), args)
 			if len(tt.wantFields) == 0 {
 				if err != nil {
 					t.Fatalf("unexpected error: %v", err)

@@ -1,0 +1,74 @@
+// Package systempoolguard implements the SystemPoolGuard scheduler plugin: user pods never land on
+// the system pool, even where the pool can only carry a PreferNoSchedule taint, is marked by a
+// label, or pods carry wildcard tolerations; system pods prefer the system pool.
+package systempoolguard
+
+import (
+	"context"
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+
+	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config"
+	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config/validation"
+	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
+)
+
+// Name is the plugin's name in the registry and in scheduler configurations.
+const Name = "SystemPoolGuard"
+
+// ErrReasonSystemPool is the fixed reason user pods see for system nodes.
+const ErrReasonSystemPool = "node is in the system pool"
+
+// SystemPoolGuard filters system nodes out for user pods and steers system pods to them.
+type SystemPoolGuard struct {
+	policy pool.SystemPolicy
+}
+
+var (
+	_ framework.PreFilterPlugin   = &SystemPoolGuard{}
+	_ framework.FilterPlugin      = &SystemPoolGuard{}
+	_ framework.PreScorePlugin    = &SystemPoolGuard{}
+	_ framework.ScorePlugin       = &SystemPoolGuard{}
+	_ framework.EnqueueExtensions = &SystemPoolGuard{}
+)
+
+// Name returns the plugin's name.
+func (pl *SystemPoolGuard) Name() string { return Name }
+
+// New builds the plugin from its args.
+func New(_ context.Context, obj runtime.Object, _ framework.Handle) (framework.Plugin, error) {
+	args, ok := obj.(*config.SystemPoolGuardArgs)
+	if !ok {
+		return nil, fmt.Errorf("%s: want args of type SystemPoolGuardArgs, got %T", Name, obj)
+	}
+	if err := validation.ValidateSystemPoolGuardArgs(field.NewPath("args"), args); err != nil {
+		return nil, err
+	}
+	registerMetrics()
+	return newPlugin(args)
+}
+
+func newPlugin(args *config.SystemPoolGuardArgs) (*SystemPoolGuard, error) {
+	selector := labels.Nothing()
+	if args.SystemNodeSelector != nil {
+		var err error
+		if selector, err = metav1.LabelSelectorAsSelector(args.SystemNodeSelector); err != nil {
+			return nil, fmt.Errorf("%s: args.systemNodeSelector: %w", Name, err)
+		}
+	}
+	return &SystemPoolGuard{policy: pool.SystemPolicy{
+		Identity:        pool.NewIdentity(args.PoolLabelKeys),
+		Pools:           sets.New(args.SystemPools...),
+		NodeSelector:    selector,
+		Namespaces:      sets.New(args.SystemNamespaces...),
+		PriorityClasses: sets.New(args.SystemPriorityClasses...),
+		TolerationKeys:  sets.New(args.SystemTolerationKeys...),
+		DaemonSetPods:   args.DaemonSetPodsAreSystemPods,
+	}}, nil
+}
