@@ -198,3 +198,38 @@ func DeleteLabelSet(ctx context.Context, t *testing.T, cp *controlplane.ControlP
 		t.Fatalf("deleting NodePoolLabelSet %s/%s: %v", namespace, name, err)
 	}
 }
+
+// WaitForPods polls the pods of a namespace until check reports done; check's error fails the
+// test at once (for invariants that must never break while waiting).
+func WaitForPods(ctx context.Context, t *testing.T, cs kubernetes.Interface, namespace string, timeout time.Duration, check func(pods []v1.Pod) (bool, error)) []v1.Pod {
+	t.Helper()
+	var last []v1.Pod
+	var invariant error
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		list, err := cs.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		last = list.Items
+		done, err := check(last)
+		invariant = err
+		return done, err
+	})
+	if invariant != nil {
+		t.Fatal(invariant)
+	}
+	if err != nil {
+		t.Fatalf("pods in %s did not reach the wanted state within %v", namespace, timeout)
+	}
+	return last
+}
+
+// UnschedulableWith reports whether the pod's PodScheduled condition is False with reason in its message.
+func UnschedulableWith(p *v1.Pod, reason string) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == v1.PodScheduled && c.Status == v1.ConditionFalse && strings.Contains(c.Message, reason) {
+			return true
+		}
+	}
+	return false
+}

@@ -246,3 +246,28 @@ func BenchmarkFilter(b *testing.B) {
 }
 
 var benchNodes = 5000
+
+func TestFilterDoesNotAllocate(t *testing.T) {
+	ctx := klog.NewContext(context.Background(), klogtesting.NewLogger(t, klogtesting.NewConfig(klogtesting.Verbosity(2))))
+	args := defaultArgs()
+	args.RequiredLabelKeys = []string{"example.com/zone"}
+	pl := newTestPlugin(t, args, labelSet("ns", "spot", "u1", 1, map[string]labelsv1alpha1.LabelValue{"example.com/a": "1"}))
+	stale := st.MakeNode().Name("stale").Label(poolKey, "spot").Label("example.com/a", "1").Label("example.com/old", "1").Label("example.com/zone", "1").Obj()
+	stale.Annotations = map[string]string{pool.ManagedLabelsAnnotation: `["example.com/old","example.com/a"]`}
+	nodes := []fwk.NodeInfo{
+		nodeInfo(st.MakeNode().Name("ready").Label(poolKey, "spot").Label("example.com/a", "1").Label("example.com/zone", "1").Obj()),
+		nodeInfo(st.MakeNode().Name("unlabelled").Label(poolKey, "spot").Obj()),
+		nodeInfo(st.MakeNode().Name("no-pool").Obj()),
+		nodeInfo(stale),
+	}
+	state := framework.NewCycleState()
+	pod := st.MakePod().Obj()
+	pl.PreFilter(ctx, state, pod, nil)
+	if n := testing.AllocsPerRun(50, func() {
+		for _, ni := range nodes {
+			pl.Filter(ctx, state, pod, ni)
+		}
+	}); n != 0 {
+		t.Errorf("Filter allocates %v times for %d nodes", n, len(nodes))
+	}
+}

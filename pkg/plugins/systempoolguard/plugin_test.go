@@ -282,3 +282,21 @@ func BenchmarkFilter(b *testing.B) {
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*nodes), "ns/node")
 	})
 }
+
+func TestFilterAndScoreDoNotAllocate(t *testing.T) {
+	ctx := klog.NewContext(context.Background(), klogtesting.NewLogger(t, klogtesting.NewConfig(klogtesting.Verbosity(2))))
+	pl := newTestPlugin(t, func(a *config.SystemPoolGuardArgs) {
+		a.SystemNodeSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.azure.com/mode": "system"}}
+	})
+	state := framework.NewCycleState()
+	nodes := []fwk.NodeInfo{nodeInfo(banzaiSystem), nodeInfo(aksSystem), nodeInfo(userNode), nodeInfo(noPoolNode)}
+	pod := st.MakePod().Namespace("default").Obj()
+	if n := testing.AllocsPerRun(50, func() {
+		for _, ni := range nodes {
+			pl.Filter(ctx, state, pod, ni)
+			pl.Score(ctx, state, pod, ni)
+		}
+	}); n != 0 {
+		t.Errorf("Filter+Score allocate %v times for %d nodes", n, len(nodes))
+	}
+}

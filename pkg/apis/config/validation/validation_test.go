@@ -110,8 +110,11 @@ func TestValidateSystemPoolGuardArgs(t *testing.T) {
 			wantFields: []string{"args.systemNodeSelector"},
 		},
 		{
-			name:       "nothing names system nodes",
-			modify:     func(a *config.SystemPoolGuardArgs) { a.SystemPools = nil; a.SystemNodeSelector = &metav1.LabelSelector{} },
+			name: "nothing names system nodes",
+			modify: func(a *config.SystemPoolGuardArgs) {
+				a.SystemPools = nil
+				a.SystemNodeSelector = &metav1.LabelSelector{}
+			},
 			wantFields: []string{"args.systemPools"},
 		},
 		{name: "bad namespace", modify: func(a *config.SystemPoolGuardArgs) { a.SystemNamespaces = []string{"Kube_System"} }, wantFields: []string{"args.systemNamespaces[0]"}},
