@@ -27,6 +27,7 @@ import (
 
 	// Register our args types with kube-scheduler's config scheme.
 	_ "github.com/pool-scheduler/pool-scheduler/pkg/apis/config/scheme"
+	"github.com/pool-scheduler/pool-scheduler/pkg/plugins/domainspread"
 	"github.com/pool-scheduler/pool-scheduler/pkg/plugins/nodepoolready"
 	"github.com/pool-scheduler/pool-scheduler/pkg/plugins/systempoolguard"
 	"github.com/pool-scheduler/pool-scheduler/pkg/version"
@@ -37,6 +38,7 @@ func Registry() frameworkruntime.Registry {
 	return frameworkruntime.Registry{
 		nodepoolready.Name:   nodepoolready.New,
 		systempoolguard.Name: systempoolguard.New,
+		domainspread.Name:    domainspread.New,
 	}
 }
 
@@ -69,7 +71,7 @@ func NewCommand() *cobra.Command {
 	}
 	cmd := app.NewSchedulerCommand(opts...)
 	cmd.Use = "pool-scheduler"
-	cmd.Short = "pool-scheduler: kube-scheduler with node-pool plugins (NodePoolReady, SystemPoolGuard)"
+	cmd.Short = "pool-scheduler: kube-scheduler with node-pool plugins (NodePoolReady, SystemPoolGuard, DomainSpread)"
 	cmd.Long = version.String() + "\n\n" + cmd.Short + ".\n\n" + cmd.Long
 	run := cmd.RunE
 	cmd.RunE = func(c *cobra.Command, args []string) error {

@@ -60,3 +60,37 @@ type SystemPoolGuardArgs struct {
 	// DaemonSetPodsAreSystemPods makes DaemonSet-owned pods system pods.
 	DaemonSetPodsAreSystemPods bool
 }
+
+// SpreadMode says whether DomainSpread only scores (Soft) or also filters (Hard).
+type SpreadMode string
+
+const (
+	// SpreadSoft scores nodes only.
+	SpreadSoft SpreadMode = "Soft"
+	// SpreadHard also rejects nodes where placing the pod would exceed MaxSkew.
+	SpreadHard SpreadMode = "Hard"
+)
+
+// SpreadDimension is one topology dimension DomainSpread spreads over.
+type SpreadDimension struct {
+	// Name identifies the dimension in logs and metrics, e.g. update-domain.
+	Name string
+	// LabelKeys are read in order; the first present on a node gives its domain.
+	LabelKeys []string
+	// Joint makes the domain the tuple of this and every previous dimension's value.
+	Joint bool
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+
+// DomainSpreadArgs configures the DomainSpread plugin.
+type DomainSpreadArgs struct {
+	metav1.TypeMeta
+
+	Dimensions                []SpreadDimension
+	Mode                      SpreadMode
+	MaxSkew                   int32
+	SpreadPodsWithConstraints bool
+	RejectNodesMissingKeys    bool
+}

@@ -52,3 +52,31 @@ func SetDefaults_SystemPoolGuardArgs(obj *SystemPoolGuardArgs) { //nolint:revive
 		obj.DaemonSetPodsAreSystemPods = ptr.To(true)
 	}
 }
+
+// DefaultSpreadDimensions are fault domain, update domain and host.
+func DefaultSpreadDimensions() []SpreadDimension {
+	return []SpreadDimension{
+		{Name: "fault-domain", LabelKeys: []string{"topology.kubernetes.azure.com/fault-domain", "topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone"}},
+		{Name: "update-domain", LabelKeys: []string{"topology.pool-scheduler.io/update-domain"}},
+		{Name: "host", LabelKeys: []string{"kubernetes.io/hostname"}},
+	}
+}
+
+// SetDefaults_DomainSpreadArgs sets the documented defaults.
+func SetDefaults_DomainSpreadArgs(obj *DomainSpreadArgs) { //nolint:revive // name required by defaulter-gen
+	if len(obj.Dimensions) == 0 {
+		obj.Dimensions = DefaultSpreadDimensions()
+	}
+	if obj.Mode == "" {
+		obj.Mode = "Soft"
+	}
+	if obj.MaxSkew == nil {
+		obj.MaxSkew = ptr.To[int32](1)
+	}
+	if obj.SpreadPodsWithConstraints == nil {
+		obj.SpreadPodsWithConstraints = ptr.To(false)
+	}
+	if obj.RejectNodesMissingKeys == nil {
+		obj.RejectNodesMissingKeys = ptr.To(false)
+	}
+}

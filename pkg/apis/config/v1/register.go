@@ -20,6 +20,7 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 	scheme.AddKnownTypes(SchemeGroupVersion,
 		&NodePoolReadyArgs{},
 		&SystemPoolGuardArgs{},
+		&DomainSpreadArgs{},
 	)
 	return nil
 }

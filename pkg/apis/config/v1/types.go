@@ -59,3 +59,40 @@ type SystemPoolGuardArgs struct {
 	// DaemonSetPodsAreSystemPods lets DaemonSet pods (node agents) run on system nodes. Default: true.
 	DaemonSetPodsAreSystemPods *bool `json:"daemonSetPodsAreSystemPods,omitempty"`
 }
+
+// SpreadMode is Soft (score only) or Hard (also filter).
+type SpreadMode string
+
+// SpreadDimension is one topology dimension DomainSpread spreads over.
+type SpreadDimension struct {
+	// Name identifies the dimension in logs, e.g. update-domain.
+	Name string `json:"name"`
+	// LabelKeys are read in order; the first present on a node gives its domain.
+	LabelKeys []string `json:"labelKeys"`
+	// Joint makes the domain the tuple of this and every previous dimension's value, for keys
+	// whose values repeat across the previous dimension (e.g. fault domains numbered 0..2 in every zone).
+	Joint bool `json:"joint,omitempty"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+
+// DomainSpreadArgs configures the DomainSpread plugin.
+type DomainSpreadArgs struct {
+	metav1.TypeMeta `json:",inline"`
+
+	// Dimensions are spread over in order: the first dominates, later ones break ties.
+	// Default: fault-domain, update-domain, host (see the plugin's README).
+	Dimensions []SpreadDimension `json:"dimensions,omitempty"`
+	// Mode is Soft (default: score only) or Hard (also reject nodes that would exceed maxSkew).
+	Mode SpreadMode `json:"mode,omitempty"`
+	// MaxSkew is the largest allowed difference, per dimension, between the replica count of a
+	// domain and the least loaded eligible domain, in Hard mode. Default: 1.
+	MaxSkew *int32 `json:"maxSkew,omitempty"`
+	// SpreadPodsWithConstraints makes DomainSpread also spread pods that carry their own
+	// topologySpreadConstraints (by default they are left to PodTopologySpread). Default: false.
+	SpreadPodsWithConstraints *bool `json:"spreadPodsWithConstraints,omitempty"`
+	// RejectNodesMissingKeys makes Hard mode reject nodes that lack a dimension's keys (by default
+	// the dimension is ignored for them). Default: false.
+	RejectNodesMissingKeys *bool `json:"rejectNodesMissingKeys,omitempty"`
+}

@@ -13,9 +13,14 @@ import (
 // Public to allow building arbitrary schemes.
 // All generated defaulters are covering - they call all nested defaulters.
 func RegisterDefaults(scheme *runtime.Scheme) error {
+	scheme.AddTypeDefaultingFunc(&DomainSpreadArgs{}, func(obj interface{}) { SetObjectDefaults_DomainSpreadArgs(obj.(*DomainSpreadArgs)) })
 	scheme.AddTypeDefaultingFunc(&NodePoolReadyArgs{}, func(obj interface{}) { SetObjectDefaults_NodePoolReadyArgs(obj.(*NodePoolReadyArgs)) })
 	scheme.AddTypeDefaultingFunc(&SystemPoolGuardArgs{}, func(obj interface{}) { SetObjectDefaults_SystemPoolGuardArgs(obj.(*SystemPoolGuardArgs)) })
 	return nil
+}
+
+func SetObjectDefaults_DomainSpreadArgs(in *DomainSpreadArgs) {
+	SetDefaults_DomainSpreadArgs(in)
 }
 
 func SetObjectDefaults_NodePoolReadyArgs(in *NodePoolReadyArgs) {

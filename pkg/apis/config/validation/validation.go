@@ -70,3 +70,50 @@ func ValidateSystemPoolGuardArgs(path *field.Path, args *config.SystemPoolGuardA
 	errs = append(errs, pool.ValidateLabelKeys(args.SystemTolerationKeys, path.Child("systemTolerationKeys"))...)
 	return errs.ToAggregate()
 }
+
+// MaxSpreadDimensions bounds DomainSpread's dimensions, which keeps its per-node domain keys
+// fixed-size (no allocation per node).
+const MaxSpreadDimensions = 4
+
+var spreadModes = sets.New(string(config.SpreadSoft), string(config.SpreadHard))
+
+// ValidateDomainSpreadArgs validates DomainSpreadArgs; path is where the args sit in the configuration.
+func ValidateDomainSpreadArgs(path *field.Path, args *config.DomainSpreadArgs) error {
+	var errs field.ErrorList
+	dims := path.Child("dimensions")
+	if len(args.Dimensions) == 0 {
+		errs = append(errs, field.Required(dims, "at least one dimension is needed"))
+	}
+	if len(args.Dimensions) > MaxSpreadDimensions {
+		errs = append(errs, field.TooMany(dims, len(args.Dimensions), MaxSpreadDimensions))
+	}
+	names := sets.New[string]()
+	for i, d := range args.Dimensions {
+		p := dims.Index(i)
+		if d.Name == "" {
+			errs = append(errs, field.Required(p.Child("name"), "a dimension needs a name"))
+		} else {
+			for _, msg := range validation.IsDNS1123Label(d.Name) {
+				errs = append(errs, field.Invalid(p.Child("name"), d.Name, msg))
+			}
+			if names.Has(d.Name) {
+				errs = append(errs, field.Duplicate(p.Child("name"), d.Name))
+			}
+			names.Insert(d.Name)
+		}
+		if len(d.LabelKeys) == 0 {
+			errs = append(errs, field.Required(p.Child("labelKeys"), "a dimension needs at least one label key"))
+		}
+		errs = append(errs, pool.ValidateLabelKeys(d.LabelKeys, p.Child("labelKeys"))...)
+		if d.Joint && i == 0 {
+			errs = append(errs, field.Invalid(p.Child("joint"), d.Joint, "the first dimension has no previous dimension to be joint with"))
+		}
+	}
+	if !spreadModes.Has(string(args.Mode)) {
+		errs = append(errs, field.NotSupported(path.Child("mode"), args.Mode, sets.List(spreadModes)))
+	}
+	if args.MaxSkew < 1 {
+		errs = append(errs, field.Invalid(path.Child("maxSkew"), args.MaxSkew, "must be at least 1"))
+	}
+	return errs.ToAggregate()
+}

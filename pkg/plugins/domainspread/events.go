@@ -1,0 +1,62 @@
+package domainspread
+
+import (
+	"context"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/util"
+)
+
+// EventsToRegister returns what can lower a rejected pod's skew (Hard mode): a replica of its
+// group going away or landing elsewhere, or a node with the needed domains appearing.
+func (pl *DomainSpread) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWithHint, error) {
+	return []fwk.ClusterEventWithHint{
+		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Add | fwk.Delete}, QueueingHintFn: pl.isSchedulableAfterPodChange},
+		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeLabel}, QueueingHintFn: pl.isSchedulableAfterNodeChange},
+	}, nil
+}
+
+func (pl *DomainSpread) isSchedulableAfterPodChange(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
+	oldPod, newPod, err := util.As[*v1.Pod](oldObj, newObj)
+	if err != nil {
+		return fwk.Queue, err
+	}
+	changed := newPod
+	if changed == nil {
+		changed = oldPod
+	}
+	g, ok := pl.groupOf(pod)
+	if !ok || changed.UID == pod.UID || changed.Spec.NodeName == "" || changed.Namespace != g.namespace {
+		return fwk.QueueSkip, nil
+	}
+	if uid, ok := controllerUID(changed); !ok || uid != g.uid {
+		return fwk.QueueSkip, nil
+	}
+	logger.V(5).Info("A replica of the workload moved", "plugin", Name, "pod", klog.KObj(pod), "replica", klog.KObj(changed))
+	return fwk.Queue, nil
+}
+
+func (pl *DomainSpread) isSchedulableAfterNodeChange(_ klog.Logger, _ *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
+	oldNode, newNode, err := util.As[*v1.Node](oldObj, newObj)
+	if err != nil {
+		return fwk.Queue, err
+	}
+	for d := range pl.dims {
+		if _, ok := pl.domainOf(d, newNode.Labels); !ok && pl.rejectNodesMissingKeys {
+			return fwk.QueueSkip, nil
+		}
+	}
+	if oldNode == nil {
+		return fwk.Queue, nil
+	}
+	for d := range pl.dims {
+		oldKey, oldOK := pl.domainOf(d, oldNode.Labels)
+		if newKey, ok := pl.domainOf(d, newNode.Labels); ok != oldOK || newKey != oldKey {
+			return fwk.Queue, nil
+		}
+	}
+	// No domain changed: the node's verdict did not change either.
+	return fwk.QueueSkip, nil
+}

@@ -1,0 +1,111 @@
+package domainspread
+
+import (
+	"context"
+	"fmt"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+)
+
+const stateKey fwk.StateKey = "PreFilter" + Name
+
+// PreFilter counts the group's replicas per eligible domain (Hard mode). Soft mode and pods
+// without a workload skip Filter entirely.
+func (pl *DomainSpread) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*framework.PreFilterResult, *fwk.Status) {
+	if !pl.hard {
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
+	g, ok := pl.groupOf(pod)
+	if !ok {
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
+	s, err := pl.count(ctx, pod, g, true)
+	if err != nil {
+		return nil, fwk.AsStatus(fmt.Errorf("%s: counting replicas: %w", Name, err))
+	}
+	state.Write(stateKey, s)
+	return nil, nil
+}
+
+// PreFilterExtensions keeps the counts right while preemption adds and removes pods.
+func (pl *DomainSpread) PreFilterExtensions() framework.PreFilterExtensions { return pl }
+
+// AddPod counts a pod preemption puts back.
+func (pl *DomainSpread) AddPod(_ context.Context, state fwk.CycleState, _ *v1.Pod, podInfo fwk.PodInfo, nodeInfo fwk.NodeInfo) *fwk.Status {
+	return pl.adjust(state, podInfo.GetPod(), nodeInfo, 1)
+}
+
+// RemovePod uncounts a pod preemption removes.
+func (pl *DomainSpread) RemovePod(_ context.Context, state fwk.CycleState, _ *v1.Pod, podInfo fwk.PodInfo, nodeInfo fwk.NodeInfo) *fwk.Status {
+	return pl.adjust(state, podInfo.GetPod(), nodeInfo, -1)
+}
+
+func (pl *DomainSpread) adjust(state fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo, delta int32) *fwk.Status {
+	s, err := readState(state)
+	if err != nil {
+		return fwk.AsStatus(err)
+	}
+	if !s.group.counts(pod) {
+		return nil
+	}
+	for d := range pl.dims {
+		if key, ok := pl.domainOf(d, nodeInfo.Node().Labels); ok {
+			if _, eligible := s.counts[d][key]; eligible {
+				s.counts[d][key] += delta
+			}
+		}
+	}
+	s.updateMinimum(len(pl.dims))
+	return nil
+}
+
+// Filter (Hard mode) rejects a node where one more replica would make a dimension's skew, the
+// replicas of the node's domain minus those of the least loaded eligible domain, exceed maxSkew.
+// Skew rather than anti-affinity: 4 replicas on 3 update domains still schedule.
+func (pl *DomainSpread) Filter(ctx context.Context, state fwk.CycleState, _ *v1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
+	s, err := readState(state)
+	if err != nil {
+		return fwk.AsStatus(err)
+	}
+	labels := nodeInfo.Node().Labels
+	for d := range pl.dims {
+		key, ok := pl.domainOf(d, labels)
+		if !ok {
+			if pl.rejectNodesMissingKeys {
+				pl.rejections[d].Inc()
+				return missingKeyStatus
+			}
+			continue
+		}
+		if skew := s.counts[d][key] + 1 - s.minimum[d]; skew > pl.maxSkew {
+			pl.rejections[d].Inc()
+			if l := klog.FromContext(ctx).V(4); l.Enabled() {
+				l.Info("Node would exceed the replica skew", "plugin", Name, "node", nodeInfo.Node().Name,
+					"dimension", pl.dims[d].name, "domain", key[d], "skew", skew, "maxSkew", pl.maxSkew)
+			}
+			return skewStatus
+		}
+	}
+	return nil
+}
+
+func readState(state fwk.CycleState) (*spreadState, error) {
+	c, err := state.Read(stateKey)
+	if err != nil {
+		return nil, fmt.Errorf("%s: reading cycle state: %w", Name, err)
+	}
+	s, ok := c.(*spreadState)
+	if !ok {
+		return nil, fmt.Errorf("%s: unexpected cycle state %T", Name, c)
+	}
+	return s, nil
+}
+
+// Unschedulable, not unresolvable: preempting replicas of the group can lower the skew.
+var (
+	skewStatus       = fwk.NewStatus(fwk.Unschedulable, ErrReasonSkew).WithPlugin(Name)
+	missingKeyStatus = fwk.NewStatus(fwk.UnschedulableAndUnresolvable, ErrReasonMissingKey).WithPlugin(Name)
+)

@@ -1,0 +1,81 @@
+// Package domainspread implements the DomainSpread scheduler plugin: it spreads the replicas of
+// every workload (the pods of one controller) over an ordered list of topology dimensions, by
+// default fault domain, update domain and host, without any change to pod specs.
+package domainspread
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/component-base/metrics"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework/parallelize"
+
+	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config"
+	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config/validation"
+)
+
+// Name is the plugin's name in the registry and in scheduler configurations.
+const Name = "DomainSpread"
+
+// Fixed rejection reasons (Hard mode), so FailedScheduling events aggregate.
+const (
+	ErrReasonSkew       = "node would exceed the workload's maximum replica skew"
+	ErrReasonMissingKey = "node lacks a spread dimension's label"
+)
+
+// DomainSpread scores (and in Hard mode filters) nodes by how many replicas of the pod's
+// workload their domains already hold.
+type DomainSpread struct {
+	dims                      []dimension
+	hard                      bool
+	maxSkew                   int32
+	spreadPodsWithConstraints bool
+	rejectNodesMissingKeys    bool
+
+	rejections   []metrics.CounterMetric
+	sharedLister framework.SharedLister
+	parallelizer parallelize.Parallelizer
+}
+
+var (
+	_ framework.PreFilterPlugin   = &DomainSpread{}
+	_ framework.FilterPlugin      = &DomainSpread{}
+	_ framework.PreScorePlugin    = &DomainSpread{}
+	_ framework.ScorePlugin       = &DomainSpread{}
+	_ framework.ScoreExtensions   = &DomainSpread{}
+	_ framework.EnqueueExtensions = &DomainSpread{}
+)
+
+// Name returns the plugin's name.
+func (pl *DomainSpread) Name() string { return Name }
+
+// New builds the plugin from its args.
+func New(_ context.Context, obj runtime.Object, h framework.Handle) (framework.Plugin, error) {
+	args, ok := obj.(*config.DomainSpreadArgs)
+	if !ok {
+		return nil, fmt.Errorf("%s: want args of type DomainSpreadArgs, got %T", Name, obj)
+	}
+	if err := validation.ValidateDomainSpreadArgs(field.NewPath("args"), args); err != nil {
+		return nil, err
+	}
+	if h.SnapshotSharedLister() == nil {
+		return nil, fmt.Errorf("%s: the framework has no snapshot lister", Name)
+	}
+	registerMetrics()
+	pl := &DomainSpread{
+		hard:                      args.Mode == config.SpreadHard,
+		maxSkew:                   args.MaxSkew,
+		spreadPodsWithConstraints: args.SpreadPodsWithConstraints,
+		rejectNodesMissingKeys:    args.RejectNodesMissingKeys,
+		sharedLister:              h.SnapshotSharedLister(),
+		parallelizer:              h.Parallelizer(),
+	}
+	for _, d := range args.Dimensions {
+		pl.dims = append(pl.dims, dimension{name: d.Name, keys: append([]string(nil), d.LabelKeys...), joint: d.Joint})
+	}
+	pl.rejections = rejectionCounters(pl.dims)
+	return pl, nil
+}

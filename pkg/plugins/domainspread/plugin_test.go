@@ -1,0 +1,549 @@
+package domainspread
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/backend/cache"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
+	"k8s.io/kubernetes/test/utils/ktesting"
+
+	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config"
+	configv1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/config/v1"
+)
+
+const (
+	fdKey   = "topology.kubernetes.azure.com/fault-domain"
+	zoneKey = "topology.kubernetes.io/zone"
+	udKey   = "topology.pool-scheduler.io/update-domain"
+)
+
+func defaultArgs() *config.DomainSpreadArgs {
+	args := &config.DomainSpreadArgs{Mode: config.SpreadSoft, MaxSkew: 1}
+	for _, d := range configv1.DefaultSpreadDimensions() {
+		args.Dimensions = append(args.Dimensions, config.SpreadDimension{Name: d.Name, LabelKeys: d.LabelKeys, Joint: d.Joint})
+	}
+	return args
+}
+
+func newTestPlugin(tb testing.TB, ctx context.Context, args *config.DomainSpreadArgs, pods []*v1.Pod, nodes []*v1.Node) *DomainSpread {
+	tb.Helper()
+	fh, err := frameworkruntime.NewFramework(ctx, nil, nil, frameworkruntime.WithSnapshotSharedLister(cache.NewSnapshot(pods, nodes)))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	pl, err := New(ctx, args, fh)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return pl.(*DomainSpread)
+}
+
+// node builds a node in fault domain fd and update domain ud (empty: no label).
+func node(name, fd, ud string) *v1.Node {
+	n := st.MakeNode().Name(name).Label(v1.LabelHostname, name)
+	if fd != "" {
+		n.Label(fdKey, fd)
+	}
+	if ud != "" {
+		n.Label(udKey, ud)
+	}
+	return n.Obj()
+}
+
+// replica builds a pod of the ReplicaSet with uid rs, on nodeName ("" = pending).
+func replica(name, rs, nodeName string) *v1.Pod {
+	return st.MakePod().Namespace("default").Name(name).UID(name).
+		OwnerReference(rs, v1.SchemeGroupVersion.WithKind("ReplicaSet")).Node(nodeName).Obj()
+}
+
+func withOwnerUID(p *v1.Pod, uid string) *v1.Pod {
+	p.OwnerReferences[0].UID = types.UID(uid)
+	return p
+}
+
+func rsPod(name, rs, nodeName string) *v1.Pod { return withOwnerUID(replica(name, rs, nodeName), rs) }
+
+// grid builds fds x uds nodes, one per cell, named fd<f>-ud<u>.
+func grid(fds, uds int) []*v1.Node {
+	var nodes []*v1.Node
+	for f := 0; f < fds; f++ {
+		for u := 0; u < uds; u++ {
+			nodes = append(nodes, node(fmt.Sprintf("fd%d-ud%d", f, u), fmt.Sprint(f), fmt.Sprint(u)))
+		}
+	}
+	return nodes
+}
+
+// scores runs PreScore, Score and NormalizeScore over nodes.
+func scores(t *testing.T, ctx context.Context, pl *DomainSpread, pod *v1.Pod, nodes []*v1.Node) (map[string]int64, *fwk.Status) {
+	t.Helper()
+	state := framework.NewCycleState()
+	var infos []fwk.NodeInfo
+	for _, n := range nodes {
+		ni, err := pl.sharedLister.NodeInfos().Get(n.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		infos = append(infos, ni)
+	}
+	if st := pl.PreScore(ctx, state, pod, infos); !st.IsSuccess() {
+		return nil, st
+	}
+	var list framework.NodeScoreList
+	for _, ni := range infos {
+		n := ni.Node()
+		s, status := pl.Score(ctx, state, pod, ni)
+		if !status.IsSuccess() {
+			t.Fatal(status)
+		}
+		list = append(list, framework.NodeScore{Name: n.Name, Score: s})
+	}
+	if status := pl.NormalizeScore(ctx, state, pod, list); !status.IsSuccess() {
+		t.Fatal(status)
+	}
+	out := map[string]int64{}
+	for _, s := range list {
+		out[s.Name] = s.Score
+	}
+	return out, nil
+}
+
+// best returns the names of the nodes with the top score.
+func best(scores map[string]int64) []string {
+	var top int64 = -1
+	var names []string
+	for n, s := range scores {
+		switch {
+		case s > top:
+			top, names = s, []string{n}
+		case s == top:
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	return names
+}
+
+func TestScoreGroupsByOwner(t *testing.T) {
+	nodes := grid(2, 3)
+	tests := []struct {
+		name     string
+		existing []*v1.Pod
+		pod      *v1.Pod
+		wantBest []string
+	}{
+		{
+			name:     "first replica: every node ties",
+			pod:      rsPod("new", "rs-a", ""),
+			wantBest: []string{"fd0-ud0", "fd0-ud1", "fd0-ud2", "fd1-ud0", "fd1-ud1", "fd1-ud2"},
+		},
+		{
+			name:     "second replica goes to the other fault domain and another update domain",
+			existing: []*v1.Pod{rsPod("a1", "rs-a", "fd0-ud0")},
+			pod:      rsPod("new", "rs-a", ""),
+			wantBest: []string{"fd1-ud1", "fd1-ud2"},
+		},
+		{
+			name:     "other workloads' pods do not count",
+			existing: []*v1.Pod{rsPod("b1", "rs-b", "fd0-ud0"), rsPod("b2", "rs-b", "fd0-ud1")},
+			pod:      rsPod("new", "rs-a", ""),
+			wantBest: []string{"fd0-ud0", "fd0-ud1", "fd0-ud2", "fd1-ud0", "fd1-ud1", "fd1-ud2"},
+		},
+		{
+			name: "old revision's replicas (another ReplicaSet) do not skew the new one",
+			existing: []*v1.Pod{
+				rsPod("old1", "rs-old", "fd0-ud0"), rsPod("old2", "rs-old", "fd0-ud1"), rsPod("old3", "rs-old", "fd0-ud2"),
+				rsPod("new1", "rs-new", "fd1-ud0"),
+			},
+			pod:      rsPod("new", "rs-new", ""),
+			wantBest: []string{"fd0-ud1", "fd0-ud2"},
+		},
+		{
+			name: "terminating replicas do not count",
+			existing: []*v1.Pod{
+				func() *v1.Pod {
+					p := rsPod("gone", "rs-a", "fd1-ud1")
+					p.DeletionTimestamp = &metav1.Time{}
+					return p
+				}(),
+				rsPod("a1", "rs-a", "fd0-ud0"),
+			},
+			pod:      rsPod("new", "rs-a", ""),
+			wantBest: []string{"fd1-ud1", "fd1-ud2"},
+		},
+		{
+			name: "same controller UID in another namespace does not count",
+			existing: []*v1.Pod{func() *v1.Pod {
+				p := rsPod("a1", "rs-a", "fd0-ud0")
+				p.Namespace = "other"
+				return p
+			}()},
+			pod:      rsPod("new", "rs-a", ""),
+			wantBest: []string{"fd0-ud0", "fd0-ud1", "fd0-ud2", "fd1-ud0", "fd1-ud1", "fd1-ud2"},
+		},
+		{
+			name: "fault domain dominates, update domain breaks ties",
+			existing: []*v1.Pod{
+				rsPod("a1", "rs-a", "fd0-ud0"), rsPod("a2", "rs-a", "fd1-ud1"), rsPod("a3", "rs-a", "fd0-ud2"),
+			},
+			pod: rsPod("new", "rs-a", ""),
+			// fd1 has fewer replicas; in fd1, ud0 and ud2... ud2 holds one (fd0-ud2), ud0 one: tie on ud; host breaks nothing.
+			wantBest: []string{"fd1-ud0", "fd1-ud2"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, ctx := ktesting.NewTestContext(t)
+			pl := newTestPlugin(t, ctx, defaultArgs(), tt.existing, nodes)
+			got, status := scores(t, ctx, pl, tt.pod, nodes)
+			if status != nil {
+				t.Fatal(status)
+			}
+			if diff := cmp.Diff(tt.wantBest, best(got)); diff != "" {
+				t.Errorf("best nodes (-want +got):\n%s\nscores: %v", diff, got)
+			}
+		})
+	}
+}
+
+func TestPreScoreSkips(t *testing.T) {
+	tsc := rsPod("p", "rs-a", "")
+	tsc.Spec.TopologySpreadConstraints = []v1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: zoneKey, WhenUnsatisfiable: v1.ScheduleAnyway}}
+	ds := st.MakePod().Namespace("default").Name("ds").OwnerReference("agent", v1.SchemeGroupVersion.WithKind("DaemonSet")).Obj()
+	tests := []struct {
+		name     string
+		args     func(*config.DomainSpreadArgs)
+		pod      *v1.Pod
+		wantSkip bool
+	}{
+		{name: "no controller", pod: st.MakePod().Namespace("default").Name("bare").Obj(), wantSkip: true},
+		{name: "own spread constraints", pod: tsc, wantSkip: true},
+		{name: "own spread constraints, configured to spread anyway", args: func(a *config.DomainSpreadArgs) { a.SpreadPodsWithConstraints = true }, pod: tsc},
+		{name: "DaemonSet pod", pod: ds, wantSkip: true},
+		{name: "ReplicaSet pod", pod: rsPod("p", "rs-a", "")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, ctx := ktesting.NewTestContext(t)
+			args := defaultArgs()
+			if tt.args != nil {
+				tt.args(args)
+			}
+			pl := newTestPlugin(t, ctx, args, nil, grid(1, 1))
+			status := pl.PreScore(ctx, framework.NewCycleState(), tt.pod, nil)
+			if status.IsSkip() != tt.wantSkip {
+				t.Errorf("PreScore = %v, want skip %v", status, tt.wantSkip)
+			}
+		})
+	}
+}
+
+func TestScoreMissingKeysAndJointDimensions(t *testing.T) {
+	// Two zones whose update domains are both numbered 0 and 1: without joint, "ud 0" of zone a
+	// and "ud 0" of zone b are one domain.
+	nodes := []*v1.Node{
+		st.MakeNode().Name("a0").Label(zoneKey, "a").Label(udKey, "0").Label(v1.LabelHostname, "a0").Obj(),
+		st.MakeNode().Name("a1").Label(zoneKey, "a").Label(udKey, "1").Label(v1.LabelHostname, "a1").Obj(),
+		st.MakeNode().Name("b0").Label(zoneKey, "b").Label(udKey, "0").Label(v1.LabelHostname, "b0").Obj(),
+		st.MakeNode().Name("b1").Label(zoneKey, "b").Label(udKey, "1").Label(v1.LabelHostname, "b1").Obj(),
+	}
+	existing := []*v1.Pod{rsPod("r1", "rs-a", "a0"), rsPod("r2", "rs-a", "b1"), rsPod("r3", "rs-a", "a1")}
+	dims := func(joint bool) func(*config.DomainSpreadArgs) {
+		return func(a *config.DomainSpreadArgs) {
+			a.Dimensions = []config.SpreadDimension{
+				{Name: "zone", LabelKeys: []string{zoneKey}},
+				{Name: "update-domain", LabelKeys: []string{udKey}, Joint: joint},
+			}
+		}
+	}
+	tests := []struct {
+		name     string
+		args     func(*config.DomainSpreadArgs)
+		nodes    []*v1.Node
+		wantBest []string
+	}{
+		// Zone b has 1, zone a 2. Separate ud: ud0 has 1 (a0), ud1 has 2 (b1, a1) -> b0.
+		{name: "separate dimensions", args: dims(false), nodes: nodes, wantBest: []string{"b0"}},
+		// Joint: (b,0) holds 0, (b,1) holds 1 -> b0 as well; and a tie-free check below.
+		{name: "joint dimension", args: dims(true), nodes: nodes, wantBest: []string{"b0"}},
+		{
+			name: "node without the update-domain label: dimension ignored",
+			args: dims(false),
+			nodes: append(nodes[:4:4],
+				st.MakeNode().Name("b-unlabelled").Label(zoneKey, "b").Label(v1.LabelHostname, "b-unlabelled").Obj()),
+			wantBest: []string{"b-unlabelled", "b0"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, ctx := ktesting.NewTestContext(t)
+			args := defaultArgs()
+			tt.args(args)
+			pl := newTestPlugin(t, ctx, args, existing, tt.nodes)
+			got, _ := scores(t, ctx, pl, rsPod("new", "rs-a", ""), tt.nodes)
+			if diff := cmp.Diff(tt.wantBest, best(got)); diff != "" {
+				t.Errorf("best nodes (-want +got):\n%s\nscores: %v", diff, got)
+			}
+		})
+	}
+}
+
+func TestJointDomainKeys(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	args := defaultArgs()
+	args.Dimensions = []config.SpreadDimension{
+		{Name: "zone", LabelKeys: []string{zoneKey}},
+		{Name: "fault-domain", LabelKeys: []string{fdKey}, Joint: true},
+	}
+	pl := newTestPlugin(t, ctx, args, nil, nil)
+	a, _ := pl.domainOf(1, map[string]string{zoneKey: "a", fdKey: "0"})
+	b, _ := pl.domainOf(1, map[string]string{zoneKey: "b", fdKey: "0"})
+	if a == b {
+		t.Errorf("joint domains of zones a and b are equal: %v", a)
+	}
+	if _, ok := pl.domainOf(1, map[string]string{fdKey: "0"}); ok {
+		t.Error("joint domain without the previous dimension's key was accepted")
+	}
+}
+
+func TestNormalizeScore(t *testing.T) {
+	tests := []struct {
+		name string
+		raw  []int64
+		want []int64
+	}{
+		{name: "all equal", raw: []int64{5, 5, 5}, want: []int64{100, 100, 100}},
+		{name: "two levels", raw: []int64{0, 7}, want: []int64{100, 0}},
+		{name: "ranks, not magnitudes", raw: []int64{1 << 30, 0, 1, 1 << 30, 2}, want: []int64{0, 100, 33, 0, 16}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var list framework.NodeScoreList
+			for i, r := range tt.raw {
+				list = append(list, framework.NodeScore{Name: fmt.Sprint(i), Score: r})
+			}
+			(&DomainSpread{}).NormalizeScore(context.Background(), nil, nil, list)
+			var got []int64
+			for _, s := range list {
+				got = append(got, s.Score)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// filterAll runs PreFilter and Filter over nodes and returns the feasible ones.
+func filterAll(t *testing.T, ctx context.Context, pl *DomainSpread, pod *v1.Pod, nodes []*v1.Node) ([]string, *fwk.Status) {
+	t.Helper()
+	state := framework.NewCycleState()
+	if _, status := pl.PreFilter(ctx, state, pod, nil); !status.IsSuccess() {
+		return nil, status
+	}
+	var feasible []string
+	for _, n := range nodes {
+		ni, _ := pl.sharedLister.NodeInfos().Get(n.Name)
+		if status := pl.Filter(ctx, state, pod, ni); status.IsSuccess() {
+			feasible = append(feasible, n.Name)
+		} else if status.Code() != fwk.Unschedulable && status.Code() != fwk.UnschedulableAndUnresolvable {
+			t.Fatalf("Filter error: %v", status)
+		}
+	}
+	sort.Strings(feasible)
+	return feasible, nil
+}
+
+func TestFilterHardMode(t *testing.T) {
+	hard := func(a *config.DomainSpreadArgs) { a.Mode = config.SpreadHard }
+	udOnly := func(a *config.DomainSpreadArgs) {
+		a.Mode = config.SpreadHard
+		a.Dimensions = []config.SpreadDimension{{Name: "update-domain", LabelKeys: []string{udKey}}}
+	}
+	tests := []struct {
+		name         string
+		args         func(*config.DomainSpreadArgs)
+		nodes        []*v1.Node
+		existing     []*v1.Pod
+		wantFeasible []string
+		wantSkip     bool
+	}{
+		{name: "Soft mode does not filter", args: func(*config.DomainSpreadArgs) {}, nodes: grid(1, 3), wantSkip: true},
+		{
+			name:  "empty domains count: a replica more in a loaded domain is refused",
+			args:  udOnly,
+			nodes: grid(1, 3), existing: []*v1.Pod{rsPod("a1", "rs-a", "fd0-ud0")},
+			wantFeasible: []string{"fd0-ud1", "fd0-ud2"},
+		},
+		{
+			name:  "4 replicas on 3 update domains still schedule",
+			args:  udOnly,
+			nodes: grid(1, 3), existing: []*v1.Pod{rsPod("a1", "rs-a", "fd0-ud0"), rsPod("a2", "rs-a", "fd0-ud1"), rsPod("a3", "rs-a", "fd0-ud2")},
+			wantFeasible: []string{"fd0-ud0", "fd0-ud1", "fd0-ud2"},
+		},
+		{
+			name:  "5th replica of 3 update domains avoids the domain with 2",
+			args:  udOnly,
+			nodes: grid(1, 3), existing: []*v1.Pod{rsPod("a1", "rs-a", "fd0-ud0"), rsPod("a2", "rs-a", "fd0-ud1"), rsPod("a3", "rs-a", "fd0-ud2"), rsPod("a4", "rs-a", "fd0-ud0")},
+			wantFeasible: []string{"fd0-ud1", "fd0-ud2"},
+		},
+		{
+			name: "maxSkew 2 allows more",
+			args: func(a *config.DomainSpreadArgs) { udOnly(a); a.MaxSkew = 2 },
+			nodes: grid(1, 3), existing: []*v1.Pod{rsPod("a1", "rs-a", "fd0-ud0")},
+			wantFeasible: []string{"fd0-ud0", "fd0-ud1", "fd0-ud2"},
+		},
+		{
+			name:         "every dimension is checked",
+			args:         hard,
+			nodes:        grid(2, 3),
+			existing:     []*v1.Pod{rsPod("a1", "rs-a", "fd0-ud0")},
+			wantFeasible: []string{"fd1-ud1", "fd1-ud2"},
+		},
+		{
+			name:         "node missing a dimension's keys is ignored for it by default",
+			args:         udOnly,
+			nodes:        append(grid(1, 2), node("unlabelled", "0", "")),
+			existing:     []*v1.Pod{rsPod("a1", "rs-a", "fd0-ud0")},
+			wantFeasible: []string{"fd0-ud1", "unlabelled"},
+		},
+		{
+			name:         "node missing a dimension's keys is refused when configured",
+			args:         func(a *config.DomainSpreadArgs) { udOnly(a); a.RejectNodesMissingKeys = true },
+			nodes:        append(grid(1, 2), node("unlabelled", "0", "")),
+			existing:     []*v1.Pod{rsPod("a1", "rs-a", "fd0-ud0")},
+			wantFeasible: []string{"fd0-ud1"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, ctx := ktesting.NewTestContext(t)
+			args := defaultArgs()
+			tt.args(args)
+			pl := newTestPlugin(t, ctx, args, tt.existing, tt.nodes)
+			got, status := filterAll(t, ctx, pl, rsPod("new", "rs-a", ""), tt.nodes)
+			if tt.wantSkip {
+				if !status.IsSkip() {
+					t.Fatalf("PreFilter = %v, want Skip", status)
+				}
+				return
+			}
+			if status != nil {
+				t.Fatal(status)
+			}
+			if diff := cmp.Diff(tt.wantFeasible, got); diff != "" {
+				t.Errorf("feasible nodes (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestHardModeEligibleDomainsFollowNodeAffinity(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	args := defaultArgs()
+	args.Mode = config.SpreadHard
+	args.Dimensions = []config.SpreadDimension{{Name: "update-domain", LabelKeys: []string{udKey}}}
+	nodes := grid(1, 3)
+	existing := []*v1.Pod{rsPod("a1", "rs-a", "fd0-ud0"), rsPod("a2", "rs-a", "fd0-ud1")}
+	pod := rsPod("new", "rs-a", "")
+	// The pod may not use ud2, so ud2's emptiness does not hold the others back.
+	pod.Spec.NodeSelector = map[string]string{"example.com/x": "y"}
+	for _, n := range nodes[:2] {
+		n.Labels["example.com/x"] = "y"
+	}
+	pl := newTestPlugin(t, ctx, args, existing, nodes)
+	got, _ := filterAll(t, ctx, pl, pod, nodes[:2])
+	if diff := cmp.Diff([]string{"fd0-ud0", "fd0-ud1"}, got); diff != "" {
+		t.Errorf("feasible (-want +got):\n%s", diff)
+	}
+}
+
+func TestPreemptionAdjustsCounts(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	args := defaultArgs()
+	args.Mode = config.SpreadHard
+	args.Dimensions = []config.SpreadDimension{{Name: "update-domain", LabelKeys: []string{udKey}}}
+	nodes := grid(1, 2)
+	victim := rsPod("a2", "rs-a", "fd0-ud0")
+	pl := newTestPlugin(t, ctx, args, []*v1.Pod{rsPod("a1", "rs-a", "fd0-ud0"), victim}, nodes)
+	state := framework.NewCycleState()
+	pod := rsPod("new", "rs-a", "")
+	pl.PreFilter(ctx, state, pod, nil)
+	ni, _ := pl.sharedLister.NodeInfos().Get("fd0-ud0")
+	if pl.Filter(ctx, state, pod, ni).IsSuccess() {
+		t.Fatal("ud0 with 2 replicas against 0 was feasible")
+	}
+	victimInfo, _ := framework.NewPodInfo(victim)
+	clone := state.Clone()
+	if status := pl.RemovePod(ctx, clone, pod, victimInfo, ni); !status.IsSuccess() {
+		t.Fatal(status)
+	}
+	// After removing one victim, ud0 holds 1 against 0: one more makes skew 2, still refused;
+	// after both, it is feasible. The original state is untouched.
+	first, _ := framework.NewPodInfo(rsPod("a1", "rs-a", "fd0-ud0"))
+	pl.RemovePod(ctx, clone, pod, first, ni)
+	if status := pl.Filter(ctx, clone, pod, ni); !status.IsSuccess() {
+		t.Errorf("after removing both replicas: %v", status)
+	}
+	if pl.Filter(ctx, state, pod, ni).IsSuccess() {
+		t.Error("RemovePod on a clone changed the original state")
+	}
+	pl.AddPod(ctx, clone, pod, first, ni)
+	pl.AddPod(ctx, clone, pod, victimInfo, ni)
+	if pl.Filter(ctx, clone, pod, ni).IsSuccess() {
+		t.Error("AddPod did not restore the counts")
+	}
+}
+
+func TestHints(t *testing.T) {
+	logger, ctx := ktesting.NewTestContext(t)
+	args := defaultArgs()
+	args.Mode = config.SpreadHard
+	pl := newTestPlugin(t, ctx, args, nil, nil)
+	pod := rsPod("new", "rs-a", "")
+	tests := []struct {
+		name     string
+		old, new any
+		fn       func(klog.Logger, *v1.Pod, any, any) (fwk.QueueingHint, error)
+		want     fwk.QueueingHint
+	}{
+		{name: "group replica deleted", old: rsPod("a1", "rs-a", "fd0-ud0"), fn: pl.isSchedulableAfterPodChange, want: fwk.Queue},
+		{name: "other workload's pod deleted", old: rsPod("b1", "rs-b", "fd0-ud0"), fn: pl.isSchedulableAfterPodChange, want: fwk.QueueSkip},
+		{name: "unscheduled replica added", new: rsPod("a2", "rs-a", ""), fn: pl.isSchedulableAfterPodChange, want: fwk.QueueSkip},
+		{name: "node with domains added", new: node("n", "1", "2"), fn: pl.isSchedulableAfterNodeChange, want: fwk.Queue},
+		{name: "node domain changed", old: node("n", "1", "2"), new: node("n", "1", "0"), fn: pl.isSchedulableAfterNodeChange, want: fwk.Queue},
+		{name: "node labels changed, domains did not", old: node("n", "1", "2"), new: func() *v1.Node { n := node("n", "1", "2"); n.Labels["x"] = "y"; return n }(), fn: pl.isSchedulableAfterNodeChange, want: fwk.QueueSkip},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := tt.fn(logger, pod, tt.old, tt.new)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tt.want {
+				t.Errorf("hint = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestNewValidatesArgs(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	fh, _ := frameworkruntime.NewFramework(ctx, nil, nil, frameworkruntime.WithSnapshotSharedLister(cache.NewSnapshot(nil, nil)))
+	args := defaultArgs()
+	args.Mode = "Sometimes"
+	if _, err := New(ctx, args, fh); err == nil {
+		t.Error("New accepted mode Sometimes")
+	}
+}

@@ -1,0 +1,131 @@
+package domainspread
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	v1 "k8s.io/api/core/v1"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+
+	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config/validation"
+)
+
+const preScoreStateKey fwk.StateKey = "PreScore" + Name
+
+// Each dimension's count takes countBits bits of the raw score, the first dimension the highest,
+// so comparing raw scores compares the counts dimension by dimension. Counts saturate at
+// maxCount; with at most 4 dimensions the raw score fits in an int64.
+const (
+	countBits = 15
+	maxCount  = 1<<countBits - 1
+)
+
+// scoreState is the cycle's counts plus, per dimension, the count that stands in for nodes
+// lacking the dimension's keys: the least loaded domain among the nodes being scored, so such
+// nodes are neither favoured nor penalised on that dimension.
+type scoreState struct {
+	*spreadState
+	ignored [validation.MaxSpreadDimensions]int32
+}
+
+// Clone shares the state: scoring does not change it.
+func (s *scoreState) Clone() fwk.StateData { return s }
+
+// PreScore counts the group's replicas per domain once for the cycle, reusing PreFilter's counts
+// in Hard mode. Pods without a workload are not scored.
+func (pl *DomainSpread) PreScore(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) *fwk.Status {
+	g, ok := pl.groupOf(pod)
+	if !ok {
+		return fwk.NewStatus(fwk.Skip)
+	}
+	counts, err := readState(state)
+	if err != nil {
+		if counts, err = pl.count(ctx, pod, g, false); err != nil {
+			return fwk.AsStatus(fmt.Errorf("%s: counting replicas: %w", Name, err))
+		}
+	}
+	s := &scoreState{spreadState: counts}
+	for d := range pl.dims {
+		first := true
+		for _, ni := range nodes {
+			key, ok := pl.domainOf(d, ni.Node().Labels)
+			if !ok {
+				continue
+			}
+			if c := counts.counts[d][key]; first || c < s.ignored[d] {
+				s.ignored[d], first = c, false
+			}
+		}
+	}
+	state.Write(preScoreStateKey, s)
+	return nil
+}
+
+// Score returns a raw score, lower is better: the replicas in the node's domain of each
+// dimension, most significant first. A dimension whose keys the node lacks is ignored: it counts
+// as the least loaded domain among the scored nodes.
+func (pl *DomainSpread) Score(_ context.Context, state fwk.CycleState, _ *v1.Pod, nodeInfo fwk.NodeInfo) (int64, *fwk.Status) {
+	c, err := state.Read(preScoreStateKey)
+	if err != nil {
+		return 0, fwk.AsStatus(fmt.Errorf("%s: reading cycle state: %w", Name, err))
+	}
+	s := c.(*scoreState)
+	labels := nodeInfo.Node().Labels
+	var raw int64
+	for d := range pl.dims {
+		n := s.ignored[d]
+		if key, ok := pl.domainOf(d, labels); ok {
+			n = s.counts[d][key]
+		}
+		raw = raw<<countBits | int64(min(n, maxCount))
+	}
+	return raw, nil
+}
+
+// ScoreExtensions returns the plugin: raw scores need normalising.
+func (pl *DomainSpread) ScoreExtensions() framework.ScoreExtensions { return pl }
+
+// NormalizeScore maps raw scores by rank: the lowest raw score (fewest replicas, dimension by
+// dimension) gets MaxNodeScore, every other one at most half of it, falling with its rank. The
+// gap keeps the spread decisive against the other plugins' resource scores, and ranks keep the
+// order of later dimensions, which a linear scale would round away.
+func (pl *DomainSpread) NormalizeScore(_ context.Context, _ fwk.CycleState, _ *v1.Pod, scores framework.NodeScoreList) *fwk.Status {
+	if len(scores) == 0 {
+		return nil
+	}
+	distinct := distinctSorted(scores)
+	if len(distinct) == 1 {
+		for i := range scores {
+			scores[i].Score = framework.MaxNodeScore
+		}
+		return nil
+	}
+	last := int64(len(distinct) - 1)
+	for i := range scores {
+		rank := int64(sort.Search(len(distinct), func(j int) bool { return distinct[j] >= scores[i].Score }))
+		if rank == 0 {
+			scores[i].Score = framework.MaxNodeScore
+			continue
+		}
+		scores[i].Score = framework.MaxNodeScore / 2 * (last - rank) / last
+	}
+	return nil
+}
+
+// distinctSorted returns the distinct raw scores in ascending order. They are few (replica
+// counts are small), so a linear insert beats sorting every node's score.
+func distinctSorted(scores framework.NodeScoreList) []int64 {
+	distinct := make([]int64, 0, 16)
+	for _, s := range scores {
+		i := sort.Search(len(distinct), func(j int) bool { return distinct[j] >= s.Score })
+		if i < len(distinct) && distinct[i] == s.Score {
+			continue
+		}
+		distinct = append(distinct, 0)
+		copy(distinct[i+1:], distinct[i:])
+		distinct[i] = s.Score
+	}
+	return distinct
+}
