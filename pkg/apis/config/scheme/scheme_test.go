@@ -191,3 +191,77 @@ profiles:
 		})
 	}
 }
+
+func TestDecodeDomainSpreadArgs(t *testing.T) {
+	const dsHeader = `apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: pool-scheduler
+  pluginConfig:
+  - name: DomainSpread
+`
+	decode := func(args string) (*config.DomainSpreadArgs, error) {
+		obj, _, err := Codecs.UniversalDecoder().Decode([]byte(dsHeader+args), nil, nil)
+		if err != nil {
+			return nil, err
+		}
+		return obj.(*schedconfig.KubeSchedulerConfiguration).Profiles[0].PluginConfig[0].Args.(*config.DomainSpreadArgs), nil
+	}
+	defaults := &config.DomainSpreadArgs{
+		Dimensions: []config.SpreadDimension{
+			{Name: "fault-domain", LabelKeys: []string{"topology.kubernetes.azure.com/fault-domain", "topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone"}},
+			{Name: "update-domain", LabelKeys: []string{"topology.pool-scheduler.io/update-domain"}},
+			{Name: "host", LabelKeys: []string{"kubernetes.io/hostname"}},
+		},
+		Mode:    config.SpreadSoft,
+		MaxSkew: 1,
+	}
+	tests := []struct {
+		name    string
+		args    string
+		want    *config.DomainSpreadArgs
+		wantErr string
+	}{
+		{name: "defaults", args: "    args: {}\n", want: defaults},
+		{
+			name: "OCI-style joint keys, hard mode",
+			args: `    args:
+      mode: Hard
+      maxSkew: 2
+      rejectNodesMissingKeys: true
+      spreadPodsWithConstraints: true
+      dimensions:
+      - name: zone
+        labelKeys: [topology.kubernetes.io/zone]
+      - name: fault-domain
+        labelKeys: [oci.oraclecloud.com/fault-domain]
+        joint: true
+`,
+			want: &config.DomainSpreadArgs{
+				Dimensions: []config.SpreadDimension{
+					{Name: "zone", LabelKeys: []string{"topology.kubernetes.io/zone"}},
+					{Name: "fault-domain", LabelKeys: []string{"oci.oraclecloud.com/fault-domain"}, Joint: true},
+				},
+				Mode: config.SpreadHard, MaxSkew: 2, RejectNodesMissingKeys: true, SpreadPodsWithConstraints: true,
+			},
+		},
+		{name: "unknown field in a dimension", args: "    args:\n      dimensions:\n      - name: a\n        labelKey: [x]\n", wantErr: `unknown field "dimensions[0].labelKey"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := decode(tt.args)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("error = %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -1,6 +1,7 @@
 package validation
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -127,6 +128,63 @@ func TestValidateSystemPoolGuardArgs(t *testing.T) {
 			args := validSystemArgs()
 			tt.modify(args)
 			err := ValidateSystemPoolGuardArgs(field.NewPath("args"), args)
+			if len(tt.wantFields) == 0 {
+				if err != nil {
+					t.Fatalf("unexpected error: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("no error, want one naming %v", tt.wantFields)
+			}
+			for _, f := range tt.wantFields {
+				if !strings.Contains(err.Error(), f+":") {
+					t.Errorf("error %q does not name %s", err, f)
+				}
+			}
+		})
+	}
+}
+
+func TestValidateDomainSpreadArgs(t *testing.T) {
+	valid := func() *config.DomainSpreadArgs {
+		return &config.DomainSpreadArgs{
+			Dimensions: []config.SpreadDimension{
+				{Name: "zone", LabelKeys: []string{"topology.kubernetes.io/zone"}},
+				{Name: "update-domain", LabelKeys: []string{"topology.pool-scheduler.io/update-domain"}, Joint: true},
+			},
+			Mode: config.SpreadSoft, MaxSkew: 1,
+		}
+	}
+	tests := []struct {
+		name       string
+		modify     func(*config.DomainSpreadArgs)
+		wantFields []string
+	}{
+		{name: "valid", modify: func(*config.DomainSpreadArgs) {}},
+		{name: "no dimensions", modify: func(a *config.DomainSpreadArgs) { a.Dimensions = nil }, wantFields: []string{"args.dimensions"}},
+		{
+			name: "too many dimensions",
+			modify: func(a *config.DomainSpreadArgs) {
+				for i := 0; i < 4; i++ {
+					a.Dimensions = append(a.Dimensions, config.SpreadDimension{Name: fmt.Sprint("d", i), LabelKeys: []string{"k"}})
+				}
+			},
+			wantFields: []string{"args.dimensions"},
+		},
+		{name: "missing name", modify: func(a *config.DomainSpreadArgs) { a.Dimensions[1].Name = "" }, wantFields: []string{"args.dimensions[1].name"}},
+		{name: "duplicate name", modify: func(a *config.DomainSpreadArgs) { a.Dimensions[1].Name = "zone" }, wantFields: []string{"args.dimensions[1].name"}},
+		{name: "no keys", modify: func(a *config.DomainSpreadArgs) { a.Dimensions[0].LabelKeys = nil }, wantFields: []string{"args.dimensions[0].labelKeys"}},
+		{name: "bad key", modify: func(a *config.DomainSpreadArgs) { a.Dimensions[0].LabelKeys = []string{"a b"} }, wantFields: []string{"args.dimensions[0].labelKeys[0]"}},
+		{name: "first dimension joint", modify: func(a *config.DomainSpreadArgs) { a.Dimensions[0].Joint = true }, wantFields: []string{"args.dimensions[0].joint"}},
+		{name: "bad mode", modify: func(a *config.DomainSpreadArgs) { a.Mode = "Sometimes" }, wantFields: []string{"args.mode"}},
+		{name: "maxSkew 0", modify: func(a *config.DomainSpreadArgs) { a.MaxSkew = 0 }, wantFields: []string{"args.maxSkew"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args := valid()
+			tt.modify(args)
+			err := ValidateDomainSpreadArgs(field.NewPath("args"), args)
 			if len(tt.wantFields) == 0 {
 				if err != nil {
 					t.Fatalf("unexpected error: %v", err)

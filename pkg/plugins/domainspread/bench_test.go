@@ -1,0 +1,199 @@
+package domainspread
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+	klogtesting "k8s.io/klog/v2/ktesting"
+	fwk "k8s.io/kube-scheduler/framework"
+	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
+	"k8s.io/kubernetes/pkg/scheduler/backend/cache"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/podtopologyspread"
+	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
+
+	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config"
+)
+
+const (
+	benchNodes = 5000
+	benchPods  = 10000
+	benchSets  = 2000 // 5 replicas each
+)
+
+// benchCluster is 5000 nodes over 2 fault domains x 3 update domains and 10 000 pods of 2000
+// ReplicaSets; the pod to place belongs to set 0.
+func benchCluster() ([]*v1.Pod, []*v1.Node, *v1.Pod) {
+	nodes := make([]*v1.Node, benchNodes)
+	for i := range nodes {
+		name := fmt.Sprintf("node-%d", i)
+		nodes[i] = st.MakeNode().Name(name).Label(v1.LabelHostname, name).
+			Label(fdKey, fmt.Sprint(i%2)).Label(udKey, fmt.Sprint(i/2%3)).Obj()
+	}
+	pods := make([]*v1.Pod, benchPods)
+	for i := range pods {
+		set := i % benchSets
+		pods[i] = rsPod(fmt.Sprintf("p-%d", i), fmt.Sprintf("rs-%d", set), nodes[(i*7919)%benchNodes].Name)
+		pods[i].Labels = map[string]string{"set": fmt.Sprint(set)}
+	}
+	pod := rsPod("incoming", "rs-0", "")
+	pod.Labels = map[string]string{"set": "0"}
+	return pods, nodes, pod
+}
+
+// withConstraints is what a user writes to get the same spread from PodTopologySpread.
+func withConstraints(pod *v1.Pod, when v1.UnsatisfiableConstraintAction) *v1.Pod {
+	p := pod.DeepCopy()
+	sel := &metav1.LabelSelector{MatchLabels: map[string]string{"set": "0"}}
+	p.Spec.TopologySpreadConstraints = []v1.TopologySpreadConstraint{
+		{MaxSkew: 1, TopologyKey: fdKey, WhenUnsatisfiable: when, LabelSelector: sel},
+		{MaxSkew: 1, TopologyKey: udKey, WhenUnsatisfiable: when, LabelSelector: sel},
+	}
+	return p
+}
+
+type scorer interface {
+	framework.PreScorePlugin
+	framework.ScorePlugin
+}
+
+type filterer interface {
+	framework.PreFilterPlugin
+	framework.FilterPlugin
+}
+
+func benchPlugins(b *testing.B, mode config.SpreadMode, pods []*v1.Pod, nodes []*v1.Node) (context.Context, *DomainSpread, framework.Plugin, []fwk.NodeInfo) {
+	b.Helper()
+	ctx := klog.NewContext(context.Background(), klogtesting.NewLogger(b, klogtesting.NewConfig(klogtesting.Verbosity(2))))
+	snapshot := cache.NewSnapshot(pods, nodes)
+	fh, err := frameworkruntime.NewFramework(ctx, nil, nil, frameworkruntime.WithSnapshotSharedLister(snapshot))
+	if err != nil {
+		b.Fatal(err)
+	}
+	args := defaultArgs()
+	args.Mode = mode
+	// Fault and update domain, like the two constraints PodTopologySpread gets.
+	args.Dimensions = args.Dimensions[:2]
+	ds, err := New(ctx, args, fh)
+	if err != nil {
+		b.Fatal(err)
+	}
+	pts, err := frameworkruntime.FactoryAdapter(feature.Features{}, podtopologyspread.New)(ctx,
+		&schedconfig.PodTopologySpreadArgs{DefaultingType: schedconfig.ListDefaulting}, fh)
+	if err != nil {
+		b.Fatal(err)
+	}
+	infos, err := snapshot.NodeInfos().List()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return ctx, ds.(*DomainSpread), pts, infos
+}
+
+// BenchmarkScoreCycle times one scoring cycle (PreScore, Score on 5000 nodes, NormalizeScore)
+// of DomainSpread and of PodTopologySpread with two ScheduleAnyway constraints on the same keys,
+// in the same run, and reports the ratio.
+func BenchmarkScoreCycle(b *testing.B) {
+	pods, nodes, pod := benchCluster()
+	ctx, ds, pts, infos := benchPlugins(b, config.SpreadSoft, pods, nodes)
+	ptsPod := withConstraints(pod, v1.ScheduleAnyway)
+	cycle := func(pl scorer, ext framework.ScoreExtensions, p *v1.Pod) time.Duration {
+		start := time.Now()
+		state := framework.NewCycleState()
+		if s := pl.PreScore(ctx, state, p, infos); !s.IsSuccess() {
+			b.Fatal(s)
+		}
+		list := make(framework.NodeScoreList, len(infos))
+		for i, ni := range infos {
+			score, s := pl.Score(ctx, state, p, ni)
+			if !s.IsSuccess() {
+				b.Fatal(s)
+			}
+			list[i] = framework.NodeScore{Name: ni.Node().Name, Score: score}
+		}
+		if s := ext.NormalizeScore(ctx, state, p, list); !s.IsSuccess() {
+			b.Fatal(s)
+		}
+		return time.Since(start)
+	}
+	ptsScorer := pts.(scorer)
+	var dsTotal, ptsTotal time.Duration
+	b.ReportAllocs()
+	for b.Loop() {
+		dsTotal += cycle(ds, ds, pod)
+		ptsTotal += cycle(ptsScorer, ptsScorer.ScoreExtensions(), ptsPod)
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64(dsTotal.Nanoseconds())/n, "domainspread-ns/cycle")
+	b.ReportMetric(float64(ptsTotal.Nanoseconds())/n, "podtopologyspread-ns/cycle")
+	b.ReportMetric(float64(dsTotal)/float64(ptsTotal), "domainspread/podtopologyspread")
+}
+
+// BenchmarkFilterCycle does the same for Hard mode against DoNotSchedule constraints:
+// PreFilter, then Filter on 5000 nodes.
+func BenchmarkFilterCycle(b *testing.B) {
+	pods, nodes, pod := benchCluster()
+	ctx, ds, pts, infos := benchPlugins(b, config.SpreadHard, pods, nodes)
+	ptsPod := withConstraints(pod, v1.DoNotSchedule)
+	cycle := func(pl filterer, p *v1.Pod) time.Duration {
+		start := time.Now()
+		state := framework.NewCycleState()
+		if _, s := pl.PreFilter(ctx, state, p, infos); !s.IsSuccess() {
+			b.Fatal(s)
+		}
+		for _, ni := range infos {
+			pl.Filter(ctx, state, p, ni)
+		}
+		return time.Since(start)
+	}
+	var dsTotal, ptsTotal time.Duration
+	b.ReportAllocs()
+	for b.Loop() {
+		dsTotal += cycle(ds, pod)
+		ptsTotal += cycle(pts.(filterer), ptsPod)
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64(dsTotal.Nanoseconds())/n, "domainspread-ns/cycle")
+	b.ReportMetric(float64(ptsTotal.Nanoseconds())/n, "podtopologyspread-ns/cycle")
+	b.ReportMetric(float64(dsTotal)/float64(ptsTotal), "domainspread/podtopologyspread")
+}
+
+// BenchmarkPerNode measures Filter and Score alone over 5000 nodes (state computed once):
+// allocs/op must be 0.
+func BenchmarkPerNode(b *testing.B) {
+	pods, nodes, pod := benchCluster()
+	ctx, ds, _, infos := benchPlugins(b, config.SpreadHard, pods, nodes)
+	state := framework.NewCycleState()
+	if _, s := ds.PreFilter(ctx, state, pod, infos); !s.IsSuccess() {
+		b.Fatal(s)
+	}
+	if s := ds.PreScore(ctx, state, pod, infos); !s.IsSuccess() {
+		b.Fatal(s)
+	}
+	b.Run("Filter", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			for _, ni := range infos {
+				ds.Filter(ctx, state, pod, ni)
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(infos)), "ns/node")
+	})
+	b.Run("Score", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			for _, ni := range infos {
+				ds.Score(ctx, state, pod, ni)
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(infos)), "ns/node")
+	})
+}
+
