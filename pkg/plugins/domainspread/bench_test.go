@@ -196,4 +196,3 @@ func BenchmarkPerNode(b *testing.B) {
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(infos)), "ns/node")
 	})
 }
-

@@ -399,8 +399,8 @@ func TestFilterHardMode(t *testing.T) {
 			wantFeasible: []string{"fd0-ud1", "fd0-ud2"},
 		},
 		{
-			name: "maxSkew 2 allows more",
-			args: func(a *config.DomainSpreadArgs) { udOnly(a); a.MaxSkew = 2 },
+			name:  "maxSkew 2 allows more",
+			args:  func(a *config.DomainSpreadArgs) { udOnly(a); a.MaxSkew = 2 },
 			nodes: grid(1, 3), existing: []*v1.Pod{rsPod("a1", "rs-a", "fd0-ud0")},
 			wantFeasible: []string{"fd0-ud0", "fd0-ud1", "fd0-ud2"},
 		},
