@@ -1,0 +1,186 @@
+package labeler
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	labelsv1alpha1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/labels/v1alpha1"
+	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
+	"github.com/pool-scheduler/pool-scheduler/pkg/version"
+)
+
+// Scheme holds the types the labeler reads and writes.
+var Scheme = runtime.NewScheme()
+
+func init() {
+	utilruntime.Must(clientgoscheme.AddToScheme(Scheme))
+	utilruntime.Must(labelsv1alpha1.AddToScheme(Scheme))
+}
+
+// NewCommand returns the pool-labeler command with its controller and domain subcommands.
+func NewCommand() *cobra.Command {
+	var kubeconfig string
+	cmd := &cobra.Command{
+		Use:          "pool-labeler",
+		Short:        "Applies NodePoolLabelSets to nodes (controller) and labels a node with its Azure fault and update domain (domain)",
+		Long:         version.String(),
+		SilenceUsage: true,
+	}
+	cmd.PersistentFlags().StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file; empty: in-cluster")
+	klogFlags := goFlagSet()
+	cmd.PersistentFlags().AddGoFlagSet(klogFlags)
+	cmd.AddCommand(newControllerCommand(&kubeconfig), newDomainCommand(&kubeconfig))
+	return cmd
+}
+
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("loading kubeconfig: %w", err)
+	}
+	return cfg, nil
+}
+
+func newControllerCommand(kubeconfig *string) *cobra.Command {
+	var (
+		namespaces           []string
+		poolLabelKeys        []string
+		overwrite            bool
+		leaderElect          bool
+		leaderElectNamespace string
+		metricsAddr          string
+		probeAddr            string
+		resync               time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "controller",
+		Short: "Reconcile every node towards its pool's NodePoolLabelSet (leader-elected Deployment)",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if errs := pool.ValidateLabelKeys(poolLabelKeys, nil); len(errs) > 0 {
+				return fmt.Errorf("--pool-label-keys: %v", errs.ToAggregate())
+			}
+			cfg, err := restConfig(*kubeconfig)
+			if err != nil {
+				return err
+			}
+			logger := klog.NewKlogr()
+			ctrl.SetLogger(logger)
+			logger.Info("Starting", "version", version.String(), "mode", "controller")
+			cacheOpts := cache.Options{SyncPeriod: &resync}
+			if len(namespaces) > 0 {
+				byNS := map[string]cache.Config{}
+				for _, ns := range namespaces {
+					byNS[ns] = cache.Config{}
+				}
+				cacheOpts.ByObject = map[client.Object]cache.ByObject{&labelsv1alpha1.NodePoolLabelSet{}: {Namespaces: byNS}}
+			}
+			mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+				Scheme:                  Scheme,
+				Cache:                   cacheOpts,
+				Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
+				HealthProbeBindAddress:  probeAddr,
+				LeaderElection:          leaderElect,
+				LeaderElectionID:        "pool-labeler",
+				LeaderElectionNamespace: leaderElectNamespace,
+			})
+			if err != nil {
+				return err
+			}
+			if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+				return err
+			}
+			if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+				return err
+			}
+			if err := SetupWithManager(mgr, Options{Identity: pool.NewIdentity(poolLabelKeys), Namespaces: namespaces, OverwriteConflicts: overwrite}); err != nil {
+				return err
+			}
+			return mgr.Start(ctrl.SetupSignalHandler())
+		},
+	}
+	f := cmd.Flags()
+	f.StringSliceVar(&namespaces, "namespaces", nil, "namespaces whose NodePoolLabelSets are applied; empty: all")
+	f.StringSliceVar(&poolLabelKeys, "pool-label-keys", pool.DefaultLabelKeys, "ordered node label keys naming a node's pool")
+	f.BoolVar(&overwrite, "overwrite-conflicts", false, "apply desired labels over values set by someone else (default: report the conflict in status and events)")
+	f.BoolVar(&leaderElect, "leader-elect", true, "elect a leader on the Lease pool-labeler, so replicas can run side by side")
+	f.StringVar(&leaderElectNamespace, "leader-elect-namespace", "", "namespace of the Lease; empty: the pod's namespace")
+	f.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "address of /metrics; 0 disables")
+	f.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz; 0 disables")
+	f.DurationVar(&resync, "resync-period", 10*time.Minute, "how often every node is reconciled again, to catch anything missed")
+	return cmd
+}
+
+func newDomainCommand(kubeconfig *string) *cobra.Command {
+	opts := DomainOptions{}
+	var (
+		onNotAzure string
+		interval   time.Duration
+		attempts   int
+	)
+	cmd := &cobra.Command{
+		Use:   "domain",
+		Short: "Label this node with its Azure platform fault and update domain (DaemonSet)",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if opts.NodeName == "" {
+				return errors.New("--node-name (or NODE_NAME) is required")
+			}
+			switch onNotAzure {
+			case "exit", "idle", "fail":
+			default:
+				return fmt.Errorf("--on-not-azure: %q is not one of exit, idle, fail", onNotAzure)
+			}
+			cfg, err := restConfig(*kubeconfig)
+			if err != nil {
+				return err
+			}
+			cs, err := kubernetes.NewForConfig(cfg)
+			if err != nil {
+				return err
+			}
+			opts.Backoff = wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.2, Steps: attempts, Cap: time.Minute}
+			ctx := ctrl.SetupSignalHandler()
+			logger := klog.FromContext(ctx)
+			logger.Info("Starting", "version", version.String(), "mode", "domain", "node", opts.NodeName)
+			err = RunDomainMode(ctx, cs, opts, interval)
+			if errors.Is(err, ErrNotAzure) {
+				logger.Info("This node is not on Azure: no domains to label", "reason", err.Error(), "onNotAzure", onNotAzure)
+				switch onNotAzure {
+				case "exit":
+					return nil
+				case "idle":
+					// A DaemonSet restarts pods that exit: wait quietly instead of crash-looping.
+					<-ctx.Done()
+					return nil
+				}
+			}
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&opts.NodeName, "node-name", os.Getenv("NODE_NAME"), "this node's name (downward API: spec.nodeName)")
+	f.StringVar(&opts.Endpoint, "imds-endpoint", DefaultIMDSEndpoint, "instance metadata compute document URL")
+	f.StringVar(&opts.UpdateDomainKey, "update-domain-key", DefaultUpdateDomainKey, "label key for the platform update domain")
+	f.StringVar(&opts.FaultDomainKey, "fault-domain-key", DefaultFaultDomainKey, "label key for the platform fault domain; empty: do not write it")
+	f.DurationVar(&opts.RequestTimeout, "request-timeout", 5*time.Second, "timeout of one metadata request")
+	f.IntVar(&attempts, "attempts", 8, "metadata attempts before giving up on transient errors (exponential backoff from 1s)")
+	f.DurationVar(&interval, "recheck-interval", 5*time.Minute, "how often the labels are checked and restored")
+	f.StringVar(&onNotAzure, "on-not-azure", "exit", "what to do when the endpoint is not Azure: exit (0), idle (stay up, for DaemonSets), fail (exit 1)")
+	return cmd
+}

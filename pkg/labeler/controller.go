@@ -1,0 +1,279 @@
+package labeler
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	labelsv1alpha1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/labels/v1alpha1"
+	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
+)
+
+// Options configure the controller mode.
+type Options struct {
+	// Identity says which pool a node is in.
+	Identity pool.Identity
+	// Namespaces restricts the NodePoolLabelSets considered; empty means all namespaces.
+	Namespaces []string
+	// OverwriteConflicts applies desired labels even over values someone else set.
+	OverwriteConflicts bool
+}
+
+// Controller reconciles nodes towards their pool's NodePoolLabelSet and writes each set's status.
+type Controller struct {
+	client   client.Client
+	recorder record.EventRecorder
+	opts     Options
+}
+
+// SetupWithManager registers the node and the NodePoolLabelSet controllers with mgr.
+func SetupWithManager(mgr ctrl.Manager, opts Options) error {
+	c := &Controller{client: mgr.GetClient(), recorder: mgr.GetEventRecorderFor("pool-labeler"), opts: opts}
+	err := ctrl.NewControllerManagedBy(mgr).
+		Named("node").
+		For(&corev1.Node{}, builder.WithPredicates(predicate.Or(predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
+		Watches(&labelsv1alpha1.NodePoolLabelSet{}, handler.EnqueueRequestsFromMapFunc(c.nodesOfSet),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Complete(reconcile.Func(c.reconcileNode))
+	if err != nil {
+		return err
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("nodepoollabelset").
+		For(&labelsv1alpha1.NodePoolLabelSet{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(c.setsOfNode),
+			builder.WithPredicates(nodeChanged{})).
+		Complete(reconcile.Func(c.reconcileStatus))
+}
+
+// nodeChanged passes node events that can change a set's status: any add or delete, and
+// updates of labels or annotations (not the constant status heartbeats).
+type nodeChanged struct{ predicate.Funcs }
+
+func (nodeChanged) Create(event.CreateEvent) bool   { return true }
+func (nodeChanged) Delete(event.DeleteEvent) bool   { return true }
+func (nodeChanged) Generic(event.GenericEvent) bool { return false }
+func (nodeChanged) Update(e event.UpdateEvent) bool {
+	return predicate.LabelChangedPredicate{}.Update(e) || predicate.AnnotationChangedPredicate{}.Update(e)
+}
+
+func (c *Controller) watches(namespace string) bool {
+	if len(c.opts.Namespaces) == 0 {
+		return true
+	}
+	for _, ns := range c.opts.Namespaces {
+		if ns == namespace {
+			return true
+		}
+	}
+	return false
+}
+
+// labelSets returns the compiled NodePoolLabelSets of the watched namespaces.
+func (c *Controller) labelSets(ctx context.Context) (*pool.LabelSets, []*labelsv1alpha1.NodePoolLabelSet, error) {
+	var list labelsv1alpha1.NodePoolLabelSetList
+	if err := c.client.List(ctx, &list); err != nil {
+		return nil, nil, err
+	}
+	var sets []*labelsv1alpha1.NodePoolLabelSet
+	for i := range list.Items {
+		if s := &list.Items[i]; c.watches(s.Namespace) && s.DeletionTimestamp == nil {
+			sets = append(sets, s)
+		}
+	}
+	return pool.CompileLabelSets(sets), sets, nil
+}
+
+func (c *Controller) nodesOfSet(ctx context.Context, obj client.Object) []reconcile.Request {
+	if !c.watches(obj.GetNamespace()) {
+		return nil
+	}
+	var nodes corev1.NodeList
+	if err := c.client.List(ctx, &nodes); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing nodes for a NodePoolLabelSet change")
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range nodes.Items {
+		if name, ok := c.opts.Identity.PoolOf(nodes.Items[i].Labels); ok && name == obj.GetName() {
+			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: nodes.Items[i].Name}})
+		}
+	}
+	return reqs
+}
+
+func (c *Controller) setsOfNode(ctx context.Context, obj client.Object) []reconcile.Request {
+	name, ok := c.opts.Identity.PoolOf(obj.GetLabels())
+	if !ok {
+		return nil
+	}
+	_, sets, err := c.labelSets(ctx)
+	if err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing NodePoolLabelSets for a node change")
+		return nil
+	}
+	var reqs []reconcile.Request
+	for _, s := range sets {
+		if s.Name == name {
+			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: s.Namespace, Name: s.Name}})
+		}
+	}
+	return reqs
+}
+
+// reconcileNode applies the node's pool labels in one patch.
+func (c *Controller) reconcileNode(ctx context.Context, req reconcile.Request) (result reconcile.Result, err error) {
+	defer func() { recordReconcile("node", err) }()
+	logger := ctrl.LoggerFrom(ctx)
+	node := &corev1.Node{}
+	if err := c.client.Get(ctx, req.NamespacedName, node); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	compiled, _, err := c.labelSets(ctx)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	var desired *pool.PoolLabels
+	if name, ok := c.opts.Identity.PoolOf(node.Labels); ok {
+		desired = compiled.Pool(name)
+	}
+	plan := PlanNode(node.Labels, node.Annotations, desired, c.opts.OverwriteConflicts)
+	if plan.MalformedAnnotation {
+		c.recorder.Eventf(node, corev1.EventTypeWarning, "MalformedAnnotation",
+			"%s is not a JSON array of label keys; rewriting it (no label removed on a guess)", pool.ManagedLabelsAnnotation)
+	}
+	for _, conflict := range plan.Conflicts {
+		c.recorder.Eventf(node, corev1.EventTypeWarning, "LabelConflict", "not applied: %s", conflict)
+	}
+	if plan.Empty() {
+		return reconcile.Result{}, nil
+	}
+	patch, err := plan.MergePatch(node.ResourceVersion)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if err := c.client.Patch(ctx, node, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		if apierrors.IsConflict(err) {
+			// The node changed since it was read: its update event requeues it.
+			return reconcile.Result{Requeue: true}, nil
+		}
+		patchErrors.Inc()
+		c.recorder.Eventf(node, corev1.EventTypeWarning, "PatchFailed", "applying pool labels: %v", err)
+		return reconcile.Result{}, err
+	}
+	logger.V(1).Info("Applied pool labels", "node", node.Name, "set", plan.Set, "removed", plan.Remove)
+	return reconcile.Result{}, nil
+}
+
+// reconcileStatus writes how many of the pool's nodes carry the set's labels.
+func (c *Controller) reconcileStatus(ctx context.Context, req reconcile.Request) (result reconcile.Result, err error) {
+	defer func() { recordReconcile("nodepoollabelset", err) }()
+	set := &labelsv1alpha1.NodePoolLabelSet{}
+	if err := c.client.Get(ctx, req.NamespacedName, set); err != nil {
+		if apierrors.IsNotFound(err) {
+			nodesOutOfSync.DeleteLabelValues(req.Namespace, req.Name)
+		}
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if !c.watches(set.Namespace) || set.DeletionTimestamp != nil {
+		return reconcile.Result{}, nil
+	}
+	compiled, _, err := c.labelSets(ctx)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	desired := compiled.Pool(set.Name)
+	var nodes corev1.NodeList
+	if err := c.client.List(ctx, &nodes); err != nil {
+		return reconcile.Result{}, err
+	}
+	// A copy of the conditions: comparing against the old status must see the old ones.
+	status := labelsv1alpha1.NodePoolLabelSetStatus{ObservedGeneration: set.Generation, Conditions: append([]metav1.Condition(nil), set.Status.Conditions...)}
+	var conflicts, problems []string
+	for i := range nodes.Items {
+		n := &nodes.Items[i]
+		if name, ok := c.opts.Identity.PoolOf(n.Labels); !ok || name != set.Name {
+			continue
+		}
+		status.NodesMatched++
+		plan := PlanNode(n.Labels, n.Annotations, desired, c.opts.OverwriteConflicts)
+		if plan.Empty() && len(plan.Conflicts) == 0 {
+			status.NodesInSync++
+		}
+		for _, cf := range plan.Conflicts {
+			conflicts = append(conflicts, fmt.Sprintf("node %s: %s", n.Name, cf))
+		}
+	}
+	if desired != nil {
+		problems = desired.Problems
+	}
+	switch {
+	case len(conflicts) > 0:
+		status.State = labelsv1alpha1.SyncStateConflict
+		status.Message = summarize(conflicts)
+	case len(problems) > 0:
+		status.State = labelsv1alpha1.SyncStateError
+		status.Message = summarize(problems)
+	case status.NodesInSync < status.NodesMatched:
+		status.State = labelsv1alpha1.SyncStatePending
+		status.Message = fmt.Sprintf("%d of %d nodes carry the labels", status.NodesInSync, status.NodesMatched)
+	default:
+		status.State = labelsv1alpha1.SyncStateSynced
+		status.Message = fmt.Sprintf("all %d nodes carry the labels", status.NodesMatched)
+	}
+	cond := metav1.Condition{Type: "Synced", Status: metav1.ConditionTrue, Reason: string(status.State), Message: status.Message, ObservedGeneration: set.Generation}
+	if status.State != labelsv1alpha1.SyncStateSynced {
+		cond.Status = metav1.ConditionFalse
+	}
+	meta.SetStatusCondition(&status.Conditions, cond)
+	nodesOutOfSync.WithLabelValues(set.Namespace, set.Name).Set(float64(status.NodesMatched - status.NodesInSync))
+	if len(conflicts) > 0 && set.Status.State != labelsv1alpha1.SyncStateConflict {
+		c.recorder.Eventf(set, corev1.EventTypeWarning, "LabelConflict", "%s", status.Message)
+	}
+	if equalStatus(set.Status, status) {
+		return reconcile.Result{}, nil
+	}
+	patch := client.MergeFrom(set.DeepCopy())
+	set.Status = status
+	if err := c.client.Status().Patch(ctx, set, patch); err != nil {
+		return reconcile.Result{}, err
+	}
+	return reconcile.Result{}, nil
+}
+
+func equalStatus(a, b labelsv1alpha1.NodePoolLabelSetStatus) bool {
+	if a.State != b.State || a.Message != b.Message || a.NodesMatched != b.NodesMatched ||
+		a.NodesInSync != b.NodesInSync || a.ObservedGeneration != b.ObservedGeneration || len(a.Conditions) != len(b.Conditions) {
+		return false
+	}
+	for i := range a.Conditions {
+		x, y := a.Conditions[i], b.Conditions[i]
+		if x.Type != y.Type || x.Status != y.Status || x.Reason != y.Reason || x.Message != y.Message || x.ObservedGeneration != y.ObservedGeneration {
+			return false
+		}
+	}
+	return true
+}
+
+// summarize keeps status messages short: the first few items and a count.
+func summarize(items []string) string {
+	const show = 3
+	if len(items) <= show {
+		return strings.Join(items, "; ")
+	}
+	return fmt.Sprintf("%s; and %d more", strings.Join(items[:show], "; "), len(items)-show)
+}

@@ -1,0 +1,141 @@
+package labeler
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	labelsv1alpha1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/labels/v1alpha1"
+	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
+)
+
+func desired(labels map[string]labelsv1alpha1.LabelValue) *pool.PoolLabels {
+	return pool.CompileLabelSets([]*labelsv1alpha1.NodePoolLabelSet{{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "spot"},
+		Spec:       labelsv1alpha1.NodePoolLabelSetSpec{Labels: labels},
+	}}).Pool("spot")
+}
+
+func TestPlanNode(t *testing.T) {
+	spot := desired(map[string]labelsv1alpha1.LabelValue{"example.com/a": "1", "example.com/b": "2"})
+	managed := func(v string) map[string]string { return map[string]string{pool.ManagedLabelsAnnotation: v} }
+	tests := []struct {
+		name        string
+		labels      map[string]string
+		annotations map[string]string
+		desired     *pool.PoolLabels
+		overwrite   bool
+		want        Plan
+	}{
+		{
+			name:    "new node gets labels and annotation",
+			labels:  map[string]string{"agentpool": "spot"},
+			desired: spot,
+			want: Plan{Set: map[string]string{"example.com/a": "1", "example.com/b": "2"},
+				Annotation: `["example.com/a","example.com/b"]`, AnnotationChanged: true},
+		},
+		{
+			name:        "in sync: nothing to do",
+			labels:      map[string]string{"example.com/a": "1", "example.com/b": "2"},
+			annotations: managed(`["example.com/a","example.com/b"]`),
+			desired:     spot,
+			want:        Plan{Set: map[string]string{}, Annotation: `["example.com/a","example.com/b"]`},
+		},
+		{
+			name:        "drift: a label removed by hand comes back",
+			labels:      map[string]string{"example.com/a": "1"},
+			annotations: managed(`["example.com/a","example.com/b"]`),
+			desired:     spot,
+			want:        Plan{Set: map[string]string{"example.com/b": "2"}, Annotation: `["example.com/a","example.com/b"]`},
+		},
+		{
+			name:        "drift: a managed label changed by hand is restored",
+			labels:      map[string]string{"example.com/a": "9", "example.com/b": "2"},
+			annotations: managed(`["example.com/a","example.com/b"]`),
+			desired:     spot,
+			want:        Plan{Set: map[string]string{"example.com/a": "1"}, Annotation: `["example.com/a","example.com/b"]`},
+		},
+		{
+			name:        "label dropped from the set is removed",
+			labels:      map[string]string{"example.com/a": "1", "example.com/b": "2", "example.com/old": "x"},
+			annotations: managed(`["example.com/a","example.com/b","example.com/old"]`),
+			desired:     spot,
+			want: Plan{Set: map[string]string{}, Remove: []string{"example.com/old"},
+				Annotation: `["example.com/a","example.com/b"]`, AnnotationChanged: true},
+		},
+		{
+			name:        "deleted set: every managed label is removed",
+			labels:      map[string]string{"example.com/a": "1", "example.com/b": "2", "team": "x"},
+			annotations: managed(`["example.com/a","example.com/b"]`),
+			desired:     nil,
+			want: Plan{Set: map[string]string{}, Remove: []string{"example.com/a", "example.com/b"},
+				Annotation: `[]`, AnnotationChanged: true},
+		},
+		{
+			name:    "labels it does not own are never touched",
+			labels:  map[string]string{"team": "x", "example.com/a": "1"},
+			desired: spot,
+			want: Plan{Set: map[string]string{"example.com/b": "2"},
+				Annotation: `["example.com/a","example.com/b"]`, AnnotationChanged: true},
+		},
+		{
+			name:    "conflict: someone else's value is left alone",
+			labels:  map[string]string{"example.com/a": "other"},
+			desired: spot,
+			want: Plan{Set: map[string]string{"example.com/b": "2"}, Annotation: `["example.com/b"]`, AnnotationChanged: true,
+				Conflicts: []Conflict{{Key: "example.com/a", Want: "1", Got: "other"}}},
+		},
+		{
+			name:      "conflict overwritten when asked",
+			labels:    map[string]string{"example.com/a": "other"},
+			desired:   spot,
+			overwrite: true,
+			want: Plan{Set: map[string]string{"example.com/a": "1", "example.com/b": "2"},
+				Annotation: `["example.com/a","example.com/b"]`, AnnotationChanged: true},
+		},
+		{
+			name:        "malformed annotation is repaired, nothing deleted on a guess",
+			labels:      map[string]string{"example.com/a": "1", "example.com/b": "2", "example.com/old": "x"},
+			annotations: managed(`["example.com/a",`),
+			desired:     spot,
+			want: Plan{Set: map[string]string{}, Annotation: `["example.com/a","example.com/b"]`,
+				AnnotationChanged: true, MalformedAnnotation: true},
+		},
+		{
+			name:    "node of a pool without a set and no annotation: untouched",
+			labels:  map[string]string{"agentpool": "general"},
+			desired: nil,
+			want:    Plan{Set: map[string]string{}, Annotation: `[]`},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := PlanNode(tt.labels, tt.annotations, tt.desired, tt.overwrite)
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("PlanNode (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestMergePatch(t *testing.T) {
+	p := Plan{Set: map[string]string{"a": "1"}, Remove: []string{"b"}, Annotation: `["a"]`, AnnotationChanged: true}
+	raw, err := p.MergePatch("42")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]any
+	if err := json.Unmarshal(raw, &got); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{"metadata": map[string]any{
+		"resourceVersion": "42",
+		"labels":      map[string]any{"a": "1", "b": nil},
+		"annotations": map[string]any{pool.ManagedLabelsAnnotation: `["a"]`},
+	}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("patch (-want +got):\n%s", diff)
+	}
+}
