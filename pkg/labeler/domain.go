@@ -211,4 +211,3 @@ func RunDomainMode(ctx context.Context, cs kubernetes.Interface, opts DomainOpti
 	}, interval)
 	return lastErr
 }
-

@@ -132,8 +132,8 @@ func TestMergePatch(t *testing.T) {
 	}
 	want := map[string]any{"metadata": map[string]any{
 		"resourceVersion": "42",
-		"labels":      map[string]any{"a": "1", "b": nil},
-		"annotations": map[string]any{pool.ManagedLabelsAnnotation: `["a"]`},
+		"labels":          map[string]any{"a": "1", "b": nil},
+		"annotations":     map[string]any{pool.ManagedLabelsAnnotation: `["a"]`},
 	}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("patch (-want +got):\n%s", diff)

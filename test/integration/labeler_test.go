@@ -173,4 +173,3 @@ func waitLabelSetStatus(t *testing.T, tCtx ktesting.TContext, cp *controlplane.C
 	}
 	return set
 }
-
