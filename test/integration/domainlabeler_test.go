@@ -1,0 +1,148 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/kubernetes/test/utils/ktesting"
+
+	"github.com/pool-scheduler/pool-scheduler/pkg/labeler"
+	"github.com/pool-scheduler/pool-scheduler/test/util"
+)
+
+// imds answers like Azure's instance metadata service: 400 without the Metadata header, then
+// the responses of script in turn (the last one repeats).
+func imds(t *testing.T, script ...func(w http.ResponseWriter)) (*httptest.Server, *atomic.Int32) {
+	t.Helper()
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Metadata") != "true" {
+			http.Error(w, `{"error":"Bad request. Required metadata header not specified"}`, http.StatusBadRequest)
+			return
+		}
+		i := int(calls.Add(1)) - 1
+		script[min(i, len(script)-1)](w)
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &calls
+}
+
+func compute(fd, ud any) func(w http.ResponseWriter) {
+	return func(w http.ResponseWriter) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"location":"westeurope","name":"aks-nodepool1-0","platformFaultDomain":%q,"platformUpdateDomain":%q,"vmSize":"Standard_D2s_v3"}`, fmt.Sprint(fd), fmt.Sprint(ud))
+	}
+}
+
+func status(code int) func(w http.ResponseWriter) {
+	return func(w http.ResponseWriter) { w.WriteHeader(code) }
+}
+
+func body(s string) func(w http.ResponseWriter) {
+	return func(w http.ResponseWriter) { fmt.Fprint(w, s) }
+}
+
+func stall(d time.Duration) func(w http.ResponseWriter) {
+	return func(w http.ResponseWriter) { time.Sleep(d) }
+}
+
+// TestDomainLabeler runs the domain mode against a local metadata server and a real apiserver.
+func TestDomainLabeler(t *testing.T) {
+	tCtx := ktesting.Init(t)
+	cp := util.StartControlPlane(t)
+	cs := cp.Client
+
+	tests := []struct {
+		name     string
+		script   []func(http.ResponseWriter)
+		closed   bool // nothing listens: connection refused
+		want     labeler.Domains
+		wantErr  error // errors.Is target; nil with an empty want means "gives up"
+		minCalls int32
+		giveUp   bool
+	}{
+		{name: "Azure compute document", script: []func(http.ResponseWriter){compute(1, 4)}, want: labeler.Domains{FaultDomain: "1", UpdateDomain: "4"}, minCalls: 1},
+		{name: "server errors are retried", script: []func(http.ResponseWriter){status(500), status(503), status(429), compute(0, 2)}, want: labeler.Domains{FaultDomain: "0", UpdateDomain: "2"}, minCalls: 4},
+		{name: "timeouts are retried", script: []func(http.ResponseWriter){stall(500 * time.Millisecond), compute(2, 0)}, want: labeler.Domains{FaultDomain: "2", UpdateDomain: "0"}, minCalls: 2},
+		{name: "garbage is not Azure", script: []func(http.ResponseWriter){body("<html>hello</html>")}, wantErr: labeler.ErrNotAzure},
+		{name: "JSON without domains is not Azure", script: []func(http.ResponseWriter){body(`{"compute":{}}`)}, wantErr: labeler.ErrNotAzure},
+		{name: "non-numeric domain is refused", script: []func(http.ResponseWriter){compute("../etc", 1)}, wantErr: labeler.ErrNotAzure},
+		{name: "404 is not Azure", script: []func(http.ResponseWriter){status(404)}, wantErr: labeler.ErrNotAzure},
+		{name: "nothing listening is not Azure", closed: true, wantErr: labeler.ErrNotAzure},
+		{name: "persistent server errors: gives up", script: []func(http.ResponseWriter){status(500)}, giveUp: true},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			nodeName := fmt.Sprintf("azure-%d", i)
+			util.CreateNode(tCtx, t, cs, util.Node(nodeName, map[string]string{"kubernetes.azure.com/agentpool": "nodepool1"}).Obj())
+			endpoint := "http://127.0.0.1:1/metadata/instance/compute"
+			var calls *atomic.Int32
+			if !tt.closed {
+				var srv *httptest.Server
+				srv, calls = imds(t, tt.script...)
+				endpoint = srv.URL + "/metadata/instance/compute?api-version=2021-02-01&format=json"
+			}
+			opts := labeler.DomainOptions{
+				NodeName: nodeName, Endpoint: endpoint,
+				FaultDomainKey: labeler.DefaultFaultDomainKey, UpdateDomainKey: labeler.DefaultUpdateDomainKey,
+				RequestTimeout: 200 * time.Millisecond,
+				Backoff:        wait.Backoff{Duration: 10 * time.Millisecond, Factor: 2, Steps: 5},
+			}
+			ctx, cancel := context.WithCancel(tCtx)
+			done := make(chan error, 1)
+			go func() { done <- labeler.RunDomainMode(ctx, cs, opts, 50*time.Millisecond) }()
+			defer cancel()
+
+			if tt.wantErr != nil || tt.giveUp {
+				select {
+				case err := <-done:
+					if tt.wantErr != nil && !errors.Is(err, tt.wantErr) {
+						t.Fatalf("error = %v, want %v", err, tt.wantErr)
+					}
+					if tt.giveUp && (err == nil || errors.Is(err, labeler.ErrNotAzure)) {
+						t.Fatalf("error = %v, want giving up on a transient error", err)
+					}
+					t.Logf("returned: %v", err)
+				case <-time.After(30 * time.Second):
+					t.Fatal("domain mode did not return")
+				}
+				n, err := cs.CoreV1().Nodes().Get(tCtx, nodeName, metav1.GetOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, ok := n.Labels[labeler.DefaultUpdateDomainKey]; ok {
+					t.Errorf("node labelled despite the error: %v", n.Labels)
+				}
+				return
+			}
+			err := wait.PollUntilContextTimeout(tCtx, 20*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+				n, err := cs.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+				return err == nil && n.Labels[labeler.DefaultUpdateDomainKey] == tt.want.UpdateDomain &&
+					n.Labels[labeler.DefaultFaultDomainKey] == tt.want.FaultDomain, nil
+			})
+			if err != nil {
+				t.Fatalf("node not labelled with %+v", tt.want)
+			}
+			if calls.Load() < tt.minCalls {
+				t.Errorf("%d metadata calls, want at least %d", calls.Load(), tt.minCalls)
+			}
+			// Labels removed by hand are put back by the periodic check.
+			util.PatchNode(tCtx, t, cs, nodeName, fmt.Sprintf(`{"metadata":{"labels":{%q:null}}}`, labeler.DefaultUpdateDomainKey))
+			err = wait.PollUntilContextTimeout(tCtx, 20*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+				n, err := cs.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+				return err == nil && n.Labels[labeler.DefaultUpdateDomainKey] == tt.want.UpdateDomain, nil
+			})
+			if err != nil {
+				t.Fatal("removed update-domain label not restored")
+			}
+		})
+	}
+}
