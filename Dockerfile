@@ -10,6 +10,6 @@ ARG COMMIT=unknown
 RUN make build VERSION=${VERSION} COMMIT=${COMMIT}
 
 FROM gcr.io/distroless/static-debian12:nonroot
-COPY --from=build /src/bin/pool-scheduler /usr/local/bin/pool-scheduler
+COPY --from=build /src/bin/pool-scheduler /src/bin/pool-labeler /usr/local/bin/
 USER 65532:65532
 ENTRYPOINT ["/usr/local/bin/pool-scheduler"]

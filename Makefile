@@ -26,8 +26,8 @@ help: ## Show this help.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
 .PHONY: build
-build: ## Build bin/pool-scheduler.
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/pool-scheduler ./cmd/pool-scheduler
+build: ## Build bin/pool-scheduler and bin/pool-labeler.
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/pool-scheduler ./cmd/pool-labeler
 
 .PHONY: etcd
 etcd: $(BIN)/etcd ## Build etcd (for tests) from go.mod's tool directive.
@@ -48,7 +48,7 @@ integration: etcd ## Plugins in process against kube-apiserver + etcd.
 
 .PHONY: e2e
 e2e: etcd build ## bin/pool-scheduler as a child process against kube-apiserver + etcd.
-	$(TEST_ENV) POOL_SCHEDULER_BINARY=$(BIN)/pool-scheduler $(GO) test $(GOTEST_FLAGS) -timeout=20m ./test/e2e/...
+	$(TEST_ENV) POOL_SCHEDULER_BINARY=$(BIN)/pool-scheduler POOL_LABELER_BINARY=$(BIN)/pool-labeler $(GO) test $(GOTEST_FLAGS) -timeout=20m ./test/e2e/...
 
 .PHONY: bench
 bench: ## Go microbenchmarks of the plugins (5000 nodes).

@@ -19,13 +19,20 @@ import (
 
 // SchedulerBinary returns the built bin/pool-scheduler (or $POOL_SCHEDULER_BINARY).
 func SchedulerBinary(t *testing.T) string {
+	return binary(t, "pool-scheduler", "POOL_SCHEDULER_BINARY")
+}
+
+// LabelerBinary returns the built bin/pool-labeler (or $POOL_LABELER_BINARY).
+func LabelerBinary(t *testing.T) string { return binary(t, "pool-labeler", "POOL_LABELER_BINARY") }
+
+func binary(t *testing.T, name, env string) string {
 	t.Helper()
-	path := os.Getenv("POOL_SCHEDULER_BINARY")
+	path := os.Getenv(env)
 	if path == "" {
-		path = filepath.Join(RepoRoot(), "bin", "pool-scheduler")
+		path = filepath.Join(RepoRoot(), "bin", name)
 	}
 	if _, err := os.Stat(path); err != nil {
-		t.Fatalf("scheduler binary %s: %v (run `make build`, or `make e2e`)", path, err)
+		t.Fatalf("%s binary %s: %v (run `make build`, or `make e2e`)", name, path, err)
 	}
 	return path
 }
@@ -67,7 +74,7 @@ func PluginArgsDoc(t *testing.T, doc map[string]any, plugin string) map[string]a
 	return nil
 }
 
-// SchedulerProcess is the built scheduler running as a child process.
+// SchedulerProcess is a built binary running as a child process.
 type SchedulerProcess struct {
 	Cmd      *exec.Cmd
 	HTTPSURL string
@@ -116,13 +123,22 @@ func StartSchedulerBinary(t *testing.T, doc map[string]any, extraArgs ...string)
 	}
 	port := freePort(t)
 	args := append([]string{"--config=" + cfgPath, fmt.Sprintf("--secure-port=%d", port), "--bind-address=127.0.0.1", "--v=2"}, extraArgs...)
+	p := StartProcess(t, SchedulerBinary(t), args...)
+	p.HTTPSURL = fmt.Sprintf("https://127.0.0.1:%d", port)
+	return p
+}
+
+// StartProcess starts binary with args; it is killed when the test ends, and its output is
+// logged if the test failed.
+func StartProcess(t *testing.T, binary string, args ...string) *SchedulerProcess {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	p := &SchedulerProcess{done: make(chan struct{}), HTTPSURL: fmt.Sprintf("https://127.0.0.1:%d", port)}
-	p.Cmd = exec.CommandContext(ctx, SchedulerBinary(t), args...)
+	p := &SchedulerProcess{done: make(chan struct{})}
+	p.Cmd = exec.CommandContext(ctx, binary, args...)
 	p.Cmd.Stdout, p.Cmd.Stderr = p, p
 	if err := p.Cmd.Start(); err != nil {
 		cancel()
-		t.Fatalf("starting scheduler: %v", err)
+		t.Fatalf("starting %s: %v", binary, err)
 	}
 	go func() {
 		p.err = p.Cmd.Wait()
@@ -132,7 +148,7 @@ func StartSchedulerBinary(t *testing.T, doc map[string]any, extraArgs ...string)
 		cancel()
 		<-p.done
 		if t.Failed() {
-			t.Logf("scheduler output:\n%s", p.Output())
+			t.Logf("%s output:\n%s", filepath.Base(binary), p.Output())
 		}
 	})
 	return p
