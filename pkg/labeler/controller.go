@@ -3,6 +3,7 @@ package labeler
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -45,7 +46,9 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 	c := &Controller{client: mgr.GetClient(), recorder: mgr.GetEventRecorderFor("pool-labeler"), opts: opts}
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named("node").
-		For(&corev1.Node{}, builder.WithPredicates(predicate.Or(predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
+		// Every node update passes (a periodic resync arrives as an update without changes, and
+		// must be reconciled); unchanged nodes cost one cached read and no write.
+		For(&corev1.Node{}, builder.WithPredicates(predicate.Or(predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}, resync{}))).
 		Watches(&labelsv1alpha1.NodePoolLabelSet{}, handler.EnqueueRequestsFromMapFunc(c.nodesOfSet),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Complete(reconcile.Func(c.reconcileNode))
@@ -58,6 +61,13 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(c.setsOfNode),
 			builder.WithPredicates(nodeChanged{})).
 		Complete(reconcile.Func(c.reconcileStatus))
+}
+
+// resync passes the periodic resync's updates, in which the object did not change.
+type resync struct{ predicate.Funcs }
+
+func (resync) Update(e event.UpdateEvent) bool {
+	return e.ObjectOld.GetResourceVersion() == e.ObjectNew.GetResourceVersion()
 }
 
 // nodeChanged passes node events that can change a set's status: any add or delete, and
@@ -202,6 +212,8 @@ func (c *Controller) reconcileStatus(ctx context.Context, req reconcile.Request)
 		return reconcile.Result{}, err
 	}
 	// A copy of the conditions: comparing against the old status must see the old ones.
+	// Sorted, so the status message is stable and equal statuses are not re-written.
+	sort.Slice(nodes.Items, func(i, j int) bool { return nodes.Items[i].Name < nodes.Items[j].Name })
 	status := labelsv1alpha1.NodePoolLabelSetStatus{ObservedGeneration: set.Generation, Conditions: append([]metav1.Condition(nil), set.Status.Conditions...)}
 	var conflicts, problems []string
 	for i := range nodes.Items {

@@ -63,6 +63,11 @@ func PlanNode(labels, annotations map[string]string, desired *pool.PoolLabels, o
 		for _, l := range desired.Labels {
 			got, present := labels[l.Key]
 			switch {
+			case present && got == l.Value && !managed[l.Key] && !plan.MalformedAnnotation:
+				// Someone else set it to the desired value (kubelet --node-labels, say): leave
+				// it theirs, so dropping it from the set later does not delete their label. (With
+				// a malformed annotation, the labeler's own record, it was most likely ours.)
+				continue
 			case present && got == l.Value:
 			case present && !managed[l.Key] && !overwrite:
 				plan.Conflicts = append(plan.Conflicts, Conflict{Key: l.Key, Want: l.Value, Got: got})

@@ -74,11 +74,18 @@ func TestPlanNode(t *testing.T) {
 				Annotation: `[]`, AnnotationChanged: true},
 		},
 		{
-			name:    "labels it does not own are never touched",
+			name:    "labels it does not own are never touched; an equal value set by someone else stays theirs",
 			labels:  map[string]string{"team": "x", "example.com/a": "1"},
 			desired: spot,
 			want: Plan{Set: map[string]string{"example.com/b": "2"},
-				Annotation: `["example.com/a","example.com/b"]`, AnnotationChanged: true},
+				Annotation: `["example.com/b"]`, AnnotationChanged: true},
+		},
+		{
+			name:        "a label someone else set to the desired value is not removed when the set drops it",
+			labels:      map[string]string{"example.com/a": "1", "example.com/b": "2", "example.com/gpu": "true"},
+			annotations: managed(`["example.com/a","example.com/b"]`),
+			desired:     spot,
+			want:        Plan{Set: map[string]string{}, Annotation: `["example.com/a","example.com/b"]`},
 		},
 		{
 			name:    "conflict: someone else's value is left alone",

@@ -120,7 +120,7 @@ func skipSpace(s string, i int) int {
 }
 
 func eachManagedLabelSlow(s string, fn func(string) bool) error {
-	var keys []string
+	var keys []*string
 	if err := json.Unmarshal([]byte(s), &keys); err != nil {
 		return fmt.Errorf("%w: %v", ErrMalformedManagedLabels, err)
 	}
@@ -128,7 +128,12 @@ func eachManagedLabelSlow(s string, fn func(string) bool) error {
 		return ErrMalformedManagedLabels
 	}
 	for _, k := range keys {
-		if !fn(k) {
+		if k == nil { // a null entry, refused like the fast path does
+			return ErrMalformedManagedLabels
+		}
+	}
+	for _, k := range keys {
+		if !fn(*k) {
 			return nil
 		}
 	}

@@ -5,6 +5,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	fwk "k8s.io/kube-scheduler/framework"
 
@@ -121,7 +122,9 @@ func (s *spreadState) Clone() fwk.StateData {
 // count builds the state for pod's group from the snapshot. Pods are counted per node in
 // parallel into a slice (no locks), then folded into domains. With eligibleDomains (Hard mode),
 // every domain of a node the pod may use is recorded, empty ones included, and only pods on such
-// nodes count, as PodTopologySpread does.
+// nodes count. A node the pod may use matches its required node affinity, is not cordoned and
+// has no NoSchedule/NoExecute taint the pod does not tolerate (PodTopologySpread's
+// nodeTaintsPolicy: Honor): an empty domain the pod can never reach must not hold it back.
 func (pl *DomainSpread) count(ctx context.Context, pod *v1.Pod, g group, eligibleDomains bool) (*spreadState, error) {
 	nodes, err := pl.sharedLister.NodeInfos().List()
 	if err != nil {
@@ -151,10 +154,8 @@ func (pl *DomainSpread) count(ctx context.Context, pod *v1.Pod, g group, eligibl
 			continue
 		}
 		node := ni.Node()
-		if eligibleDomains {
-			if match, _ := affinity.Match(node); !match {
-				continue
-			}
+		if eligibleDomains && !eligible(pod, affinity, node) {
+			continue
 		}
 		for d := range pl.dims {
 			if key, ok := pl.domainOf(d, node.Labels); ok {
@@ -177,4 +178,14 @@ func (s *spreadState) updateMinimum(dims int) {
 			}
 		}
 	}
+}
+
+func eligible(pod *v1.Pod, affinity nodeaffinity.RequiredNodeAffinity, node *v1.Node) bool {
+	if match, _ := affinity.Match(node); !match || node.Spec.Unschedulable {
+		return false
+	}
+	_, untolerated := corev1helpers.FindMatchingUntoleratedTaint(node.Spec.Taints, pod.Spec.Tolerations, func(t *v1.Taint) bool {
+		return t.Effect == v1.TaintEffectNoSchedule || t.Effect == v1.TaintEffectNoExecute
+	})
+	return !untolerated
 }

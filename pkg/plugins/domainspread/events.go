@@ -4,17 +4,19 @@ import (
 	"context"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/util"
 )
 
 // EventsToRegister returns what can lower a rejected pod's skew (Hard mode): a replica of its
-// group going away or landing elsewhere, or a node with the needed domains appearing.
+// group going away, starting to terminate or landing elsewhere, or the set of eligible domains
+// changing (a node added, deleted, relabelled, tainted or cordoned).
 func (pl *DomainSpread) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWithHint, error) {
 	return []fwk.ClusterEventWithHint{
-		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Add | fwk.Delete}, QueueingHintFn: pl.isSchedulableAfterPodChange},
-		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeLabel}, QueueingHintFn: pl.isSchedulableAfterNodeChange},
+		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Add | fwk.Update | fwk.Delete}, QueueingHintFn: pl.isSchedulableAfterPodChange},
+		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.Delete | fwk.UpdateNodeLabel | fwk.UpdateNodeTaint}, QueueingHintFn: pl.isSchedulableAfterNodeChange},
 	}, nil
 }
 
@@ -34,21 +36,25 @@ func (pl *DomainSpread) isSchedulableAfterPodChange(logger klog.Logger, pod *v1.
 	if uid, ok := controllerUID(changed); !ok || uid != g.uid {
 		return fwk.QueueSkip, nil
 	}
+	if oldPod != nil && newPod != nil && (oldPod.DeletionTimestamp != nil || newPod.DeletionTimestamp == nil) {
+		// An update other than starting to terminate does not change the counts.
+		return fwk.QueueSkip, nil
+	}
 	logger.V(5).Info("A replica of the workload moved", "plugin", Name, "pod", klog.KObj(pod), "replica", klog.KObj(changed))
 	return fwk.Queue, nil
 }
 
-func (pl *DomainSpread) isSchedulableAfterNodeChange(_ klog.Logger, _ *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
+func (pl *DomainSpread) isSchedulableAfterNodeChange(_ klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
 	oldNode, newNode, err := util.As[*v1.Node](oldObj, newObj)
 	if err != nil {
 		return fwk.Queue, err
 	}
-	for d := range pl.dims {
-		if _, ok := pl.domainOf(d, newNode.Labels); !ok && pl.rejectNodesMissingKeys {
-			return fwk.QueueSkip, nil
-		}
+	if oldNode == nil || newNode == nil {
+		// Added or deleted: the eligible domains changed.
+		return fwk.Queue, nil
 	}
-	if oldNode == nil {
+	affinity := nodeaffinity.GetRequiredNodeAffinity(pod)
+	if eligible(pod, affinity, oldNode) != eligible(pod, affinity, newNode) {
 		return fwk.Queue, nil
 	}
 	for d := range pl.dims {
@@ -57,6 +63,6 @@ func (pl *DomainSpread) isSchedulableAfterNodeChange(_ klog.Logger, _ *v1.Pod, o
 			return fwk.Queue, nil
 		}
 	}
-	// No domain changed: the node's verdict did not change either.
+	// Same domains, same eligibility: the verdicts did not change.
 	return fwk.QueueSkip, nil
 }

@@ -412,6 +412,18 @@ func TestFilterHardMode(t *testing.T) {
 			wantFeasible: []string{"fd1-ud1", "fd1-ud2"},
 		},
 		{
+			name: "empty domains the pod cannot use do not hold it back (taint, cordon)",
+			args: udOnly,
+			nodes: func() []*v1.Node {
+				n := grid(1, 4)
+				n[2].Spec.Taints = []v1.Taint{{Key: "CriticalAddonsOnly", Value: "true", Effect: v1.TaintEffectNoSchedule}}
+				n[3].Spec.Unschedulable = true
+				return n
+			}(),
+			existing:     []*v1.Pod{rsPod("a1", "rs-a", "fd0-ud0"), rsPod("a2", "rs-a", "fd0-ud1")},
+			wantFeasible: []string{"fd0-ud0", "fd0-ud1", "fd0-ud2", "fd0-ud3"},
+		},
+		{
 			name:         "node missing a dimension's keys is ignored for it by default",
 			args:         udOnly,
 			nodes:        append(grid(1, 2), node("unlabelled", "0", "")),
@@ -523,6 +535,10 @@ func TestHints(t *testing.T) {
 		{name: "unscheduled replica added", new: rsPod("a2", "rs-a", ""), fn: pl.isSchedulableAfterPodChange, want: fwk.QueueSkip},
 		{name: "node with domains added", new: node("n", "1", "2"), fn: pl.isSchedulableAfterNodeChange, want: fwk.Queue},
 		{name: "node domain changed", old: node("n", "1", "2"), new: node("n", "1", "0"), fn: pl.isSchedulableAfterNodeChange, want: fwk.Queue},
+		{name: "node deleted", old: node("n", "1", "2"), fn: pl.isSchedulableAfterNodeChange, want: fwk.Queue},
+		{name: "node cordoned", old: node("n", "1", "2"), new: func() *v1.Node { n := node("n", "1", "2"); n.Spec.Unschedulable = true; return n }(), fn: pl.isSchedulableAfterNodeChange, want: fwk.Queue},
+		{name: "replica starts terminating", old: rsPod("a1", "rs-a", "fd0-ud0"), new: func() *v1.Pod { p := rsPod("a1", "rs-a", "fd0-ud0"); p.DeletionTimestamp = &metav1.Time{}; return p }(), fn: pl.isSchedulableAfterPodChange, want: fwk.Queue},
+		{name: "replica relabelled", old: rsPod("a1", "rs-a", "fd0-ud0"), new: func() *v1.Pod { p := rsPod("a1", "rs-a", "fd0-ud0"); p.Labels = map[string]string{"x": "y"}; return p }(), fn: pl.isSchedulableAfterPodChange, want: fwk.QueueSkip},
 		{name: "node labels changed, domains did not", old: node("n", "1", "2"), new: func() *v1.Node { n := node("n", "1", "2"); n.Labels["x"] = "y"; return n }(), fn: pl.isSchedulableAfterNodeChange, want: fwk.QueueSkip},
 	}
 	for _, tt := range tests {

@@ -60,6 +60,10 @@ func (x *labelSetIndex) upsert(logger klog.Logger, set *labelsv1alpha1.NodePoolL
 	if !x.watches(set.Namespace) {
 		return false
 	}
+	if set.DeletionTimestamp != nil {
+		// Being deleted: the labeler already removes its labels, so it is no longer desired.
+		return x.remove(logger, set)
+	}
 	key := types.NamespacedName{Namespace: set.Namespace, Name: set.Name}
 	x.mu.Lock()
 	defer x.mu.Unlock()

@@ -209,7 +209,7 @@ profiles:
 	}
 	defaults := &config.DomainSpreadArgs{
 		Dimensions: []config.SpreadDimension{
-			{Name: "fault-domain", LabelKeys: []string{"topology.kubernetes.azure.com/fault-domain", "topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone"}},
+			{Name: "fault-domain", LabelKeys: []string{"topology.kubernetes.azure.com/fault-domain", "topology.pool-scheduler.io/fault-domain", "topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone"}},
 			{Name: "update-domain", LabelKeys: []string{"topology.pool-scheduler.io/update-domain"}},
 			{Name: "host", LabelKeys: []string{"kubernetes.io/hostname"}},
 		},

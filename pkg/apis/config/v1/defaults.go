@@ -56,7 +56,7 @@ func SetDefaults_SystemPoolGuardArgs(obj *SystemPoolGuardArgs) { //nolint:revive
 // DefaultSpreadDimensions are fault domain, update domain and host.
 func DefaultSpreadDimensions() []SpreadDimension {
 	return []SpreadDimension{
-		{Name: "fault-domain", LabelKeys: []string{"topology.kubernetes.azure.com/fault-domain", "topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone"}},
+		{Name: "fault-domain", LabelKeys: []string{"topology.kubernetes.azure.com/fault-domain", "topology.pool-scheduler.io/fault-domain", "topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone"}},
 		{Name: "update-domain", LabelKeys: []string{"topology.pool-scheduler.io/update-domain"}},
 		{Name: "host", LabelKeys: []string{"kubernetes.io/hostname"}},
 	}
