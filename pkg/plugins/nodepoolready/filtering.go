@@ -23,7 +23,7 @@ func (s *preFilterState) Clone() fwk.StateData { return s }
 
 // PreFilter pins the current label-set index into the cycle state, or skips pods that are exempt.
 func (pl *NodePoolReady) PreFilter(_ context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*framework.PreFilterResult, *fwk.Status) {
-	if pl.ignoreDaemonSetPods && pool.IsDaemonSetPod(pod) {
+	if pl.ignoreDaemonSetPods && isExempt(pod) {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
 	state.Write(preFilterStateKey, &preFilterState{labelSets: pl.labelSets.current()})
@@ -57,6 +57,8 @@ func getPreFilterState(state fwk.CycleState) (*preFilterState, error) {
 	}
 	return c.(*preFilterState), nil
 }
+
+func isExempt(pod *v1.Pod) bool { return pool.IsDaemonSetPod(pod) }
 
 // statuses are built once: Filter returns shared, read-only statuses so rejecting allocates nothing.
 var statuses = func() map[pool.Cause]*fwk.Status {

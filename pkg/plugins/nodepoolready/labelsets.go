@@ -36,6 +36,9 @@ type labelSetIndex struct {
 	deleted map[types.UID]struct{}
 
 	compiled atomic.Pointer[pool.LabelSets]
+
+	// onInformerChange runs when the plugin's own informer changes the desired labels.
+	onInformerChange func()
 }
 
 func newLabelSetIndex(namespace string) *labelSetIndex {
@@ -121,6 +124,12 @@ func (x *labelSetIndex) recompile(logger klog.Logger) {
 	x.compiled.Store(compiled)
 }
 
+func (x *labelSetIndex) informerChanged() {
+	if x.onInformerChange != nil {
+		x.onInformerChange()
+	}
+}
+
 func equalLabels[V comparable](a, b map[string]V) bool {
 	if len(a) != len(b) {
 		return false
@@ -151,21 +160,21 @@ func (x *labelSetIndex) startInformer(ctx context.Context, cfg *rest.Config) err
 	}
 	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
-			if set, ok := obj.(*labelsv1alpha1.NodePoolLabelSet); ok {
-				x.upsert(logger, set)
+			if set, ok := obj.(*labelsv1alpha1.NodePoolLabelSet); ok && x.upsert(logger, set) {
+				x.informerChanged()
 			}
 		},
 		UpdateFunc: func(_, obj any) {
-			if set, ok := obj.(*labelsv1alpha1.NodePoolLabelSet); ok {
-				x.upsert(logger, set)
+			if set, ok := obj.(*labelsv1alpha1.NodePoolLabelSet); ok && x.upsert(logger, set) {
+				x.informerChanged()
 			}
 		},
 		DeleteFunc: func(obj any) {
 			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 				obj = d.Obj
 			}
-			if set, ok := obj.(*labelsv1alpha1.NodePoolLabelSet); ok {
-				x.remove(logger, set)
+			if set, ok := obj.(*labelsv1alpha1.NodePoolLabelSet); ok && x.remove(logger, set) {
+				x.informerChanged()
 			}
 		},
 	}); err != nil {

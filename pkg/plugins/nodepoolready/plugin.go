@@ -25,11 +25,14 @@ type NodePoolReady struct {
 	gate                pool.Gate
 	labelSets           *labelSetIndex
 	ignoreDaemonSetPods bool
+	handle              framework.Handle
+	waiting             waitingPods
 }
 
 var (
 	_ framework.PreFilterPlugin   = &NodePoolReady{}
 	_ framework.FilterPlugin      = &NodePoolReady{}
+	_ framework.PostFilterPlugin  = &NodePoolReady{}
 	_ framework.EnqueueExtensions = &NodePoolReady{}
 )
 
@@ -49,10 +52,14 @@ func New(ctx context.Context, obj runtime.Object, h framework.Handle) (framework
 	}
 	registerMetrics()
 	idx := newLabelSetIndex(args.LabelSetNamespace)
+	pl := newPlugin(args, idx)
+	pl.handle = h
+	logger := klog.FromContext(ctx)
+	idx.onInformerChange = func() { pl.activateWaiting(logger) }
 	if err := idx.startInformer(ctx, h.KubeConfig()); err != nil {
 		return nil, err
 	}
-	return newPlugin(args, idx), nil
+	return pl, nil
 }
 
 func newPlugin(args *config.NodePoolReadyArgs, idx *labelSetIndex) *NodePoolReady {
