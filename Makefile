@@ -26,8 +26,13 @@ help: ## Show this help.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
 .PHONY: build
-build: ## Build bin/pool-scheduler and bin/pool-labeler.
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/pool-scheduler ./cmd/pool-labeler
+build: ## Build bin/pool-scheduler, bin/pool-labeler and bin/poolctl.
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/pool-scheduler ./cmd/pool-labeler ./cmd/poolctl
+
+.PHONY: demo
+demo: ## Simulate the built-in scenarios: default scheduler vs pool-scheduler, side by side.
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/poolctl ./cmd/poolctl
+	$(BIN)/poolctl simulate --out _output/demo
 
 .PHONY: etcd
 etcd: $(BIN)/etcd ## Build etcd (for tests) from go.mod's tool directive.

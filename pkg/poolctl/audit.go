@@ -1,0 +1,191 @@
+package poolctl
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	labelsv1alpha1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/labels/v1alpha1"
+	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
+	"github.com/pool-scheduler/pool-scheduler/pkg/report"
+)
+
+type auditOptions struct {
+	kubeconfig  string
+	context     string
+	output      string
+	maxFindings int
+	systemPools []string
+	timeout     time.Duration
+}
+
+func newAuditCommand() *cobra.Command {
+	o := auditOptions{}
+	cmd := &cobra.Command{
+		Use:   "audit",
+		Short: "Report pods on not-ready nodes, user pods on system pools, weak spread and load-balancer pool mismatches in a live cluster (read-only)",
+		Long: "Reads nodes, pods, services, endpoint slices and NodePoolLabelSets (get and list only) and reports, with the " +
+			"same measurements as poolctl simulate. Exits 1 when the findings exceed --max-findings, for CI use.",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.output != "table" && o.output != "json" {
+				return fmt.Errorf("-o: %q is not table or json", o.output)
+			}
+			r, err := audit(cmd.Context(), o)
+			if err != nil {
+				return err
+			}
+			if o.output == "json" {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				if err := enc.Encode(r); err != nil {
+					return err
+				}
+			} else {
+				writeAuditTable(cmd.OutOrStdout(), r)
+			}
+			if r.Findings() > o.maxFindings {
+				fmt.Fprintf(cmd.ErrOrStderr(), "%d findings, more than --max-findings=%d\n", r.Findings(), o.maxFindings)
+				return errFindings
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG or ~/.kube/config, or in-cluster)")
+	f.StringVar(&o.context, "context", "", "kubeconfig context")
+	f.StringVarP(&o.output, "output", "o", "table", "table or json")
+	f.IntVar(&o.maxFindings, "max-findings", 0, "exit 1 when there are more findings than this")
+	f.StringSliceVar(&o.systemPools, "system-pools", []string{"system"}, "pool names of the system pool")
+	f.DurationVar(&o.timeout, "timeout", 30*time.Second, "timeout for reading the cluster")
+	return cmd
+}
+
+func audit(ctx context.Context, o auditOptions) (*report.Report, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = o.kubeconfig
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: o.context}).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig: %w", err)
+	}
+	cfg.Timeout = o.timeout
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, explain(cfg.Host, err)
+	}
+	pods, err := cs.CoreV1().Pods(v1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, explain(cfg.Host, err)
+	}
+	svcs, err := cs.CoreV1().Services(v1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, explain(cfg.Host, err)
+	}
+	slices, err := cs.DiscoveryV1().EndpointSlices(v1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, explain(cfg.Host, err)
+	}
+	in := report.Inputs{}
+	for i := range nodes.Items {
+		in.Nodes = append(in.Nodes, &nodes.Items[i])
+	}
+	for i := range pods.Items {
+		in.Pods = append(in.Pods, &pods.Items[i])
+	}
+	for i := range svcs.Items {
+		in.Services = append(in.Services, &svcs.Items[i])
+	}
+	for i := range slices.Items {
+		in.EndpointSlices = append(in.EndpointSlices, &slices.Items[i])
+	}
+	sets, err := listLabelSets(ctx, dynamic.NewForConfigOrDie(cfg))
+	if err != nil {
+		return nil, explain(cfg.Host, err)
+	}
+	in.LabelSets = pool.CompileLabelSets(sets)
+	policy := report.Policy{
+		Gate: pool.Gate{UnknownPoolPolicy: pool.UnknownPoolAuto},
+		System: pool.SystemPolicy{
+			Pools:           setOf(o.systemPools),
+			Namespaces:      setOf([]string{"kube-system"}),
+			PriorityClasses: setOf([]string{"system-cluster-critical", "system-node-critical"}),
+			TolerationKeys:  setOf([]string{"CriticalAddonsOnly"}),
+			DaemonSetPods:   true,
+		},
+	}
+	return report.Compute(in, policy), nil
+}
+
+// listLabelSets reads NodePoolLabelSets; a cluster without the CRD has none.
+func listLabelSets(ctx context.Context, dyn dynamic.Interface) ([]*labelsv1alpha1.NodePoolLabelSet, error) {
+	list, err := dyn.Resource(labelsv1alpha1.Resource).List(ctx, metav1.ListOptions{})
+	if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []*labelsv1alpha1.NodePoolLabelSet
+	for i := range list.Items {
+		set := &labelsv1alpha1.NodePoolLabelSet{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(list.Items[i].Object, set); err != nil {
+			// A set that does not decode (schema bypassed) is skipped, not fatal.
+			continue
+		}
+		out = append(out, set)
+	}
+	return out, nil
+}
+
+// explain turns transport errors into a message that says what to check.
+func explain(host string, err error) error {
+	var netErr net.Error
+	switch {
+	case apierrors.IsUnauthorized(err):
+		return fmt.Errorf("the cluster at %s refused the credentials: %w (check --kubeconfig and --context)", host, err)
+	case apierrors.IsForbidden(err):
+		return fmt.Errorf("the credentials may not read this (audit needs get/list on nodes, pods, services, endpointslices and nodepoollabelsets): %w", err)
+	case errors.As(err, &netErr):
+		return fmt.Errorf("cannot reach the cluster at %s: %w (check --kubeconfig, --context and the network)", host, err)
+	}
+	return fmt.Errorf("reading the cluster at %s: %w", host, err)
+}
+
+func setOf(items []string) sets.Set[string] { return sets.New(items...) }
+
+func writeAuditTable(w io.Writer, r *report.Report) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	section := func(title string, findings []report.Finding) {
+		fmt.Fprintf(tw, "%s: %d\n", title, len(findings))
+		for _, f := range findings {
+			fmt.Fprintf(tw, "  %s\t%s\t%s\n", f.Object, f.Node, f.Detail)
+		}
+	}
+	section("PODS ON NODES WHOSE POOL LABELS ARE NOT APPLIED", r.PodsOnNotReadyNodes)
+	section("USER PODS ON SYSTEM POOLS", r.UserPodsOnSystemNodes)
+	section("WORKLOADS WITH WEAK FAULT/UPDATE-DOMAIN SPREAD", r.WeakSpread)
+	section("LOADBALANCER ENDPOINTS OUTSIDE THE BACKEND POOL (externalTrafficPolicy: Local)", r.LoadBalancerMismatches)
+	fmt.Fprintf(tw, "TOTAL FINDINGS: %d\n", r.Findings())
+	tw.Flush()
+}

@@ -1,0 +1,193 @@
+// Package poolctl implements the poolctl command: simulate (default scheduler vs pool-scheduler,
+// side by side, on an embedded control plane) and audit (the same measurements on a live cluster).
+package poolctl
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/klog/v2"
+
+	"github.com/pool-scheduler/pool-scheduler/pkg/simulate"
+	"github.com/pool-scheduler/pool-scheduler/pkg/version"
+)
+
+// NewCommand returns the poolctl command.
+func NewCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:          "poolctl",
+		Short:        "See what pool-scheduler changes: simulate scenarios side by side, or audit a live cluster",
+		Long:         version.String(),
+		SilenceUsage: true,
+	}
+	cmd.AddCommand(newSimulateCommand(), newAuditCommand())
+	return cmd
+}
+
+func newSimulateCommand() *cobra.Command {
+	var (
+		scenarios []string
+		out       string
+		verbose   bool
+	)
+	cmd := &cobra.Command{
+		Use:   "simulate",
+		Short: "Run scenarios under the default scheduler and under pool-scheduler and compare them",
+		Long: "Starts etcd and kube-apiserver in this process, builds each scenario's cluster, runs its workload " +
+			"once with the default kube-scheduler profile and once with pool-scheduler's shipped profile (the real " +
+			"scheduler code), and prints a side-by-side table. Built-in scenarios: " + strings.Join(simulate.BuiltinNames(), ", ") +
+			". --scenario also takes a YAML file (schema: docs/scenarios.md).",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			logOut := io.Discard
+			if verbose {
+				logOut = cmd.ErrOrStderr()
+			} else {
+				quietKlog()
+			}
+			if len(scenarios) == 0 {
+				scenarios = simulate.BuiltinNames()
+			}
+			var loaded []*simulate.Scenario
+			for _, name := range scenarios {
+				sc, err := simulate.Load(name)
+				if err != nil {
+					return err
+				}
+				loaded = append(loaded, sc)
+			}
+			modes, err := simulate.Modes()
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			progress := newProgress(cmd.ErrOrStderr())
+			var comparisons []*simulate.Comparison
+			start := time.Now()
+			for _, sc := range loaded {
+				c := &simulate.Comparison{Scenario: sc.Name, Description: sc.Description}
+				for _, mode := range modes {
+					res, err := simulate.Run(ctx, sc, mode, simulate.Options{Log: logOut, Progress: progress.line})
+					if err != nil {
+						progress.done()
+						return fmt.Errorf("scenario %s under %s: %w", sc.Name, mode.Name, err)
+					}
+					c.Results = append(c.Results, res)
+				}
+				comparisons = append(comparisons, c)
+			}
+			progress.done()
+			if err := simulate.WriteTable(cmd.OutOrStdout(), comparisons); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "\n%d scenarios in %v.\n", len(comparisons), time.Since(start).Round(time.Second))
+			if out != "" {
+				if err := writeOutputs(out, comparisons); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "Wrote %s and %s.\n", filepath.Join(out, "report.json"), filepath.Join(out, "report.html"))
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringSliceVar(&scenarios, "scenario", nil, "built-in scenario name or YAML file (repeatable); default: every built-in")
+	cmd.Flags().StringVar(&out, "out", "", "directory to write report.json and report.html to")
+	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "show the control plane's and schedulers' logs")
+	return cmd
+}
+
+func writeOutputs(dir string, comparisons []*simulate.Comparison) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for name, write := range map[string]func(io.Writer, []*simulate.Comparison) error{
+		"report.json": simulate.WriteJSON, "report.html": simulate.WriteHTML,
+	} {
+		f, err := os.Create(filepath.Join(dir, name))
+		if err != nil {
+			return err
+		}
+		err = write(f, comparisons)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("writing %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// quietKlog keeps the in-process apiserver's and schedulers' logs off the terminal, and at
+// verbosity 0: the test helpers linked in for the embedded control plane raise it to 5, which
+// formats several log lines per API request even when they are discarded.
+func quietKlog() {
+	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(fs)
+	_ = fs.Set("logtostderr", "false")
+	_ = fs.Set("alsologtostderr", "false")
+	_ = fs.Set("stderrthreshold", "FATAL")
+	_ = fs.Set("v", "0")
+	if f := flag.CommandLine.Lookup("v"); f != nil {
+		_ = f.Value.Set("0")
+	}
+	klog.SetOutput(io.Discard)
+}
+
+// progress rewrites one status line on a terminal, or prints lines elsewhere.
+type progress struct {
+	w    io.Writer
+	tty  bool
+	last int
+}
+
+func newProgress(w io.Writer) *progress {
+	p := &progress{w: w}
+	if f, ok := w.(*os.File); ok {
+		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+			p.tty = true
+		}
+	}
+	return p
+}
+
+func (p *progress) line(s string) {
+	if !p.tty {
+		fmt.Fprintln(p.w, s)
+		return
+	}
+	pad := ""
+	if n := p.last - len(s); n > 0 {
+		pad = strings.Repeat(" ", n)
+	}
+	fmt.Fprintf(p.w, "\r%s%s", s, pad)
+	p.last = len(s)
+}
+
+func (p *progress) done() {
+	if p.tty && p.last > 0 {
+		fmt.Fprintf(p.w, "\r%s\r", strings.Repeat(" ", p.last))
+	}
+}
+
+var errFindings = errors.New("findings exceed the threshold")
+
+// Run runs poolctl and returns the process exit code.
+func Run(ctx context.Context, args []string) int {
+	cmd := NewCommand()
+	cmd.SetArgs(args)
+	if err := cmd.ExecuteContext(ctx); err != nil {
+		if !errors.Is(err, errFindings) {
+			fmt.Fprintln(os.Stderr, "Error:", err)
+		}
+		return 1
+	}
+	return 0
+}

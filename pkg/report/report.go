@@ -1,0 +1,369 @@
+// Package report measures placement: pods on nodes whose pool labels were not applied, user pods
+// on system pools, workloads with weak fault/update-domain spread, and load balancers whose
+// Local-traffic endpoints sit outside their backend pool. poolctl simulate, poolctl audit and the
+// tests share it, so a number means the same thing everywhere.
+package report
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
+)
+
+// Dimension is a topology dimension: the first of Keys present on a node gives its domain.
+type Dimension struct {
+	Name string   `json:"name"`
+	Keys []string `json:"keys"`
+}
+
+// DefaultDimensions are the fault and update domain, as DomainSpread's defaults.
+var DefaultDimensions = []Dimension{
+	{Name: "fault-domain", Keys: []string{"topology.kubernetes.azure.com/fault-domain", "topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone"}},
+	{Name: "update-domain", Keys: []string{"topology.pool-scheduler.io/update-domain"}},
+}
+
+// Load-balancer annotations naming the backend pools of a Service.
+const (
+	// AzureLoadBalancerModeAnnotation lists the availability sets / scale sets (on AKS, the
+	// agent pools) behind an Azure load balancer, or __auto__.
+	AzureLoadBalancerModeAnnotation = "service.beta.kubernetes.io/azure-load-balancer-mode"
+	// LoadBalancerPoolsAnnotation is pool-scheduler's provider-neutral equivalent.
+	LoadBalancerPoolsAnnotation = "pool-scheduler.io/load-balancer-pools"
+)
+
+// Policy is what the cluster is measured against.
+type Policy struct {
+	Gate       pool.Gate
+	System     pool.SystemPolicy
+	Dimensions []Dimension
+}
+
+// Inputs is a cluster's state.
+type Inputs struct {
+	Nodes          []*v1.Node
+	Pods           []*v1.Pod
+	LabelSets      *pool.LabelSets
+	Services       []*v1.Service
+	EndpointSlices []*discoveryv1.EndpointSlice
+	// NodeAtBinding, if set, returns the node as it was when the pod was bound (the simulator
+	// records it); otherwise the node's current state is judged.
+	NodeAtBinding func(pod *v1.Pod) *v1.Node
+}
+
+// Finding is one problem, with what to look at.
+type Finding struct {
+	Object string `json:"object"`
+	Node   string `json:"node,omitempty"`
+	Detail string `json:"detail"`
+}
+
+// Workload is the measured spread of one workload (the pods of one controller).
+type Workload struct {
+	Name     string `json:"name"`
+	Replicas int    `json:"replicas"`
+	// Domains[d] maps the domains of dimension d to the workload's replicas there.
+	Domains []map[string]int `json:"domains"`
+	// Skew[d] is the replicas of the fullest minus the emptiest domain of dimension d (all
+	// domains of the cluster's nodes count, empty ones included).
+	Skew []int `json:"skew"`
+	// Confined[d]: two or more replicas, all in one domain of dimension d.
+	Confined []bool `json:"confined"`
+}
+
+// Report is the outcome of Compute.
+type Report struct {
+	Dimensions             []Dimension `json:"dimensions"`
+	PodsOnNotReadyNodes    []Finding   `json:"podsOnNotReadyNodes"`
+	UserPodsOnSystemNodes  []Finding   `json:"userPodsOnSystemNodes"`
+	WeakSpread             []Finding   `json:"weakSpread"`
+	LoadBalancerMismatches []Finding   `json:"loadBalancerMismatches"`
+	PendingPods            []Finding   `json:"pendingPods"`
+	Workloads              []Workload  `json:"workloads"`
+}
+
+// Findings counts every finding that is a violation (pending pods are not).
+func (r *Report) Findings() int {
+	return len(r.PodsOnNotReadyNodes) + len(r.UserPodsOnSystemNodes) + len(r.WeakSpread) + len(r.LoadBalancerMismatches)
+}
+
+// ConfinedWorkloads counts workloads confined to one domain of dimension d.
+func (r *Report) ConfinedWorkloads(d int) int {
+	n := 0
+	for _, w := range r.Workloads {
+		if d < len(w.Confined) && w.Confined[d] {
+			n++
+		}
+	}
+	return n
+}
+
+// MaxSkew is the largest skew of dimension d over all workloads.
+func (r *Report) MaxSkew(d int) int {
+	m := 0
+	for _, w := range r.Workloads {
+		if d < len(w.Skew) && w.Skew[d] > m {
+			m = w.Skew[d]
+		}
+	}
+	return m
+}
+
+func podKey(p *v1.Pod) string { return p.Namespace + "/" + p.Name }
+
+// Compute measures the cluster.
+func Compute(in Inputs, policy Policy) *Report {
+	if policy.Dimensions == nil {
+		policy.Dimensions = DefaultDimensions
+	}
+	r := &Report{Dimensions: policy.Dimensions}
+	nodes := make(map[string]*v1.Node, len(in.Nodes))
+	for _, n := range in.Nodes {
+		nodes[n.Name] = n
+	}
+	for _, p := range in.Pods {
+		if p.Spec.NodeName == "" {
+			if p.DeletionTimestamp == nil {
+				r.PendingPods = append(r.PendingPods, Finding{Object: podKey(p), Detail: pendingReason(p)})
+			}
+			continue
+		}
+		node := nodes[p.Spec.NodeName]
+		if in.NodeAtBinding != nil {
+			if n := in.NodeAtBinding(p); n != nil {
+				node = n
+			}
+		}
+		if node == nil {
+			continue
+		}
+		if v := policy.Gate.Check(node.Labels, node.Annotations, in.LabelSets); !v.Ready() {
+			detail := v.Cause.String()
+			if v.Key != "" {
+				detail += fmt.Sprintf(" (pool %q, label %s)", v.Pool, v.Key)
+			}
+			r.PodsOnNotReadyNodes = append(r.PodsOnNotReadyNodes, Finding{Object: podKey(p), Node: node.Name, Detail: detail})
+		}
+		if current := nodes[p.Spec.NodeName]; current != nil && policy.System.SystemNode(current.Labels) != pool.NotSystemNode && !policy.System.IsSystemPod(p) {
+			r.UserPodsOnSystemNodes = append(r.UserPodsOnSystemNodes, Finding{Object: podKey(p), Node: current.Name, Detail: "user pod on a system node"})
+		}
+	}
+	r.Workloads = workloads(in.Pods, nodes, policy)
+	for _, w := range r.Workloads {
+		var problems []string
+		for d, dim := range policy.Dimensions {
+			if w.Confined[d] {
+				problems = append(problems, fmt.Sprintf("all %d replicas in one %s", w.Replicas, dim.Name))
+			} else if w.Skew[d] > 1 {
+				problems = append(problems, fmt.Sprintf("%s skew %d", dim.Name, w.Skew[d]))
+			}
+		}
+		if len(problems) > 0 {
+			r.WeakSpread = append(r.WeakSpread, Finding{Object: w.Name, Detail: strings.Join(problems, ", ")})
+		}
+	}
+	r.LoadBalancerMismatches = loadBalancerMismatches(in, nodes, policy)
+	sortFindings(r.PodsOnNotReadyNodes, r.UserPodsOnSystemNodes, r.WeakSpread, r.LoadBalancerMismatches, r.PendingPods)
+	return r
+}
+
+func sortFindings(lists ...[]Finding) {
+	for _, l := range lists {
+		sort.Slice(l, func(i, j int) bool { return l[i].Object < l[j].Object })
+	}
+}
+
+func pendingReason(p *v1.Pod) string {
+	for _, c := range p.Status.Conditions {
+		if c.Type == v1.PodScheduled && c.Status == v1.ConditionFalse {
+			return c.Message
+		}
+	}
+	return "not scheduled yet"
+}
+
+// domainOf returns the node's domain in dim.
+func domainOf(dim Dimension, labels map[string]string) (string, bool) {
+	for _, k := range dim.Keys {
+		if v, ok := labels[k]; ok {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+// workloads measures each workload's spread over the domains of the pools it runs in: a
+// workload kept to the user pool is not blamed for the system pool's domains.
+func workloads(pods []*v1.Pod, nodes map[string]*v1.Node, policy Policy) []Workload {
+	dims := policy.Dimensions
+	// Domains per pool and dimension.
+	poolDomains := map[string][]map[string]bool{}
+	for _, n := range nodes {
+		p, _ := policy.Gate.Identity.PoolOf(n.Labels)
+		if poolDomains[p] == nil {
+			poolDomains[p] = make([]map[string]bool, len(dims))
+			for d := range dims {
+				poolDomains[p][d] = map[string]bool{}
+			}
+		}
+		for d := range dims {
+			if v, ok := domainOf(dims[d], n.Labels); ok {
+				poolDomains[p][d][v] = true
+			}
+		}
+	}
+	type acc struct {
+		w     *Workload
+		pools map[string]bool
+	}
+	byOwner := map[string]*acc{}
+	var keys []string
+	for _, p := range pods {
+		ref := metav1.GetControllerOf(p)
+		node := nodes[p.Spec.NodeName]
+		if ref == nil || ref.Kind == "DaemonSet" || p.DeletionTimestamp != nil || node == nil {
+			continue
+		}
+		key := fmt.Sprintf("%s/%s/%s@%s", p.Namespace, strings.ToLower(ref.Kind), ref.Name, ref.UID)
+		a := byOwner[key]
+		if a == nil {
+			a = &acc{w: &Workload{Name: fmt.Sprintf("%s/%s/%s", p.Namespace, strings.ToLower(ref.Kind), ref.Name), Domains: make([]map[string]int, len(dims))}, pools: map[string]bool{}}
+			for d := range dims {
+				a.w.Domains[d] = map[string]int{}
+			}
+			byOwner[key] = a
+			keys = append(keys, key)
+		}
+		a.w.Replicas++
+		pl, _ := policy.Gate.Identity.PoolOf(node.Labels)
+		a.pools[pl] = true
+		for d := range dims {
+			if v, ok := domainOf(dims[d], node.Labels); ok {
+				a.w.Domains[d][v]++
+			}
+		}
+	}
+	out := make([]Workload, 0, len(byOwner))
+	for _, key := range keys {
+		a := byOwner[key]
+		w := a.w
+		w.Skew = make([]int, len(dims))
+		w.Confined = make([]bool, len(dims))
+		for d := range dims {
+			all := map[string]bool{}
+			for p := range a.pools {
+				for v := range poolDomains[p][d] {
+					all[v] = true
+				}
+			}
+			if len(all) == 0 {
+				continue
+			}
+			lo, hi := -1, 0
+			for v := range all {
+				c := w.Domains[d][v]
+				if lo < 0 || c < lo {
+					lo = c
+				}
+				hi = max(hi, c)
+			}
+			w.Skew[d] = hi - lo
+			w.Confined[d] = w.Replicas >= 2 && len(all) > 1 && len(w.Domains[d]) == 1
+		}
+		out = append(out, *w)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// backendPools returns the pools behind a Service's load balancer, or nil when every node is.
+func backendPools(svc *v1.Service) map[string]bool {
+	value := svc.Annotations[LoadBalancerPoolsAnnotation]
+	if value == "" {
+		value = svc.Annotations[AzureLoadBalancerModeAnnotation]
+	}
+	if value == "" || value == "__auto__" {
+		return nil
+	}
+	pools := map[string]bool{}
+	for _, p := range strings.Split(value, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			pools[p] = true
+		}
+	}
+	return pools
+}
+
+// loadBalancerMismatches finds LoadBalancer Services with externalTrafficPolicy Local whose
+// ready endpoints sit on nodes outside the load balancer's backend pools: with Local traffic
+// those endpoints get no traffic, and the rest get all of it.
+func loadBalancerMismatches(in Inputs, nodes map[string]*v1.Node, policy Policy) []Finding {
+	var out []Finding
+	for _, svc := range in.Services {
+		if svc.Spec.Type != v1.ServiceTypeLoadBalancer || svc.Spec.ExternalTrafficPolicy != v1.ServiceExternalTrafficPolicyLocal {
+			continue
+		}
+		backends := backendPools(svc)
+		if backends == nil {
+			continue
+		}
+		for _, nodeName := range endpointNodes(in, svc) {
+			node := nodes[nodeName]
+			if node == nil {
+				continue
+			}
+			p, _ := policy.Gate.Identity.PoolOf(node.Labels)
+			if !backends[p] {
+				out = append(out, Finding{
+					Object: svc.Namespace + "/" + svc.Name, Node: nodeName,
+					Detail: fmt.Sprintf("endpoint on pool %q, outside the load balancer's backend pools %v: it receives no traffic", p, sortedKeys(backends)),
+				})
+			}
+		}
+	}
+	return out
+}
+
+// endpointNodes returns the nodes of a Service's ready endpoints, from its EndpointSlices, or,
+// where none exist (no endpoint controller, as in the simulator), from the bound pods its
+// selector matches.
+func endpointNodes(in Inputs, svc *v1.Service) []string {
+	var nodes []string
+	found := false
+	for _, es := range in.EndpointSlices {
+		if es.Namespace != svc.Namespace || es.Labels[discoveryv1.LabelServiceName] != svc.Name {
+			continue
+		}
+		found = true
+		for _, ep := range es.Endpoints {
+			if ep.NodeName != nil && (ep.Conditions.Ready == nil || *ep.Conditions.Ready) {
+				nodes = append(nodes, *ep.NodeName)
+			}
+		}
+	}
+	if found || len(svc.Spec.Selector) == 0 {
+		return nodes
+	}
+	selector := labels.SelectorFromSet(svc.Spec.Selector)
+	for _, p := range in.Pods {
+		if p.Namespace == svc.Namespace && p.Spec.NodeName != "" && p.DeletionTimestamp == nil && selector.Matches(labels.Set(p.Labels)) {
+			nodes = append(nodes, p.Spec.NodeName)
+		}
+	}
+	return nodes
+}
+
+func sortedKeys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

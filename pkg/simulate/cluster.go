@@ -1,0 +1,150 @@
+package simulate
+
+import (
+	"fmt"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	labelsv1alpha1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/labels/v1alpha1"
+	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
+)
+
+// Label keys the scenario nodes carry for their domains: the zone key stands for the fault
+// domain (as on a non-zonal AKS cluster), the update domain is what pool-labeler writes.
+const (
+	FaultDomainKey  = "topology.kubernetes.io/zone"
+	UpdateDomainKey = "topology.pool-scheduler.io/update-domain"
+	holdFinalizer   = "pool-scheduler.io/simulated-termination"
+	labelSetNS      = "pool-scheduler"
+)
+
+// nodeName names the i-th node of a pool.
+func nodeName(p *Pool, i int) string { return fmt.Sprintf("%s-%03d", p.Name, i) }
+
+// buildNode returns the i-th node of the pool; labelled says whether the NodePoolLabelSet's
+// labels are already applied (with the managed-labels annotation, as the labeler leaves it).
+func buildNode(p *Pool, i int, labelled bool) *v1.Node {
+	name := nodeName(p, i)
+	labels := map[string]string{p.PoolLabelKey: p.Name, v1.LabelHostname: name, v1.LabelOSStable: "linux"}
+	for k, v := range p.Labels {
+		labels[k] = v
+	}
+	if p.FaultDomains > 0 {
+		labels[FaultDomainKey] = fmt.Sprint(i % p.FaultDomains)
+	}
+	if p.UpdateDomains > 0 {
+		labels[UpdateDomainKey] = fmt.Sprint(i / max(p.FaultDomains, 1) % p.UpdateDomains)
+	}
+	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+	if labelled && len(p.LabelSet) > 0 {
+		applyLabelSet(node, p)
+	}
+	for _, t := range p.Taints {
+		node.Spec.Taints = append(node.Spec.Taints, v1.Taint{Key: t.Key, Value: t.Value, Effect: v1.TaintEffect(t.Effect)})
+	}
+	capacity := v1.ResourceList{
+		v1.ResourceCPU:    resource.MustParse(p.CPU),
+		v1.ResourceMemory: resource.MustParse(p.Memory),
+		v1.ResourcePods:   *resource.NewQuantity(int64(p.Pods), resource.DecimalSI),
+	}
+	node.Status = v1.NodeStatus{
+		Capacity: capacity, Allocatable: capacity,
+		Conditions: []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue}},
+	}
+	return node
+}
+
+func applyLabelSet(node *v1.Node, p *Pool) {
+	var keys []string
+	for k, v := range p.LabelSet {
+		node.Labels[k] = v
+		keys = append(keys, k)
+	}
+	labels := pool.CompileLabelSets([]*labelsv1alpha1.NodePoolLabelSet{labelSetOf(p)}).Pool(p.Name)
+	if node.Annotations == nil {
+		node.Annotations = map[string]string{}
+	}
+	node.Annotations[pool.ManagedLabelsAnnotation] = labels.ManagedLabelsAnnotation()
+}
+
+func labelSetOf(p *Pool) *labelsv1alpha1.NodePoolLabelSet {
+	values := map[string]labelsv1alpha1.LabelValue{}
+	for k, v := range p.LabelSet {
+		values[k] = labelsv1alpha1.LabelValue(v)
+	}
+	return &labelsv1alpha1.NodePoolLabelSet{
+		TypeMeta:   metav1.TypeMeta{APIVersion: labelsv1alpha1.SchemeGroupVersion.String(), Kind: "NodePoolLabelSet"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: labelSetNS, Name: p.Name},
+		Spec:       labelsv1alpha1.NodePoolLabelSetSpec{Labels: values},
+	}
+}
+
+func replicaSet(w *Workload, i, revision int) *appsv1.ReplicaSet {
+	name := fmt.Sprintf("%s-%02d-r%d", w.Name, i, revision)
+	labels := map[string]string{"app": w.Name, "set": fmt.Sprintf("%s-%02d", w.Name, i)}
+	return &appsv1.ReplicaSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: w.Namespace, Name: name, Labels: labels},
+		Spec: appsv1.ReplicaSetSpec{
+			Replicas: ptr.To(int32(w.Replicas)),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: v1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: v1.PodSpec{Containers: []v1.Container{{Name: "app", Image: "registry.k8s.io/pause:3.10"}}}},
+		},
+	}
+}
+
+// replica is the j-th pod of rs, as the ReplicaSet controller would create it.
+func replica(w *Workload, rs *appsv1.ReplicaSet, j int, schedulerName string) *v1.Pod {
+	pod := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: rs.Namespace, Name: fmt.Sprintf("%s-%d", rs.Name, j), Labels: rs.Spec.Template.Labels,
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(rs, appsv1.SchemeGroupVersion.WithKind("ReplicaSet"))},
+		},
+		Spec: v1.PodSpec{
+			SchedulerName:     schedulerName,
+			PriorityClassName: w.PriorityClassName,
+			Containers: []v1.Container{{Name: "app", Image: "registry.k8s.io/pause:3.10",
+				Resources: v1.ResourceRequirements{Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse(w.CPU)}}}},
+		},
+	}
+	if w.Rollout {
+		// Holds the pod in Terminating when the rollout deletes it, as a grace period would.
+		pod.Finalizers = []string{holdFinalizer}
+	}
+	if len(w.RequireLabels) > 0 {
+		pod.Spec.NodeSelector = w.RequireLabels
+	}
+	if w.TolerateAll {
+		pod.Spec.Tolerations = []v1.Toleration{{Operator: v1.TolerationOpExists}}
+	}
+	if len(w.AvoidLabels) > 0 {
+		var exprs []v1.NodeSelectorRequirement
+		for k, v := range w.AvoidLabels {
+			exprs = append(exprs, v1.NodeSelectorRequirement{Key: k, Operator: v1.NodeSelectorOpNotIn, Values: []string{v}})
+		}
+		pod.Spec.Affinity = &v1.Affinity{NodeAffinity: &v1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &v1.NodeSelector{
+			NodeSelectorTerms: []v1.NodeSelectorTerm{{MatchExpressions: exprs}},
+		}}}
+	}
+	return pod
+}
+
+func service(s *Service) *v1.Service {
+	svc := &v1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.Name},
+		Spec: v1.ServiceSpec{
+			Type:                  v1.ServiceTypeLoadBalancer,
+			ExternalTrafficPolicy: v1.ServiceExternalTrafficPolicyLocal,
+			Selector:              map[string]string{"app": s.Workload},
+			Ports:                 []v1.ServicePort{{Name: "http", Port: 80}},
+		},
+	}
+	if len(s.BackendPools) > 0 {
+		svc.Annotations = map[string]string{"service.beta.kubernetes.io/azure-load-balancer-mode": strings.Join(s.BackendPools, ",")}
+	}
+	return svc
+}

@@ -1,0 +1,467 @@
+package simulate
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+
+	labelsv1alpha1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/labels/v1alpha1"
+	"github.com/pool-scheduler/pool-scheduler/pkg/controlplane"
+	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
+	"github.com/pool-scheduler/pool-scheduler/pkg/report"
+)
+
+// Result is one scenario run under one mode.
+type Result struct {
+	Scenario string         `json:"scenario"`
+	Mode     string         `json:"mode"`
+	Report   *report.Report `json:"report"`
+	Pods     int            `json:"pods"`
+	Bound    int            `json:"bound"`
+	// LabelToBind are the delays from a joining node's labels landing to each pod bound there.
+	LabelToBindP50 time.Duration `json:"labelToBindP50"`
+	LabelToBindP99 time.Duration `json:"labelToBindP99"`
+	// Throughput is bound pods per second, from the first pod created to the last binding.
+	Throughput float64       `json:"throughputPodsPerSecond"`
+	Elapsed    time.Duration `json:"elapsed"`
+}
+
+// Options tune a run.
+type Options struct {
+	// Log receives the control plane's and scheduler's logs (io.Discard for quiet runs).
+	Log io.Writer
+	// Settle is how long nothing must change before the run ends (default 2s).
+	Settle time.Duration
+	// Timeout bounds the whole run (default 2m).
+	Timeout time.Duration
+	// Progress, if set, receives one-line progress messages.
+	Progress func(string)
+}
+
+type nodeVersion struct {
+	rv   uint64
+	node *v1.Node
+}
+
+type binding struct {
+	rv   uint64
+	node string
+	at   time.Time
+}
+
+// recorder watches nodes and pods so that every binding can be judged against the node as it
+// was at that moment (resourceVersions are etcd revisions: one global order).
+type recorder struct {
+	mu       sync.Mutex
+	versions map[string][]nodeVersion
+	bindings map[string]binding
+	lastSeen time.Time
+}
+
+func (r *recorder) watch(ctx context.Context, w watch.Interface) {
+	defer w.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return
+			}
+			r.mu.Lock()
+			switch o := ev.Object.(type) {
+			case *v1.Node:
+				rv, _ := strconv.ParseUint(o.ResourceVersion, 10, 64)
+				r.versions[o.Name] = append(r.versions[o.Name], nodeVersion{rv: rv, node: o})
+			case *v1.Pod:
+				key := o.Namespace + "/" + o.Name
+				if _, seen := r.bindings[key]; !seen && o.Spec.NodeName != "" {
+					rv, _ := strconv.ParseUint(o.ResourceVersion, 10, 64)
+					r.bindings[key] = binding{rv: rv, node: o.Spec.NodeName, at: time.Now()}
+					r.lastSeen = time.Now()
+				}
+			}
+			r.mu.Unlock()
+		}
+	}
+}
+
+// nodeAt returns the node as it was just before revision rv.
+func (r *recorder) nodeAt(name string, rv uint64) *v1.Node {
+	var found *v1.Node
+	for _, v := range r.versions[name] {
+		if v.rv < rv {
+			found = v.node
+		}
+	}
+	return found
+}
+
+// Run runs the scenario under one mode on a fresh embedded control plane.
+func Run(ctx context.Context, sc *Scenario, mode Mode, opts Options) (*Result, error) {
+	if opts.Log == nil {
+		opts.Log = io.Discard
+	}
+	if opts.Settle == 0 {
+		opts.Settle = 2 * time.Second
+	}
+	if opts.Timeout == 0 {
+		opts.Timeout = 2 * time.Minute
+	}
+	progress := func(format string, args ...any) {
+		if opts.Progress != nil {
+			opts.Progress(fmt.Sprintf("%s / %s: ", sc.Name, mode.Name) + fmt.Sprintf(format, args...))
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, opts.Timeout)
+	defer cancel()
+	progress("starting etcd and kube-apiserver")
+	cp, err := controlplane.StartStandalone(ctx, opts.Log, controlplane.Options{})
+	if err != nil {
+		return nil, err
+	}
+	// Close the watches and the scheduler first: the apiserver waits for open requests to drain.
+	defer func() {
+		cancel()
+		cp.Stop()
+	}()
+	cs := cp.Client
+
+	for _, ns := range namespaces(sc) {
+		if _, err := cs.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return nil, err
+		}
+	}
+	for i := range sc.Pools {
+		if len(sc.Pools[i].LabelSet) == 0 {
+			continue
+		}
+		obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(labelSetOf(&sc.Pools[i]))
+		if err != nil {
+			return nil, err
+		}
+		if _, err := cp.Dynamic.Resource(labelsv1alpha1.Resource).Namespace(labelSetNS).Create(ctx, &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{}); err != nil {
+			return nil, fmt.Errorf("creating NodePoolLabelSet %s: %w", sc.Pools[i].Name, err)
+		}
+	}
+
+	rec := &recorder{versions: map[string][]nodeVersion{}, bindings: map[string]binding{}}
+	nodeWatch, err := cs.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	podWatch, err := cs.CoreV1().Pods(v1.NamespaceAll).Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	go rec.watch(ctx, nodeWatch)
+	go rec.watch(ctx, podWatch)
+
+	for i := range sc.Pools {
+		p := &sc.Pools[i]
+		for j := 0; j < p.Nodes; j++ {
+			if _, err := cs.CoreV1().Nodes().Create(ctx, buildNode(p, j, true), metav1.CreateOptions{}); err != nil {
+				return nil, err
+			}
+		}
+	}
+	for _, s := range sc.Services {
+		if _, err := cs.CoreV1().Services(s.Namespace).Create(ctx, service(&s), metav1.CreateOptions{}); err != nil {
+			return nil, err
+		}
+	}
+	progress("starting the %s scheduler", mode.Name)
+	schedCtx, stopScheduler := context.WithCancel(ctx)
+	defer stopScheduler()
+	if err := startScheduler(schedCtx, cp, mode.Profile); err != nil {
+		return nil, err
+	}
+
+	start := time.Now()
+	var wg sync.WaitGroup
+	errs := make(chan error, len(sc.Pools)+len(sc.Workloads))
+	labelledAt := sync.Map{} // node name -> time its pool labels landed
+	for i := range sc.Pools {
+		p := &sc.Pools[i]
+		if p.JoiningNodes == 0 {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := join(ctx, cs, p, start, &labelledAt); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	total := 0
+	for i := range sc.Workloads {
+		w := &sc.Workloads[i]
+		total += w.ReplicaSets * w.Replicas
+		if w.Rollout {
+			total += w.ReplicaSets * w.Replicas
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := runWorkload(ctx, cs, w, mode.Profile.SchedulerName, start, rec); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	progress("creating %d pods", total)
+	created := make(chan struct{})
+	go func() { wg.Wait(); close(created) }()
+
+	// Settle: every generator done, and no new binding for opts.Settle.
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	done := false
+	for !done {
+		select {
+		case err := <-errs:
+			return nil, err
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%s / %s did not settle within %v", sc.Name, mode.Name, opts.Timeout)
+		case <-tick.C:
+			select {
+			case <-created:
+				rec.mu.Lock()
+				bound, last := len(rec.bindings), rec.lastSeen
+				rec.mu.Unlock()
+				if bound >= total || time.Since(last) > opts.Settle {
+					done = true
+				}
+			default:
+			}
+		}
+	}
+	elapsed := time.Since(start)
+	progress("measuring")
+	stopScheduler()
+	return measure(ctx, cp, sc, mode, rec, &labelledAt, start, elapsed)
+}
+
+func namespaces(sc *Scenario) []string {
+	set := sets.New(labelSetNS)
+	for _, w := range sc.Workloads {
+		set.Insert(w.Namespace)
+	}
+	for _, s := range sc.Services {
+		set.Insert(s.Namespace)
+	}
+	return sets.List(set)
+}
+
+// join adds a pool's joining nodes with only their pool label, then applies the pool's labels
+// after the delay, as an asynchronous labeler would.
+func join(ctx context.Context, cs kubernetes.Interface, p *Pool, start time.Time, labelledAt *sync.Map) error {
+	if err := sleepUntil(ctx, start.Add(p.JoinAfter.Duration)); err != nil {
+		return nil
+	}
+	for j := p.Nodes; j < p.Nodes+p.JoiningNodes; j++ {
+		if _, err := cs.CoreV1().Nodes().Create(ctx, buildNode(p, j, false), metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("joining node: %w", err)
+		}
+	}
+	if len(p.LabelSet) == 0 {
+		return nil
+	}
+	if err := sleepUntil(ctx, time.Now().Add(p.LabelDelay.Duration)); err != nil {
+		return nil
+	}
+	for j := p.Nodes; j < p.Nodes+p.JoiningNodes; j++ {
+		name := nodeName(p, j)
+		node, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		applyLabelSet(node, p)
+		if _, err := cs.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err != nil {
+			return fmt.Errorf("labelling node %s: %w", name, err)
+		}
+		labelledAt.Store(name, time.Now())
+	}
+	return nil
+}
+
+func sleepUntil(ctx context.Context, t time.Time) error {
+	timer := time.NewTimer(time.Until(t))
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-timer.C:
+		return nil
+	}
+}
+
+// runWorkload creates the workload's ReplicaSets pod by pod, then rolls them out if asked: a
+// new revision's pods are created while the old ones are left terminating.
+func runWorkload(ctx context.Context, cs kubernetes.Interface, w *Workload, schedulerName string, start time.Time, rec *recorder) error {
+	if err := sleepUntil(ctx, start.Add(w.StartAfter.Duration)); err != nil {
+		return nil
+	}
+	var sets []*appsv1.ReplicaSet
+	for i := 0; i < w.ReplicaSets; i++ {
+		rs, err := cs.AppsV1().ReplicaSets(w.Namespace).Create(ctx, replicaSet(w, i, 1), metav1.CreateOptions{})
+		if err != nil {
+			return err
+		}
+		sets = append(sets, rs)
+	}
+	// Pod by pod, interleaving the sets as a busy cluster would.
+	var pods []*v1.Pod
+	for j := 0; j < w.Replicas; j++ {
+		for _, rs := range sets {
+			p, err := cs.CoreV1().Pods(w.Namespace).Create(ctx, replica(w, rs, j, schedulerName), metav1.CreateOptions{})
+			if err != nil {
+				return err
+			}
+			pods = append(pods, p)
+		}
+	}
+	if !w.Rollout {
+		return nil
+	}
+	// Roll out once the first revision is placed (or has waited long enough).
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		rec.mu.Lock()
+		bound := 0
+		for _, p := range pods {
+			if _, ok := rec.bindings[p.Namespace+"/"+p.Name]; ok {
+				bound++
+			}
+		}
+		rec.mu.Unlock()
+		if bound == len(pods) {
+			break
+		}
+		if err := sleepUntil(ctx, time.Now().Add(100*time.Millisecond)); err != nil {
+			return nil
+		}
+	}
+	for i, old := range sets {
+		rs, err := cs.AppsV1().ReplicaSets(w.Namespace).Create(ctx, replicaSet(w, i, 2), metav1.CreateOptions{})
+		if err != nil {
+			return err
+		}
+		for j := 0; j < w.Replicas; j++ {
+			if _, err := cs.CoreV1().Pods(w.Namespace).Create(ctx, replica(w, rs, j, schedulerName), metav1.CreateOptions{}); err != nil {
+				return err
+			}
+			// Surge one, then retire one old pod, which stays terminating (its finalizer).
+			oldPod := fmt.Sprintf("%s-%d", old.Name, j)
+			if err := cs.CoreV1().Pods(w.Namespace).Delete(ctx, oldPod, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func measure(ctx context.Context, cp *controlplane.ControlPlane, sc *Scenario, mode Mode, rec *recorder, labelledAt *sync.Map, start time.Time, elapsed time.Duration) (*Result, error) {
+	cs := cp.Client
+	nodeList, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	podList, err := cs.CoreV1().Pods(v1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	svcList, err := cs.CoreV1().Services(v1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	in := report.Inputs{}
+	for i := range nodeList.Items {
+		in.Nodes = append(in.Nodes, &nodeList.Items[i])
+	}
+	for i := range podList.Items {
+		in.Pods = append(in.Pods, &podList.Items[i])
+	}
+	for i := range svcList.Items {
+		in.Services = append(in.Services, &svcList.Items[i])
+	}
+	var sets []*labelsv1alpha1.NodePoolLabelSet
+	for i := range sc.Pools {
+		if len(sc.Pools[i].LabelSet) > 0 {
+			sets = append(sets, labelSetOf(&sc.Pools[i]))
+		}
+	}
+	in.LabelSets = pool.CompileLabelSets(sets)
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	in.NodeAtBinding = func(p *v1.Pod) *v1.Node {
+		b, ok := rec.bindings[p.Namespace+"/"+p.Name]
+		if !ok {
+			return nil
+		}
+		return rec.nodeAt(b.node, b.rv)
+	}
+	rep := report.Compute(in, Policy())
+
+	res := &Result{Scenario: sc.Name, Mode: mode.Name, Report: rep, Elapsed: elapsed}
+	var latencies []time.Duration
+	var last time.Time
+	for _, p := range in.Pods {
+		if p.Namespace == "kube-system" && metav1.GetControllerOf(p) == nil {
+			continue
+		}
+		res.Pods++
+		b, ok := rec.bindings[p.Namespace+"/"+p.Name]
+		if !ok {
+			continue
+		}
+		res.Bound++
+		if b.at.After(last) {
+			last = b.at
+		}
+		if t, ok := labelledAt.Load(b.node); ok && b.at.After(t.(time.Time)) {
+			latencies = append(latencies, b.at.Sub(t.(time.Time)))
+		}
+	}
+	if d := last.Sub(start); d > 0 {
+		res.Throughput = float64(res.Bound) / d.Seconds()
+	}
+	sort.Slice(latencies, func(i, j int) bool { return latencies[i] < latencies[j] })
+	if n := len(latencies); n > 0 {
+		res.LabelToBindP50 = latencies[n/2]
+		res.LabelToBindP99 = latencies[min(n-1, n*99/100)]
+	}
+	return res, nil
+}
+
+// Policy is what the simulator measures against: the shipped profile's defaults.
+func Policy() report.Policy {
+	return report.Policy{
+		Gate: pool.Gate{UnknownPoolPolicy: pool.UnknownPoolAuto},
+		System: pool.SystemPolicy{
+			Pools:           sets.New("system"),
+			Namespaces:      sets.New("kube-system"),
+			PriorityClasses: sets.New("system-cluster-critical", "system-node-critical"),
+			TolerationKeys:  sets.New("CriticalAddonsOnly"),
+			DaemonSetPods:   true,
+		},
+		Dimensions: []report.Dimension{
+			{Name: "fault-domain", Keys: []string{FaultDomainKey}},
+			{Name: "update-domain", Keys: []string{UpdateDomainKey}},
+		},
+	}
+}
