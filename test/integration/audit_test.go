@@ -1,0 +1,160 @@
+package integration
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/kubernetes/test/utils/ktesting"
+	"k8s.io/utils/ptr"
+
+	"github.com/pool-scheduler/pool-scheduler/pkg/controlplane"
+	"github.com/pool-scheduler/pool-scheduler/pkg/poolctl"
+	"github.com/pool-scheduler/pool-scheduler/pkg/report"
+	"github.com/pool-scheduler/pool-scheduler/test/util"
+)
+
+func runPoolctl(t *testing.T, args ...string) (string, string, error) {
+	t.Helper()
+	cmd := poolctl.NewCommand()
+	var stdout, stderr bytes.Buffer
+	cmd.SetArgs(args)
+	cmd.SetOut(&stdout)
+	cmd.SetErr(&stderr)
+	err := cmd.Execute()
+	return stdout.String(), stderr.String(), err
+}
+
+// TestAudit seeds a real apiserver with one of each kind of finding and reads it back with
+// `poolctl audit`.
+func TestAudit(t *testing.T) {
+	tCtx := ktesting.Init(t)
+	cp := util.StartControlPlane(t)
+	cs := cp.Client
+	ns := util.CreateNamespace(tCtx, t, cs, "audit")
+	util.MustApplyLabelSet(tCtx, t, cp, util.LabelSet(ns, "spot", map[string]string{"example.com/lifecycle": "spot"}))
+
+	node := func(name, poolName string, extra map[string]string) {
+		labels := map[string]string{"kubernetes.azure.com/agentpool": poolName, "topology.kubernetes.io/zone": "0", updateDomainKey: "0"}
+		for k, v := range extra {
+			labels[k] = v
+		}
+		util.CreateNode(tCtx, t, cs, util.Node(name, labels).Obj())
+	}
+	node("spot-0", "spot", nil) // pool labels missing
+	node("system-0", "system", nil)
+	node("user-0", "user", nil)
+	node("user-1", "user", map[string]string{"topology.kubernetes.io/zone": "1", updateDomainKey: "1"})
+
+	rs, err := cs.AppsV1().ReplicaSets(ns).Create(tCtx, &appsv1.ReplicaSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Spec: appsv1.ReplicaSetSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
+			Template: v1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web"}}, Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c", Image: "i"}}}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bound := func(namespace, name, nodeName string, labels map[string]string, owner *appsv1.ReplicaSet) {
+		p := util.Pod(namespace, name).Node(nodeName).Labels(labels).Obj()
+		if owner != nil {
+			p.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(owner, appsv1.SchemeGroupVersion.WithKind("ReplicaSet"))}
+		}
+		util.CreatePod(tCtx, t, cs, p)
+	}
+	bound(ns, "on-unlabelled", "spot-0", nil, nil)
+	bound(ns, "user-on-system", "system-0", map[string]string{"app": "ingress"}, nil)
+	bound("kube-system", "addon", "system-0", nil, nil)
+	bound(ns, "web-a", "user-0", map[string]string{"app": "web"}, rs)
+	bound(ns, "web-b", "user-0", map[string]string{"app": "web"}, rs)
+
+	if _, err := cs.CoreV1().Services(ns).Create(tCtx, &v1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "ingress", Annotations: map[string]string{report.AzureLoadBalancerModeAnnotation: "user"}},
+		Spec: v1.ServiceSpec{Type: v1.ServiceTypeLoadBalancer, ExternalTrafficPolicy: v1.ServiceExternalTrafficPolicyLocal,
+			Selector: map[string]string{"app": "ingress"}, Ports: []v1.ServicePort{{Port: 80}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.DiscoveryV1().EndpointSlices(ns).Create(tCtx, &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Name: "ingress-x", Labels: map[string]string{discoveryv1.LabelServiceName: "ingress"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints: []discoveryv1.Endpoint{{Addresses: []string{"10.0.0.1"}, NodeName: ptr.To("system-0"),
+			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := controlplane.WriteKubeconfig(cp.Config, kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderr, err := runPoolctl(t, "audit", "--kubeconfig", kubeconfig, "-o", "json", "--max-findings", "100")
+	if err != nil {
+		t.Fatalf("audit: %v\n%s", err, stderr)
+	}
+	var got report.Report
+	if err := json.Unmarshal([]byte(stdout), &got); err != nil {
+		t.Fatalf("audit -o json is not JSON: %v\n%s", err, stdout)
+	}
+	expect := func(what string, findings []report.Finding, object, node string) {
+		t.Helper()
+		for _, f := range findings {
+			if strings.HasSuffix(f.Object, object) && f.Node == node {
+				return
+			}
+		}
+		t.Errorf("%s: no finding for %s on %q in %+v", what, object, node, findings)
+	}
+	expect("pods on not-ready nodes", got.PodsOnNotReadyNodes, "/on-unlabelled", "spot-0")
+	expect("user pods on system pools", got.UserPodsOnSystemNodes, "/user-on-system", "system-0")
+	expect("weak spread", got.WeakSpread, "/replicaset/web", "")
+	expect("load balancer mismatch", got.LoadBalancerMismatches, "/ingress", "system-0")
+	for _, f := range got.UserPodsOnSystemNodes {
+		if strings.HasPrefix(f.Object, "kube-system/") {
+			t.Errorf("system pod reported as a user pod: %+v", f)
+		}
+	}
+	if got.Findings() != 4 {
+		t.Errorf("%d findings, want 4: %+v", got.Findings(), got)
+	}
+
+	// The table, and the CI exit code.
+	table, _, err := runPoolctl(t, "audit", "--kubeconfig", kubeconfig, "--max-findings", "3")
+	if err == nil {
+		t.Error("4 findings with --max-findings 3 did not fail")
+	}
+	if !strings.Contains(table, "TOTAL FINDINGS: 4") || !strings.Contains(table, "user-on-system") {
+		t.Errorf("table output:\n%s", table)
+	}
+}
+
+func TestAuditConnectionErrors(t *testing.T) {
+	dir := t.TempDir()
+	_, _, err := runPoolctl(t, "audit", "--kubeconfig", filepath.Join(dir, "missing"))
+	if err == nil || !strings.Contains(err.Error(), "kubeconfig") {
+		t.Errorf("missing kubeconfig: %v", err)
+	}
+	garbage := filepath.Join(dir, "garbage")
+	if err := os.WriteFile(garbage, []byte("not: [a kubeconfig"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = runPoolctl(t, "audit", "--kubeconfig", garbage)
+	if err == nil || !strings.Contains(err.Error(), "kubeconfig") {
+		t.Errorf("malformed kubeconfig: %v", err)
+	}
+	unreachable := filepath.Join(dir, "unreachable")
+	if err := controlplane.WriteKubeconfig(&rest.Config{Host: "https://127.0.0.1:1"}, unreachable); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = runPoolctl(t, "audit", "--kubeconfig", unreachable, "--timeout", "5s")
+	if err == nil || !strings.Contains(err.Error(), "cannot reach the cluster at https://127.0.0.1:1") {
+		t.Errorf("unreachable server: %v", err)
+	}
+}

@@ -1,0 +1,129 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"image/png"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pool-scheduler/pool-scheduler/pkg/simulate"
+	"github.com/pool-scheduler/pool-scheduler/test/util"
+)
+
+// violationsOf names, per built-in scenario, the violation the default scheduler must show: the
+// field report the scenario models.
+var violationsOf = map[string]func(*simulate.Result) int{
+	"late-labels": func(r *simulate.Result) int { return len(r.Report.PodsOnNotReadyNodes) },
+	"system-pool": func(r *simulate.Result) int {
+		return len(r.Report.UserPodsOnSystemNodes) + len(r.Report.LoadBalancerMismatches)
+	},
+	"replica-spread": func(r *simulate.Result) int { return r.Report.ConfinedWorkloads(1) },
+}
+
+// TestSimulateBuiltinScenarios runs every built-in scenario under both profiles on the embedded
+// control plane, as `make demo` does: the default scheduler shows the field report's problem,
+// pool-scheduler shows no violation at all. It then renders the HTML report in headless Chromium.
+func TestSimulateBuiltinScenarios(t *testing.T) {
+	modes, err := simulate.Modes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var comparisons []*simulate.Comparison
+	for _, name := range simulate.BuiltinNames() {
+		sc, err := simulate.Load(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := &simulate.Comparison{Scenario: sc.Name, Description: sc.Description}
+		for _, mode := range modes {
+			res, err := simulate.Run(context.Background(), sc, mode, simulate.Options{})
+			if err != nil {
+				t.Fatalf("%s under %s: %v", name, mode.Name, err)
+			}
+			c.Results = append(c.Results, res)
+		}
+		comparisons = append(comparisons, c)
+		def, pool := c.Results[0], c.Results[1]
+		if check := violationsOf[name]; check == nil {
+			t.Errorf("no expectation for built-in scenario %s", name)
+		} else if check(def) == 0 {
+			t.Errorf("%s: the default scheduler showed none of the scenario's problem", name)
+		}
+		if v := simulate.Violations(pool); v != 0 {
+			t.Errorf("%s: pool-scheduler has %d violations: %+v", name, v, pool.Report)
+		}
+		if pool.Bound != pool.Pods {
+			t.Errorf("%s: pool-scheduler bound %d of %d pods: %+v", name, pool.Bound, pool.Pods, pool.Report.PendingPods)
+		}
+	}
+	var table bytes.Buffer
+	if err := simulate.WriteTable(&table, comparisons); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("\n%s", table.String())
+
+	out := filepath.Join(util.RepoRoot(), "_output", "simulate")
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	page := filepath.Join(out, "report.html")
+	f, err := os.Create(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := simulate.WriteHTML(f, comparisons); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	renderInChromium(t, page, filepath.Join(out, "report.png"))
+}
+
+// renderInChromium loads the page in headless Chromium (Debian's package; .ci/run installs it),
+// checks the DOM it built and that the console logged no error, and saves a screenshot.
+func renderInChromium(t *testing.T, page, screenshot string) {
+	t.Helper()
+	chromium, err := exec.LookPath("chromium")
+	if err != nil {
+		t.Fatalf("chromium not found (apt-get install chromium; .ci/run installs it): %v", err)
+	}
+	flags := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+		"--disable-component-update", "--disable-sync", "--no-first-run", "--user-data-dir=" + t.TempDir()}
+	run := func(extra ...string) (string, string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		var stdout, stderr bytes.Buffer
+		cmd := exec.CommandContext(ctx, chromium, append(append(flags, extra...), "file://"+page)...)
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("chromium %v: %v\n%s", extra, err, stderr.String())
+		}
+		return stdout.String(), stderr.String()
+	}
+	dom, logs := run("--dump-dom", "--enable-logging=stderr", "--v=0")
+	for _, want := range []string{"late-labels", "system-pool", "replica-spread", "<svg", "<rect", "pool-scheduler"} {
+		if !strings.Contains(dom, want) {
+			t.Errorf("rendered page lacks %q", want)
+		}
+	}
+	for _, line := range strings.Split(logs, "\n") {
+		if strings.Contains(line, "CONSOLE") && (strings.Contains(line, "Uncaught") || strings.Contains(line, "Error")) {
+			t.Errorf("console error: %s", line)
+		}
+	}
+	run("--screenshot="+screenshot, "--window-size=1400,2400")
+	img, err := os.Open(screenshot)
+	if err != nil {
+		t.Fatalf("no screenshot: %v", err)
+	}
+	defer img.Close()
+	cfg, err := png.DecodeConfig(img)
+	if err != nil || cfg.Width < 1000 {
+		t.Fatalf("screenshot %s is not a page-sized PNG: %v %+v", screenshot, err, cfg)
+	}
+	t.Logf("screenshot: %s (%dx%d)", screenshot, cfg.Width, cfg.Height)
+}
