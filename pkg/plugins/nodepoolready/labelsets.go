@@ -7,9 +7,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/rest"
@@ -181,6 +183,18 @@ func (x *labelSetIndex) startInformer(ctx context.Context, cfg *rest.Config) err
 		return err
 	}
 	factory.Start(ctx.Done())
+
+	// Without the CRD there are no label sets to enforce: start anyway (requiredLabelKeys and
+	// unknownPoolPolicy still apply) and let the informer pick the sets up once it is installed,
+	// so that a scheduler without the CRD, such as a benchmark harness, is not stuck.
+	disco, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("%s: building a discovery client: %w", Name, err)
+	}
+	if _, err := disco.ServerResourcesForGroupVersion(labelsv1alpha1.SchemeGroupVersion.String()); apierrors.IsNotFound(err) {
+		logger.Error(nil, "The NodePoolLabelSet CRD is not installed: only requiredLabelKeys and unknownPoolPolicy are enforced until it is (kubectl apply -k manifests/crds)", "plugin", Name)
+		return nil
+	}
 
 	// Say why the scheduler is not starting, instead of hanging silently.
 	done := make(chan struct{})
