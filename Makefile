@@ -26,12 +26,16 @@ help: ## Show this help.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
 .PHONY: build
-build: ## Build bin/pool-scheduler, bin/pool-labeler and bin/poolctl.
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/pool-scheduler ./cmd/pool-labeler ./cmd/poolctl
+build: poolctl ## Build bin/pool-scheduler, bin/pool-labeler and bin/poolctl.
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/pool-scheduler ./cmd/pool-labeler
+
+# poolctl is built without -trimpath: the embedded kube-apiserver locates itself by source path.
+.PHONY: poolctl
+poolctl:
+	CGO_ENABLED=0 $(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/poolctl ./cmd/poolctl
 
 .PHONY: demo
-demo: ## Simulate the built-in scenarios: default scheduler vs pool-scheduler, side by side.
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/poolctl ./cmd/poolctl
+demo: poolctl ## Simulate the built-in scenarios: default scheduler vs pool-scheduler, side by side.
 	$(BIN)/poolctl simulate --out _output/demo
 
 .PHONY: etcd

@@ -25,22 +25,12 @@ import (
 	// Register scheduler-plugins' args types with kube-scheduler's config scheme.
 	_ "sigs.k8s.io/scheduler-plugins/apis/config/scheme"
 
-	// Register our args types with kube-scheduler's config scheme.
-	_ "github.com/pool-scheduler/pool-scheduler/pkg/apis/config/scheme"
-	"github.com/pool-scheduler/pool-scheduler/pkg/plugins/domainspread"
-	"github.com/pool-scheduler/pool-scheduler/pkg/plugins/nodepoolready"
-	"github.com/pool-scheduler/pool-scheduler/pkg/plugins/systempoolguard"
+	"github.com/pool-scheduler/pool-scheduler/pkg/plugins"
 	"github.com/pool-scheduler/pool-scheduler/pkg/version"
 )
 
 // Registry holds pool-scheduler's own plugins.
-func Registry() frameworkruntime.Registry {
-	return frameworkruntime.Registry{
-		nodepoolready.Name:   nodepoolready.New,
-		systempoolguard.Name: systempoolguard.New,
-		domainspread.Name:    domainspread.New,
-	}
-}
+func Registry() frameworkruntime.Registry { return plugins.Registry() }
 
 // schedulerPlugins are the scheduler-plugins project's plugins, available to any profile.
 var schedulerPlugins = frameworkruntime.Registry{

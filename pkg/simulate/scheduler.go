@@ -14,7 +14,7 @@ import (
 	shipped "github.com/pool-scheduler/pool-scheduler/manifests/scheduler"
 	configscheme "github.com/pool-scheduler/pool-scheduler/pkg/apis/config/scheme"
 	"github.com/pool-scheduler/pool-scheduler/pkg/controlplane"
-	poolscheduler "github.com/pool-scheduler/pool-scheduler/pkg/scheduler"
+	"github.com/pool-scheduler/pool-scheduler/pkg/plugins"
 )
 
 // Mode is one side of the comparison: a scheduler profile.
@@ -65,7 +65,7 @@ func startScheduler(ctx context.Context, cp *controlplane.ControlPlane, prof sch
 	sched, err := scheduler.New(ctx, cp.Client, informers, dynInformers, profile.NewRecorderFactory(broadcaster),
 		scheduler.WithKubeConfig(cp.Config),
 		scheduler.WithProfiles(prof),
-		scheduler.WithFrameworkOutOfTreeRegistry(poolscheduler.Registry()),
+		scheduler.WithFrameworkOutOfTreeRegistry(plugins.Registry()),
 	)
 	if err != nil {
 		return fmt.Errorf("creating scheduler: %w", err)
