@@ -44,7 +44,7 @@ $(BIN)/etcd: go.mod go.sum
 	$(GO) build -o $(BIN)/etcd go.etcd.io/etcd/server/v3
 
 .PHONY: test
-test: unit integration e2e ## Unit, integration (real apiserver) and end-to-end (built binary) tests.
+test: unit integration e2e perf-smoke ## Unit, integration (real apiserver), end-to-end (built binaries) and the scheduler_perf smoke test.
 
 .PHONY: unit
 unit: ## Unit tests and benchmarks compiled (run once).
@@ -59,9 +59,15 @@ integration: etcd ## Plugins in process against kube-apiserver + etcd.
 e2e: etcd build ## bin/pool-scheduler as a child process against kube-apiserver + etcd.
 	$(TEST_ENV) POOL_SCHEDULER_BINARY=$(BIN)/pool-scheduler POOL_LABELER_BINARY=$(BIN)/pool-labeler $(GO) test $(GOTEST_FLAGS) -timeout=20m ./test/e2e/...
 
+.PHONY: perf-smoke
+perf-smoke: etcd ## scheduler_perf's short workload for every test case: the harness and our profile work.
+	mkdir -p _output/perf-smoke
+	$(TEST_ENV) ARTIFACTS=$(CURDIR)/_output/perf-smoke $(GO) test ./test/perf -run='^$$' -bench=. -benchtime=1ns -timeout=20m \
+	  -perf-scheduling-label-filter=short -data-items-dir=$(CURDIR)/_output/perf-smoke
+
 .PHONY: bench
-bench: ## Go microbenchmarks of the plugins (5000 nodes).
-	$(GO) test -run='^$$' -bench=. -benchmem ./pkg/plugins/...
+bench: etcd ## Plugin microbenchmarks + scheduler_perf (WORKLOADS=1000Nodes COUNT=3) -> docs/performance.md.
+	hack/bench.sh
 
 .PHONY: generate
 generate: ## Regenerate deepcopy, conversions, defaults and CRDs.
