@@ -59,20 +59,7 @@ func TestValidateNodePoolReadyArgs(t *testing.T) {
 			args := validArgs()
 			tt.modify(args)
 			err := ValidateNodePoolReadyArgs(field.NewPath("args"), args)
-			if len(tt.wantFields) == 0 {
-				if err != nil {
-					t.Fatalf("unexpected error: %v", err)
-				}
-				return
-			}
-			if err == nil {
-				t.Fatalf("no error, want one naming %v", tt.wantFields)
-			}
-			for _, f := range tt.wantFields {
-				if !strings.Contains(err.Error(), f+":") {
-					t.Errorf("error %q does not name %s", err, f)
-				}
-			}
+			expectFieldErrors(t, err, tt.wantFields)
 		})
 	}
 }
@@ -128,20 +115,7 @@ func TestValidateSystemPoolGuardArgs(t *testing.T) {
 			args := validSystemArgs()
 			tt.modify(args)
 			err := ValidateSystemPoolGuardArgs(field.NewPath("args"), args)
-			if len(tt.wantFields) == 0 {
-				if err != nil {
-					t.Fatalf("unexpected error: %v", err)
-				}
-				return
-			}
-			if err == nil {
-				t.Fatalf("no error, want one naming %v", tt.wantFields)
-			}
-			for _, f := range tt.wantFields {
-				if !strings.Contains(err.Error(), f+":") {
-					t.Errorf("error %q does not name %s", err, f)
-				}
-			}
+			expectFieldErrors(t, err, tt.wantFields)
 		})
 	}
 }
@@ -185,20 +159,27 @@ func TestValidateDomainSpreadArgs(t *testing.T) {
 			args := valid()
 			tt.modify(args)
 			err := ValidateDomainSpreadArgs(field.NewPath("args"), args)
-			if len(tt.wantFields) == 0 {
-				if err != nil {
-					t.Fatalf("unexpected error: %v", err)
-				}
-				return
-			}
-			if err == nil {
-				t.Fatalf("no error, want one naming %v", tt.wantFields)
-			}
-			for _, f := range tt.wantFields {
-				if !strings.Contains(err.Error(), f+":") {
-					t.Errorf("error %q does not name %s", err, f)
-				}
-			}
+			expectFieldErrors(t, err, tt.wantFields)
 		})
+	}
+}
+
+// expectFieldErrors checks that err names every field in want (path followed by a colon), or
+// that there is no error when want is empty.
+func expectFieldErrors(t *testing.T, err error, want []string) {
+	t.Helper()
+	if len(want) == 0 {
+		if err != nil {
+			t.Fatalf("unexpected error: %v", err)
+		}
+		return
+	}
+	if err == nil {
+		t.Fatalf("no error, want one naming %v", want)
+	}
+	for _, f := range want {
+		if !strings.Contains(err.Error(), f+":") {
+			t.Errorf("error %q does not name %s", err, f)
+		}
 	}
 }
