@@ -17,8 +17,12 @@ LDFLAGS := -s -w \
   -X k8s.io/component-base/version.gitMajor=1 \
   -X k8s.io/component-base/version.gitMinor=$(KUBE_MINOR)
 IMAGE   ?= ghcr.io/pool-scheduler/pool-scheduler:$(VERSION)
+# Test and tool builds skip inlining (-gcflags=all=-l): compiling Kubernetes dominates their cost
+# and this cuts it by ~40% on 2 cores (poolctl cold: 250 s instead of ~430 s). Shipped binaries
+# (make build) and benchmarks (make bench) are compiled normally.
+DEV_GOFLAGS := $(strip $(GOFLAGS) -gcflags=all=-l)
 # Tests that start kube-apiserver find etcd on PATH.
-TEST_ENV := PATH="$(BIN):$$PATH"
+TEST_ENV := PATH="$(BIN):$$PATH" GOFLAGS="$(DEV_GOFLAGS)"
 GOTEST_FLAGS ?=
 
 .PHONY: help
@@ -30,10 +34,10 @@ build: poolctl ## Build bin/pool-scheduler, bin/pool-labeler and bin/poolctl.
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/pool-scheduler ./cmd/pool-labeler
 
 # poolctl is built like the tests are (no -trimpath: the embedded kube-apiserver locates itself by
-# source path; default cgo), so it shares their build cache instead of compiling Kubernetes again.
+# source path; default cgo; DEV_GOFLAGS), so it shares their build cache.
 .PHONY: poolctl
 poolctl:
-	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/poolctl ./cmd/poolctl
+	GOFLAGS="$(DEV_GOFLAGS)" $(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/poolctl ./cmd/poolctl
 
 .PHONY: demo
 demo: poolctl ## Simulate the built-in scenarios: default scheduler vs pool-scheduler, side by side.
@@ -49,8 +53,8 @@ test: unit integration e2e perf-smoke ## Unit, integration (real apiserver), end
 
 .PHONY: unit
 unit: ## Unit tests and benchmarks compiled (run once).
-	$(GO) test $(GOTEST_FLAGS) ./pkg/... ./cmd/... ./manifests/...
-	$(GO) test -run='^$$' -bench=. -benchtime=1x ./pkg/... >/dev/null
+	GOFLAGS="$(DEV_GOFLAGS)" $(GO) test $(GOTEST_FLAGS) ./pkg/... ./cmd/... ./manifests/...
+	GOFLAGS="$(DEV_GOFLAGS)" $(GO) test -run='^$$' -bench=. -benchtime=1x ./pkg/... >/dev/null
 
 .PHONY: integration
 integration: etcd ## Plugins in process against kube-apiserver + etcd.

@@ -9,6 +9,8 @@ COUNT=${COUNT:-3}
 ART=$PWD/artifacts/bench
 rm -rf "$ART" && mkdir -p "$ART"
 export PATH="$PWD/bin:$PATH"
+# Measure optimised code: drop make's test-build flags (no inlining) if inherited.
+export GOFLAGS="${GOFLAGS//-gcflags=all=-l/}"
 
 echo "== microbenchmarks" >&2
 go test -run='^$' -bench=. -benchmem -count="$COUNT" ./pkg/plugins/... | tee "$ART/micro.txt" >&2
