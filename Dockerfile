@@ -7,7 +7,7 @@ RUN go mod download
 COPY . .
 ARG VERSION=v0.0.0-dev
 ARG COMMIT=unknown
-RUN make build VERSION=${VERSION} COMMIT=${COMMIT}
+RUN make binaries VERSION=${VERSION} COMMIT=${COMMIT}
 
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /src/bin/pool-scheduler /src/bin/pool-labeler /usr/local/bin/

@@ -30,7 +30,11 @@ help: ## Show this help.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
 .PHONY: build
-build: poolctl ## Build bin/pool-scheduler, bin/pool-labeler and bin/poolctl.
+build: binaries poolctl ## Build bin/pool-scheduler, bin/pool-labeler and bin/poolctl.
+
+# The shipped binaries, static and trimmed; the image runs this target (see Dockerfile).
+.PHONY: binaries
+binaries: ## Build only the shipped binaries (bin/pool-scheduler, bin/pool-labeler), as the image does.
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/pool-scheduler ./cmd/pool-labeler
 
 # poolctl is built like the tests are (no -trimpath: the embedded kube-apiserver locates itself by
@@ -52,8 +56,8 @@ $(BIN)/etcd: go.mod go.sum
 test: unit integration e2e perf-smoke ## Unit, integration (real apiserver), end-to-end (built binaries) and the scheduler_perf smoke test.
 
 .PHONY: unit
-unit: ## Unit tests and benchmarks compiled (run once).
-	GOFLAGS="$(DEV_GOFLAGS)" $(GO) test $(GOTEST_FLAGS) ./pkg/... ./cmd/... ./manifests/...
+unit: ## Unit tests, static checks of shipped files (Dockerfile lint, metrics docs) and benchmarks compiled (run once).
+	GOFLAGS="$(DEV_GOFLAGS)" $(GO) test $(GOTEST_FLAGS) ./pkg/... ./cmd/... ./manifests/... ./test/static/...
 	GOFLAGS="$(DEV_GOFLAGS)" $(GO) test -run='^$$' -bench=. -benchtime=1x ./pkg/... >/dev/null
 
 .PHONY: integration
