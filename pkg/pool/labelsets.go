@@ -73,11 +73,15 @@ func CompileLabelSets(sets []*labelsv1alpha1.NodePoolLabelSet) *LabelSets {
 		return sorted[i].Namespace < sorted[j].Namespace
 	})
 	idx := &LabelSets{byPool: make(map[string]*PoolLabels, len(sorted)), count: len(sorted)}
+	// winner[pool][key] is the set whose value of key is desired, named in conflict problems.
+	// (Not simply the pool's first set: that one need not have the key at all.)
+	winner := map[string]map[string]string{}
 	for _, set := range sorted {
 		p := idx.byPool[set.Name]
 		if p == nil {
 			p = &PoolLabels{byKey: make(map[string]string, len(set.Spec.Labels))}
 			idx.byPool[set.Name] = p
+			winner[set.Name] = map[string]string{}
 		}
 		source := set.Namespace + "/" + set.Name
 		p.Sources = append(p.Sources, source)
@@ -94,11 +98,12 @@ func CompileLabelSets(sets []*labelsv1alpha1.NodePoolLabelSet) *LabelSets {
 			}
 			if prev, ok := p.byKey[k]; ok {
 				if prev != v {
-					p.Problems = append(p.Problems, fmt.Sprintf("%s: label %q=%q conflicts with %q from %s, which wins", source, k, v, prev, p.Sources[0]))
+					p.Problems = append(p.Problems, fmt.Sprintf("%s: label %q=%q conflicts with %q from %s, which wins", source, k, v, prev, winner[set.Name][k]))
 				}
 				continue
 			}
 			p.byKey[k] = v
+			winner[set.Name][k] = source
 		}
 	}
 	for _, p := range idx.byPool {

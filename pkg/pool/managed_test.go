@@ -3,9 +3,11 @@ package pool
 import (
 	"encoding/json"
 	"errors"
+	"reflect"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
 func TestParseManagedLabels(t *testing.T) {
@@ -95,34 +97,77 @@ func TestEachManagedLabelDoesNotAllocate(t *testing.T) {
 }
 
 // FuzzParseManagedLabels checks the in-place scanner against encoding/json: both must accept
-// the same values and yield the same keys, and neither may panic.
+// the same values (a JSON array of strings; null, a null entry or anything else is refused) and
+// yield the same keys, and neither may panic. EachManagedLabel, which the scheduler calls, must
+// agree with ParseManagedLabels, and what it accepts must survive FormatManagedLabels.
 func FuzzParseManagedLabels(f *testing.F) {
-	for _, seed := range []string{"", "[]", `["a"]`, `["a","b"]`, `["a\/b"]`, `[1]`, `null`, `{"a":1}`, `["a",`, " [ \"a\" ] ", "[\"\x01\"]"} {
+	for _, seed := range []string{"", "[]", `["a"]`, `["a","b"]`, `["a\/b"]`, `[1]`, `null`, `{"a":1}`, `["a",`, " [ \"a\" ] ", "[\"\x01\"]",
+		`[null]`, `["a",null]`, `["a","\u00e9"]`, "[\"\xff\"]", `[["a"]]`, `["a"] ["b"]`, "\ufeff[]", `["example.com/a","example.com/b"]`} {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		got, err := ParseManagedLabels(s)
-		var want []string
-		jsonErr := json.Unmarshal([]byte(s), &want)
-		trimmedEmpty := trimJSONSpace(s) == ""
+		if err != nil && !errors.Is(err, ErrMalformedManagedLabels) {
+			t.Fatalf("%q: error %v does not wrap ErrMalformedManagedLabels", s, err)
+		}
+		// The reference: encoding/json into []*string, so that null entries are visible
+		// (decoding into []string turns them into "").
+		var ref []*string
+		jsonErr := json.Unmarshal([]byte(s), &ref)
+		hasNull := false
+		for _, k := range ref {
+			hasNull = hasNull || k == nil
+		}
 		switch {
-		case trimmedEmpty:
+		case trimJSONSpace(s) == "":
 			if err != nil || got != nil {
 				t.Fatalf("blank %q: got %v, %v", s, got, err)
 			}
-		case jsonErr != nil || want == nil:
+		case jsonErr != nil || ref == nil || hasNull:
 			if err == nil {
-				t.Fatalf("%q: encoding/json refuses it (%v) but the parser accepted %q", s, jsonErr, got)
+				t.Fatalf("%q: not a JSON array of strings (%v, null entry %v) but the parser accepted %q", s, jsonErr, hasNull, got)
 			}
 		default:
 			if err != nil {
-				t.Fatalf("%q: encoding/json accepts it (%q) but the parser refused: %v", s, want, err)
+				t.Fatalf("%q: encoding/json accepts it but the parser refused: %v", s, err)
 			}
-			if len(want) == 0 {
-				want = nil
+			var want []string
+			for _, k := range ref {
+				want = append(want, *k)
 			}
-			if diff := cmp.Diff(want, got); diff != "" {
-				t.Fatalf("%q (-json +parser):\n%s", s, diff)
+			if !reflect.DeepEqual(want, got) { // (cmp is slow; this runs a million times)
+				t.Fatalf("%q (-json +parser):\n%s", s, cmp.Diff(want, got))
+			}
+		}
+
+		// EachManagedLabel, the allocation-free path, fails exactly when the parser does and
+		// visits exactly the parsed keys (leading keys possibly twice, as documented).
+		seen := map[string]bool{}
+		eachErr := EachManagedLabel(s, func(k string) bool { seen[k] = true; return true })
+		if (eachErr != nil) != (err != nil) {
+			t.Fatalf("%q: EachManagedLabel error %v, ParseManagedLabels error %v", s, eachErr, err)
+		}
+		if err == nil {
+			want := map[string]bool{}
+			for _, k := range got {
+				want[k] = true
+			}
+			if len(want) != len(seen) || (len(seen) > 0 && !reflect.DeepEqual(want, seen)) {
+				t.Fatalf("%q: keys visited by EachManagedLabel (-parsed +visited):\n%s", s, cmp.Diff(want, seen, cmpopts.EquateEmpty()))
+			}
+			// Stopping at the first key stops there.
+			var first []string
+			_ = EachManagedLabel(s, func(k string) bool { first = append(first, k); return false })
+			if len(got) > 0 && (len(first) == 0 || first[len(first)-1] != got[0]) {
+				t.Fatalf("%q: stopping at the first key visited %q, want it to end with %q", s, first, got[0])
+			}
+			// What the parser read, the labeler writes back unchanged.
+			again, err := ParseManagedLabels(FormatManagedLabels(got))
+			if err != nil {
+				t.Fatalf("%q: FormatManagedLabels(%q) does not parse: %v", s, got, err)
+			}
+			if !reflect.DeepEqual(got, again) {
+				t.Fatalf("%q: format/parse round trip (-parsed +round trip):\n%s", s, cmp.Diff(got, again))
 			}
 		}
 	})

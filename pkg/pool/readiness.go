@@ -130,13 +130,18 @@ func (g *Gate) checkStale(poolName string, nodeLabels, nodeAnnotations map[strin
 		return Verdict{Cause: Ready}
 	}
 	stale := ""
+	// The whole annotation is read even after a stale key is found: a malformed annotation is
+	// reported as such whatever precedes the malformed part (found by fuzzing: `["k"` with k on
+	// the node used to be reported as a stale label, `["x",` as malformed).
 	err := EachManagedLabel(annotation, func(key string) bool {
+		if stale != "" {
+			return true
+		}
 		if _, wanted := desired.Desired(key); wanted {
 			return true
 		}
 		if _, present := nodeLabels[key]; present {
 			stale = key
-			return false
 		}
 		return true
 	})
