@@ -1,0 +1,337 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/kubernetes/test/utils/ktesting"
+
+	"github.com/pool-scheduler/pool-scheduler/test/util"
+)
+
+// Leader-election timing of the HA test's copy of the shipped config (shipped: the
+// kube-scheduler defaults 15s/10s/2s). Shorter, so a takeover after SIGKILL (which does not
+// release the Lease: the standby waits for it to expire) takes ~4 s instead of ~15 s.
+const (
+	haLeaseDuration = "4s"
+	haRenewDeadline = "3s"
+	haRetryPeriod   = "500ms"
+)
+
+// acquiredLease is what client-go's leader election logs when a process becomes leader.
+func acquiredLease(namespace, name string) string {
+	return "successfully acquired lease " + namespace + "/" + name
+}
+
+// bindingLog records, from a watch on the pods of a namespace, when each pod was first seen
+// bound and to which node, and any pod whose nodeName changed after it was set.
+type bindingLog struct {
+	mu      sync.Mutex
+	at      map[string]time.Time
+	node    map[string]string
+	changed []string
+}
+
+func watchBindings(ctx context.Context, t *testing.T, cs kubernetes.Interface, namespace string) *bindingLog {
+	t.Helper()
+	w, err := cs.CoreV1().Pods(namespace).Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	b := &bindingLog{at: map[string]time.Time{}, node: map[string]string{}}
+	go func() {
+		for ev := range w.ResultChan() {
+			p, ok := ev.Object.(*v1.Pod)
+			if !ok || p.Spec.NodeName == "" {
+				continue
+			}
+			now := time.Now()
+			b.mu.Lock()
+			if prev, seen := b.node[p.Name]; !seen {
+				b.node[p.Name], b.at[p.Name] = p.Spec.NodeName, now
+			} else if prev != p.Spec.NodeName {
+				b.changed = append(b.changed, fmt.Sprintf("%s: %s -> %s", p.Name, prev, p.Spec.NodeName))
+			}
+			b.mu.Unlock()
+		}
+	}()
+	return b
+}
+
+func (b *bindingLog) count() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.at)
+}
+
+// firstAfter returns the earliest binding seen after t.
+func (b *bindingLog) firstAfter(t time.Time) (time.Time, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var first time.Time
+	for _, at := range b.at {
+		if at.After(t) && (first.IsZero() || at.Before(first)) {
+			first = at
+		}
+	}
+	return first, !first.IsZero()
+}
+
+// TestSchedulerHA runs three bin/pool-scheduler replicas with the shipped config (leader election
+// on the Lease pool-scheduler/pool-scheduler; only the lease timing shortened, see haLeaseDuration,
+// and client QPS raised) while 1000 pods are created, SIGKILLs the leader three times (a
+// replacement replica starts after each kill, as a Deployment would) and checks:
+//   - a standby takes the Lease over each time and binds pods (takeover times are logged);
+//   - no pod is lost: all 1000 end bound, each to a ready node of the pool;
+//   - no pod is bound twice. The apiserver refuses a second binding of a bound pod ("already
+//     assigned", 409) and nodeName is immutable, so a double binding cannot be stored; what two
+//     schedulers acting at once (split brain) would produce is that refusal. The test asserts it
+//     never happened: no scheduler logged it, no FailedScheduling event reports it, no pod has
+//     more than one Scheduled event, and the pod watch never saw a pod's nodeName change.
+func TestSchedulerHA(t *testing.T) {
+	tCtx := ktesting.Init(t)
+	cp := util.StartControlPlane(t)
+	cs := cp.Client
+	if _, err := cs.CoreV1().Namespaces().Create(tCtx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "pool-scheduler"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"example.com/tier": "gold"}
+	util.MustApplyLabelSet(tCtx, t, cp, util.LabelSet("pool-scheduler", "spot", want))
+	ready := map[string]bool{}
+	for i := 0; i < 20; i++ {
+		name := fmt.Sprintf("spot-%d", i)
+		util.CreateNode(tCtx, t, cs, util.Node(name, map[string]string{poolKey: "spot", "example.com/tier": "gold"}).Obj())
+		ready[name] = true
+	}
+	// In the pool but without its labels: NodePoolReady must keep every pod off them.
+	for i := 0; i < 2; i++ {
+		util.CreateNode(tCtx, t, cs, util.Node(fmt.Sprintf("spot-unlabelled-%d", i), map[string]string{poolKey: "spot"}).Obj())
+	}
+	ns := util.CreateNamespace(tCtx, t, cs, "ha")
+	bindings := watchBindings(tCtx, t, cs, ns)
+
+	doc := util.ShippedConfigFor(t, cp)
+	le := doc["leaderElection"].(map[string]any)
+	le["leaseDuration"], le["renewDeadline"], le["retryPeriod"] = haLeaseDuration, haRenewDeadline, haRetryPeriod
+	conn := doc["clientConnection"].(map[string]any)
+	conn["qps"], conn["burst"] = 1000, 1000
+	var procs []*util.SchedulerProcess
+	for i := 0; i < 3; i++ {
+		procs = append(procs, util.StartSchedulerBinary(t, doc))
+	}
+	const leaseNS, leaseName = "pool-scheduler", "pool-scheduler"
+	acquired := acquiredLease(leaseNS, leaseName)
+	holder, _ := util.WaitForLeaseHolder(tCtx, t, cs, leaseNS, leaseName, "", 60*time.Second)
+
+	// Create the pods at a steady pace (~40/s, ~25 s in all) so that the kills happen while they
+	// are being created.
+	const pods = 1000
+	createCtx, stopCreating := context.WithCancel(tCtx)
+	defer stopCreating()
+	created := make(chan error, 1)
+	go func() {
+		tick := time.NewTicker(25 * time.Millisecond)
+		defer tick.Stop()
+		for i := 0; i < pods; i++ {
+			select {
+			case <-createCtx.Done():
+				created <- createCtx.Err()
+				return
+			case <-tick.C:
+			}
+			p := util.Pod(ns, fmt.Sprintf("p-%04d", i)).Obj()
+			if _, err := cs.CoreV1().Pods(ns).Create(createCtx, p, metav1.CreateOptions{}); err != nil {
+				created <- fmt.Errorf("creating pod %s: %w", p.Name, err)
+				return
+			}
+		}
+		created <- nil
+	}()
+
+	var killed []*util.SchedulerProcess
+	var takeovers []string
+	for k := 1; k <= 3; k++ {
+		// The current leader is the live replica that logged acquiring the Lease; it must be
+		// binding pods before it is killed.
+		var leader *util.SchedulerProcess
+		base := bindings.count()
+		err := wait.PollUntilContextTimeout(tCtx, 20*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
+			leader = nil
+			for _, p := range procs {
+				if !p.Exited() && strings.Contains(p.Output(), acquired) {
+					if leader != nil {
+						return false, fmt.Errorf("two live replicas logged %q", acquired)
+					}
+					leader = p
+				}
+			}
+			return leader != nil && bindings.count() >= base+20, nil
+		})
+		if err != nil {
+			t.Fatalf("kill %d: no live leader binding pods (bound so far %d): %v", k, bindings.count(), err)
+		}
+		if h := util.LeaseHolder(tCtx, cs, leaseNS, leaseName); h != holder {
+			t.Fatalf("kill %d: Lease holder %q, want the leader seen so far %q", k, h, holder)
+		}
+		boundAtKill := bindings.count()
+		killedAt := time.Now()
+		leader.Kill(t)
+		killed = append(killed, leader)
+		// A replacement replica, as the Deployment's ReplicaSet would start.
+		procs = append(procs, util.StartSchedulerBinary(t, doc))
+
+		newHolder, leaseAt := util.WaitForLeaseHolder(tCtx, t, cs, leaseNS, leaseName, holder, 60*time.Second)
+		var bindAt time.Time
+		err = wait.PollUntilContextTimeout(tCtx, 10*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
+			var ok bool
+			bindAt, ok = bindings.firstAfter(leaseAt)
+			return ok, nil
+		})
+		if err != nil {
+			t.Fatalf("kill %d: new leader %s bound no pod within 60s of taking the Lease", k, newHolder)
+		}
+		msg := fmt.Sprintf("kill %d: new holder %s after %v, first new binding after %v (%d pods bound before the kill)",
+			k, newHolder, leaseAt.Sub(killedAt).Round(time.Millisecond), bindAt.Sub(killedAt).Round(time.Millisecond), boundAtKill)
+		t.Log(msg)
+		takeovers = append(takeovers, msg)
+		holder = newHolder
+	}
+
+	select {
+	case err := <-created:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatal("pods not created within 2 minutes")
+	}
+	t.Logf("all %d pods created; %d bound so far", pods, bindings.count())
+	list := waitAllBound(tCtx, t, cs, ns, pods, 2*time.Minute)
+
+	for _, p := range list {
+		if !ready[p.Spec.NodeName] {
+			t.Errorf("pod %s bound to %s, not a ready node of the pool", p.Name, p.Spec.NodeName)
+		}
+	}
+	bindings.mu.Lock()
+	if len(bindings.changed) > 0 {
+		t.Errorf("pods whose nodeName changed: %v", bindings.changed)
+	}
+	bindings.mu.Unlock()
+	for i, p := range procs {
+		if strings.Contains(p.Output(), "already assigned") {
+			t.Errorf("replica %d tried to bind a pod that was already bound:\n%s", i, grepLines(p.Output(), "already assigned", 5))
+		}
+	}
+	checkSchedulingEvents(tCtx, t, cs, ns)
+	for i, p := range procs {
+		if isIn(p, killed) {
+			continue
+		}
+		if p.Exited() {
+			t.Errorf("replica %d exited without being killed: %v", i, p.Output())
+		}
+	}
+	lease, err := cs.CoordinationV1().Leases(leaseNS).Get(tCtx, leaseName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lease.Spec.LeaseTransitions == nil || *lease.Spec.LeaseTransitions < 3 {
+		t.Errorf("Lease transitions %v, want >= 3", lease.Spec.LeaseTransitions)
+	}
+	t.Logf("takeovers (lease %s/%s/%s):\n  %s", haLeaseDuration, haRenewDeadline, haRetryPeriod, strings.Join(takeovers, "\n  "))
+}
+
+// waitAllBound waits until the namespace has n pods, all bound, and names the pending ones if not.
+func waitAllBound(ctx context.Context, t *testing.T, cs kubernetes.Interface, ns string, n int, timeout time.Duration) []v1.Pod {
+	t.Helper()
+	var last []v1.Pod
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		list, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		last = list.Items
+		if len(last) != n {
+			return false, nil
+		}
+		for _, p := range last {
+			if p.Spec.NodeName == "" {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		var pending []string
+		for _, p := range last {
+			if p.Spec.NodeName == "" {
+				pending = append(pending, p.Name+" ("+util.PodScheduledMessage(ctx, cs, ns, p.Name)+")")
+			}
+		}
+		sort.Strings(pending)
+		if len(pending) > 10 {
+			pending = append(pending[:10], "...")
+		}
+		t.Fatalf("%d pods exist, want %d all bound within %v; %d pending: %v", len(last), n, timeout, len(pending), pending)
+	}
+	return last
+}
+
+// checkSchedulingEvents fails the test if a pod has more than one Scheduled event or a binding
+// was refused because the pod was already bound. (Fewer Scheduled events than pods is fine:
+// a killed leader may not have flushed its last events.)
+func checkSchedulingEvents(ctx context.Context, t *testing.T, cs kubernetes.Interface, ns string) {
+	t.Helper()
+	events, err := cs.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	scheduled := map[string]int{}
+	for _, e := range events.Items {
+		switch {
+		case e.Reason == "Scheduled":
+			scheduled[e.Regarding.Name]++
+		case strings.Contains(e.Note, "already assigned"):
+			t.Errorf("event %s %s: %s", e.Reason, e.Regarding.Name, e.Note)
+		}
+	}
+	for pod, n := range scheduled {
+		if n > 1 {
+			t.Errorf("pod %s has %d Scheduled events", pod, n)
+		}
+	}
+	t.Logf("%d pods have a Scheduled event, none more than one", len(scheduled))
+}
+
+func isIn(p *util.SchedulerProcess, list []*util.SchedulerProcess) bool {
+	for _, q := range list {
+		if p == q {
+			return true
+		}
+	}
+	return false
+}
+
+func grepLines(s, sub string, max int) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+			if len(out) == max {
+				break
+			}
+		}
+	}
+	return strings.Join(out, "\n")
+}
