@@ -14,7 +14,7 @@ go vet ./...
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 # Snapshot generated outputs, regenerate, compare.
-generated=(go.mod pkg/apis manifests/crds)
+generated=(go.mod pkg/apis manifests/crds manifests/charts/pool-scheduler/crds)
 for g in "${generated[@]}"; do mkdir -p "$tmp/before/$(dirname "$g")"; cp -r "$g" "$tmp/before/$g"; done
 hack/update-codegen.sh
 hack/update-gomod-replace.sh >/dev/null

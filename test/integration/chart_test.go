@@ -1,0 +1,778 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/engine"
+	v1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apimachinery/pkg/util/wait"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
+	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
+	schedvalidation "k8s.io/kubernetes/pkg/scheduler/apis/config/validation"
+	"k8s.io/kubernetes/test/utils/ktesting"
+	"sigs.k8s.io/yaml"
+
+	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config"
+	configv1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/config/v1"
+	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config/validation"
+	"github.com/pool-scheduler/pool-scheduler/pkg/controlplane"
+	"github.com/pool-scheduler/pool-scheduler/test/util"
+)
+
+// The chart is rendered as `helm install` would: this release name and namespace (the one the
+// kustomize manifests use, so both can be compared), against a Kubernetes 1.34 cluster.
+const (
+	chartRelease   = "pool-scheduler"
+	chartNamespace = "pool-scheduler"
+	chartKube      = "v1.34.10"
+)
+
+func chartDir() string {
+	return filepath.Join(util.RepoRoot(), "manifests", "charts", "pool-scheduler")
+}
+
+// renderedChart is what `helm template --include-crds` would print, as objects.
+type renderedChart struct {
+	objects []*unstructured.Unstructured
+	crds    []chart.CRD
+}
+
+// renderChart renders the chart with values (YAML, merged over values.yaml) through the Helm SDK:
+// schema validation, kubeVersion check, strict templates (a missing value is an error).
+func renderChart(t *testing.T, namespace, values string) (*renderedChart, error) {
+	t.Helper()
+	ch, err := loader.Load(chartDir())
+	if err != nil {
+		t.Fatalf("loading chart: %v", err)
+	}
+	if !chartutil.IsCompatibleRange(ch.Metadata.KubeVersion, chartKube) {
+		t.Fatalf("chart kubeVersion %q does not admit Kubernetes %s", ch.Metadata.KubeVersion, chartKube)
+	}
+	overrides, err := chartutil.ReadValues([]byte(values))
+	if err != nil {
+		t.Fatalf("test values: %v", err)
+	}
+	caps := chartutil.DefaultCapabilities.Copy()
+	kv, err := chartutil.ParseKubeVersion(chartKube)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caps.KubeVersion = *kv
+	vals, err := chartutil.ToRenderValues(ch, overrides, chartutil.ReleaseOptions{Name: chartRelease, Namespace: namespace, IsInstall: true, Revision: 1}, caps)
+	if err != nil {
+		return nil, err
+	}
+	files, err := engine.Engine{Strict: true}.Render(ch, vals)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(files))
+	for name := range files {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	out := &renderedChart{crds: ch.CRDObjects()}
+	for _, name := range names {
+		if filepath.Ext(name) != ".yaml" {
+			continue // _helpers.tpl, NOTES.txt
+		}
+		objs, err := decodeObjects(files[name])
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w\n%s", name, err, files[name])
+		}
+		out.objects = append(out.objects, objs...)
+	}
+	return out, nil
+}
+
+func decodeObjects(data string) ([]*unstructured.Unstructured, error) {
+	var out []*unstructured.Unstructured
+	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(data), 4096)
+	for {
+		obj := map[string]any{}
+		if err := dec.Decode(&obj); err != nil {
+			if errors.Is(err, io.EOF) {
+				return out, nil
+			}
+			return nil, err
+		}
+		if len(obj) == 0 {
+			continue
+		}
+		out = append(out, &unstructured.Unstructured{Object: obj})
+	}
+}
+
+func objectID(o *unstructured.Unstructured) string {
+	if o.GetNamespace() != "" {
+		return fmt.Sprintf("%s %s/%s", o.GetKind(), o.GetNamespace(), o.GetName())
+	}
+	return fmt.Sprintf("%s %s", o.GetKind(), o.GetName())
+}
+
+func (r *renderedChart) ids() []string {
+	var ids []string
+	for _, o := range r.objects {
+		ids = append(ids, objectID(o))
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+func (r *renderedChart) get(t *testing.T, kind, name string) *unstructured.Unstructured {
+	t.Helper()
+	for _, o := range r.objects {
+		if o.GetKind() == kind && o.GetName() == name {
+			return o
+		}
+	}
+	t.Fatalf("rendered chart has no %s %s; it has %v", kind, name, r.ids())
+	return nil
+}
+
+// schedulerDeploymentName is the name of the Deployment that runs kube-scheduler's --config.
+func (r *renderedChart) schedulerDeploymentName(t *testing.T) string {
+	t.Helper()
+	for _, o := range r.objects {
+		if o.GetKind() == "Deployment" && containsString(containerArgs(t, o), "--config=/etc/pool-scheduler/config.yaml") {
+			return o.GetName()
+		}
+	}
+	t.Fatalf("no scheduler Deployment among %v", r.ids())
+	return ""
+}
+
+// schedulerConfig decodes the rendered KubeSchedulerConfiguration the way kube-scheduler does
+// (strictly, with pool-scheduler's args registered, defaulted) and validates it with
+// kube-scheduler's validation and pool-scheduler's args validation.
+func (r *renderedChart) schedulerConfig(t *testing.T, configMap string) (*schedconfig.KubeSchedulerConfiguration, error) {
+	t.Helper()
+	cm := r.get(t, "ConfigMap", configMap)
+	data, _, _ := unstructured.NestedString(cm.Object, "data", "config.yaml")
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := options.LoadConfigFromFile(ktesting.Init(t).Logger(), path)
+	if err != nil {
+		return nil, fmt.Errorf("decoding the rendered scheduler config: %w\n%s", err, data)
+	}
+	if err := schedvalidation.ValidateKubeSchedulerConfiguration(cfg); err != nil {
+		return nil, fmt.Errorf("kube-scheduler rejects the rendered config: %w", err)
+	}
+	for i := range cfg.Profiles {
+		for j, pc := range cfg.Profiles[i].PluginConfig {
+			path := field.NewPath("profiles").Index(i).Child("pluginConfig").Index(j).Child("args")
+			switch args := pc.Args.(type) {
+			case *config.NodePoolReadyArgs:
+				err = validation.ValidateNodePoolReadyArgs(path, args)
+			case *config.SystemPoolGuardArgs:
+				err = validation.ValidateSystemPoolGuardArgs(path, args)
+			case *config.DomainSpreadArgs:
+				err = validation.ValidateDomainSpreadArgs(path, args)
+			default:
+				if strings.HasPrefix(reflect.TypeOf(pc.Args).String(), "*runtime.") {
+					err = fmt.Errorf("%s: args of %s were not decoded into a typed struct (%T)", path, pc.Name, pc.Args)
+				}
+			}
+			if err != nil {
+				return nil, err
+			}
+		}
+	}
+	return cfg, nil
+}
+
+// TestHelmChart renders the chart for several values combinations and applies every object to
+// a real kube-apiserver with server-side apply, dry-run and strict field validation: the API's own
+// schemas, defaulting and admission (including CEL compilation of the ValidatingAdmissionPolicy)
+// accept it. The rendered scheduler configuration must decode strictly and validate.
+func TestHelmChart(t *testing.T) {
+	tCtx := ktesting.Init(t)
+	cp := util.StartControlPlane(t)
+	installServiceMonitorCRD(tCtx, t, cp)
+	applier := newDryRunApplier(t, cp)
+
+	schedulerObjects := []string{
+		"ClusterRole pool-scheduler",
+		"ClusterRoleBinding pool-scheduler",
+		"ClusterRoleBinding pool-scheduler:kube-scheduler",
+		"ClusterRoleBinding pool-scheduler:volume-scheduler",
+		"ConfigMap pool-scheduler/pool-scheduler-config",
+		"Deployment pool-scheduler/pool-scheduler",
+		"PodDisruptionBudget pool-scheduler/pool-scheduler",
+		"Role pool-scheduler/pool-scheduler:leader-election",
+		"RoleBinding kube-system/pool-scheduler:extension-apiserver-authentication-reader",
+		"RoleBinding pool-scheduler/pool-scheduler:leader-election",
+		"ServiceAccount pool-scheduler/pool-scheduler",
+	}
+	controllerObjects := []string{
+		"ClusterRole pool-labeler",
+		"ClusterRoleBinding pool-labeler",
+		"Deployment pool-scheduler/pool-labeler",
+		"PodDisruptionBudget pool-scheduler/pool-labeler",
+		"Role pool-scheduler/pool-labeler:leader-election",
+		"RoleBinding pool-scheduler/pool-labeler:leader-election",
+		"ServiceAccount pool-scheduler/pool-labeler",
+	}
+	domainObjects := []string{
+		"ClusterRole pool-labeler-domain",
+		"ClusterRoleBinding pool-labeler-domain",
+		"DaemonSet pool-scheduler/pool-labeler-domain",
+		"ServiceAccount pool-scheduler/pool-labeler-domain",
+		"ValidatingAdmissionPolicy pool-labeler-domain-own-node",
+		"ValidatingAdmissionPolicyBinding pool-labeler-domain-own-node",
+	}
+	monitoringObjects := []string{
+		"Service pool-scheduler/pool-labeler",
+		"Service pool-scheduler/pool-scheduler",
+		"ServiceMonitor pool-scheduler/pool-labeler",
+		"ServiceMonitor pool-scheduler/pool-scheduler",
+	}
+	concat := func(lists ...[]string) []string {
+		var out []string
+		for _, l := range lists {
+			out = append(out, l...)
+		}
+		sort.Strings(out)
+		return out
+	}
+
+	tests := []struct {
+		name      string
+		namespace string
+		values    string
+		want      []string
+		// check inspects the decoded, validated scheduler configuration.
+		check func(t *testing.T, r *renderedChart, cfg *schedconfig.KubeSchedulerConfiguration)
+	}{{
+		name:  "defaults",
+		want:  concat(schedulerObjects, controllerObjects),
+		check: checkMatchesShippedConfig,
+	}, {
+		name: "everything enabled",
+		values: `
+labeler:
+  controller: {namespaces: [pipeline-system, team-a], overwriteConflicts: true, service: {enabled: true}}
+  domain: {enabled: true, onNotAzure: exit}
+scheduler:
+  service: {enabled: true}
+  podDisruptionBudget: {minAvailable: null, maxUnavailable: 1}
+  extraArgs: [--kube-api-qps=100]
+  plugins:
+    nodePoolReady:
+      args:
+        requiredLabelKeys: [topology.pool-scheduler.io/update-domain]
+        poolRequiredLabelKeys: {gpu: [nvidia.com/gpu.product]}
+        unknownPoolPolicy: Reject
+        labelSetNamespace: pool-scheduler
+        ignoreDaemonSetPods: false
+    systemPoolGuard:
+      weight: 20
+      args:
+        systemPools: []
+        systemNodeSelector: {matchLabels: {kubernetes.azure.com/mode: system}}
+        systemNamespaces: [kube-system, monitoring]
+        daemonSetPodsAreSystemPods: false
+    domainSpread:
+      args:
+        mode: Hard
+        maxSkew: 2
+        spreadPodsWithConstraints: true
+        rejectNodesMissingKeys: true
+        dimensions:
+        - {name: zone, labelKeys: [topology.kubernetes.io/zone]}
+        - {name: fault-domain, labelKeys: [topology.kubernetes.azure.com/fault-domain], joint: true}
+monitoring:
+  serviceMonitor: {enabled: true, labels: {release: prometheus}}
+`,
+		want: concat(schedulerObjects, controllerObjects, domainObjects, monitoringObjects),
+		check: func(t *testing.T, r *renderedChart, cfg *schedconfig.KubeSchedulerConfiguration) {
+			want := []any{
+				&config.NodePoolReadyArgs{
+					PoolLabelKeys:         defaultPoolLabelKeys(),
+					RequiredLabelKeys:     []string{"topology.pool-scheduler.io/update-domain"},
+					PoolRequiredLabelKeys: map[string][]string{"gpu": {"nvidia.com/gpu.product"}},
+					UnknownPoolPolicy:     config.UnknownPoolReject,
+					LabelSetNamespace:     "pool-scheduler",
+					IgnoreDaemonSetPods:   false,
+				},
+				&config.SystemPoolGuardArgs{
+					PoolLabelKeys:              defaultPoolLabelKeys(),
+					SystemPools:                []string{},
+					SystemNodeSelector:         &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.azure.com/mode": "system"}},
+					SystemNamespaces:           []string{"kube-system", "monitoring"},
+					SystemPriorityClasses:      []string{"system-cluster-critical", "system-node-critical"},
+					SystemTolerationKeys:       []string{"CriticalAddonsOnly"},
+					DaemonSetPodsAreSystemPods: false,
+				},
+				&config.DomainSpreadArgs{
+					Dimensions: []config.SpreadDimension{
+						{Name: "zone", LabelKeys: []string{"topology.kubernetes.io/zone"}},
+						{Name: "fault-domain", LabelKeys: []string{"topology.kubernetes.azure.com/fault-domain"}, Joint: true},
+					},
+					Mode:                      config.SpreadHard,
+					MaxSkew:                   2,
+					SpreadPodsWithConstraints: true,
+					RejectNodesMissingKeys:    true,
+				},
+			}
+			var got []any
+			for _, pc := range cfg.Profiles[0].PluginConfig {
+				switch pc.Name {
+				case "NodePoolReady", "SystemPoolGuard", "DomainSpread":
+					got = append(got, pc.Args)
+				}
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("plugin args from values (-want +got):\n%s", diff)
+			}
+			if w := pluginWeight(cfg, "SystemPoolGuard"); w != 20 {
+				t.Errorf("SystemPoolGuard weight = %d, want 20 from values", w)
+			}
+			policy := r.get(t, "ValidatingAdmissionPolicy", "pool-labeler-domain-own-node")
+			vars, _, _ := unstructured.NestedSlice(policy.Object, "spec", "variables")
+			if got, want := vars[0].(map[string]any)["expression"], "['topology.pool-scheduler.io/update-domain', 'topology.pool-scheduler.io/fault-domain']"; got != want {
+				t.Errorf("admission policy ownKeys = %v, want %v", got, want)
+			}
+			args := containerArgs(t, r.get(t, "Deployment", "pool-labeler"))
+			if !containsString(args, "--namespaces=pipeline-system,team-a") || !containsString(args, "--overwrite-conflicts=true") {
+				t.Errorf("labeler controller args %q lack the namespaces and overwrite flags from values", args)
+			}
+		},
+	}, {
+		name:   "labelers off",
+		values: `labeler: {controller: {enabled: false}, domain: {enabled: false}}`,
+		want:   concat(schedulerObjects),
+	}, {
+		name:      "custom names, one replica, no leader election, no PDB, plugins off",
+		namespace: "ops",
+		values: `
+scheduler:
+  name: nodepools
+  replicaCount: 1
+  leaderElection: {enabled: false}
+  podDisruptionBudget: {enabled: false}
+  plugins: {nodePoolReady: {enabled: false}, systemPoolGuard: {enabled: false}, domainSpread: {enabled: false}}
+labeler:
+  controller: {enabled: false}
+  domain:
+    enabled: true
+    faultDomainKey: ""
+    updateDomainKey: example.com/ud
+`,
+		want: []string{
+			"ClusterRole nodepools",
+			"ClusterRole pool-labeler-domain",
+			"ClusterRoleBinding nodepools",
+			"ClusterRoleBinding nodepools:kube-scheduler",
+			"ClusterRoleBinding nodepools:volume-scheduler",
+			"ClusterRoleBinding pool-labeler-domain",
+			"ConfigMap ops/nodepools-config",
+			"DaemonSet ops/pool-labeler-domain",
+			"Deployment ops/nodepools",
+			"RoleBinding kube-system/nodepools:extension-apiserver-authentication-reader",
+			"ServiceAccount ops/nodepools",
+			"ServiceAccount ops/pool-labeler-domain",
+			"ValidatingAdmissionPolicy pool-labeler-domain-own-node",
+			"ValidatingAdmissionPolicyBinding pool-labeler-domain-own-node",
+		},
+		check: func(t *testing.T, r *renderedChart, cfg *schedconfig.KubeSchedulerConfiguration) {
+			if cfg.LeaderElection.LeaderElect || cfg.Profiles[0].SchedulerName != "nodepools" {
+				t.Errorf("leaderElect=%v schedulerName=%q, want false and nodepools", cfg.LeaderElection.LeaderElect, cfg.Profiles[0].SchedulerName)
+			}
+			for _, p := range []string{"NodePoolReady", "SystemPoolGuard", "DomainSpread"} {
+				if pluginWeight(cfg, p) != 0 {
+					t.Errorf("%s is enabled, want it off", p)
+				}
+			}
+			policy := r.get(t, "ValidatingAdmissionPolicy", "pool-labeler-domain-own-node")
+			conds, _, _ := unstructured.NestedSlice(policy.Object, "spec", "matchConditions")
+			if got, want := conds[0].(map[string]any)["expression"], "request.userInfo.username == 'system:serviceaccount:ops:pool-labeler-domain'"; got != want {
+				t.Errorf("admission policy matches %v, want %v", got, want)
+			}
+			vars, _, _ := unstructured.NestedSlice(policy.Object, "spec", "variables")
+			if got, want := vars[0].(map[string]any)["expression"], "['example.com/ud']"; got != want {
+				t.Errorf("admission policy ownKeys = %v, want %v", got, want)
+			}
+		},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ns := tt.namespace
+			if ns == "" {
+				ns = chartNamespace
+			}
+			r, err := renderChart(t, ns, tt.values)
+			if err != nil {
+				t.Fatalf("rendering: %v", err)
+			}
+			if diff := cmp.Diff(tt.want, r.ids()); diff != "" {
+				t.Errorf("rendered objects (-want +got):\n%s", diff)
+			}
+			// `helm install --create-namespace`: the namespace is real, everything else dry-run.
+			ensureNamespace(tCtx, t, cp, ns)
+			for _, crd := range r.crds {
+				objs, err := decodeObjects(string(crd.File.Data))
+				if err != nil {
+					t.Fatalf("chart CRD %s: %v", crd.Filename, err)
+				}
+				for _, o := range objs {
+					applier.apply(tCtx, t, o)
+				}
+			}
+			for _, o := range r.objects {
+				applier.apply(tCtx, t, o)
+			}
+			cfg, err := r.schedulerConfig(t, r.schedulerDeploymentName(t)+"-config")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.check != nil {
+				tt.check(t, r, cfg)
+			}
+		})
+	}
+}
+
+// checkMatchesShippedConfig: with default values the chart's scheduler configuration is
+// manifests/scheduler/config.yaml, after decoding and defaulting.
+func checkMatchesShippedConfig(t *testing.T, _ *renderedChart, cfg *schedconfig.KubeSchedulerConfiguration) {
+	shipped := util.LoadShippedConfig(t)
+	// values.yaml lists every arg, so empty lists and maps the shipped file leaves out are
+	// rendered as [] and {}; for these args nil and empty mean the same (lists defaulted when
+	// absent are already defaulted on both sides).
+	if diff := cmp.Diff(shipped, cfg, cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("default chart config differs from manifests/scheduler/config.yaml (-shipped +chart):\n%s", diff)
+	}
+}
+
+// TestHelmChartRejectsBadValues: mistakes in values stop `helm install` (schema, template
+// checks) or are caught by the scheduler's own args validation with the field named.
+func TestHelmChartRejectsBadValues(t *testing.T) {
+	tests := []struct {
+		name    string
+		values  string
+		wantErr string
+	}{
+		{name: "unknown pool policy", values: `scheduler: {plugins: {nodePoolReady: {args: {unknownPoolPolicy: Sometimes}}}}`, wantErr: "unknownPoolPolicy"},
+		{name: "misspelled plugin arg", values: `scheduler: {plugins: {nodePoolReady: {args: {requiredLabelKey: [a]}}}}`, wantErr: "requiredLabelKey"},
+		{name: "spread mode", values: `scheduler: {plugins: {domainSpread: {args: {mode: Strict}}}}`, wantErr: "mode"},
+		{name: "max skew zero", values: `scheduler: {plugins: {domainSpread: {args: {maxSkew: 0}}}}`, wantErr: "maxSkew"},
+		{name: "misspelled labeler section", values: `labeler: {controler: {enabled: false}}`, wantErr: "controler"},
+		{name: "both PDB budgets", values: `scheduler: {podDisruptionBudget: {minAvailable: 1, maxUnavailable: 1}}`, wantErr: "not both"},
+		{name: "invalid label key reaches args validation", values: `scheduler: {plugins: {domainSpread: {args: {dimensions: [{name: zone, labelKeys: ["not a key"]}]}}}}`, wantErr: "dimensions[0].labelKeys[0]"},
+		{name: "no system nodes reaches args validation", values: `scheduler: {plugins: {systemPoolGuard: {args: {systemPools: []}}}}`, wantErr: "args.systemPools"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, err := renderChart(t, chartNamespace, tt.values)
+			if err == nil {
+				_, err = r.schedulerConfig(t, "pool-scheduler-config")
+			}
+			if err == nil {
+				t.Fatalf("values accepted, want an error mentioning %q", tt.wantErr)
+			}
+			if !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("error does not mention %q:\n%v", tt.wantErr, err)
+			}
+		})
+	}
+}
+
+// TestHelmChartRBACMatchesManifests: the chart grants exactly what the kustomize manifests grant
+// (same objects, rules, role references, subjects and admission policy), so the least-privilege
+// tests of manifests/ cover chart installs too.
+func TestHelmChartRBACMatchesManifests(t *testing.T) {
+	r, err := renderChart(t, chartNamespace, `labeler: {domain: {enabled: true}}`)
+	if err != nil {
+		t.Fatalf("rendering: %v", err)
+	}
+	kinds := map[string]bool{
+		"ServiceAccount": true, "ClusterRole": true, "ClusterRoleBinding": true, "Role": true, "RoleBinding": true,
+		"ValidatingAdmissionPolicy": true, "ValidatingAdmissionPolicyBinding": true,
+	}
+	normalize := func(objs []*unstructured.Unstructured) map[string]map[string]any {
+		out := map[string]map[string]any{}
+		for _, o := range objs {
+			if !kinds[o.GetKind()] {
+				continue
+			}
+			c := o.DeepCopy()
+			unstructured.RemoveNestedField(c.Object, "metadata", "labels")
+			unstructured.RemoveNestedField(c.Object, "metadata", "annotations")
+			out[objectID(c)] = c.Object
+		}
+		return out
+	}
+	var manifests []*unstructured.Unstructured
+	for _, f := range []string{"scheduler/rbac.yaml", "labeler/controller/rbac.yaml", "labeler/domain/rbac.yaml", "labeler/domain/admission-policy.yaml"} {
+		data, err := os.ReadFile(filepath.Join(util.RepoRoot(), "manifests", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		objs, err := decodeObjects(string(data))
+		if err != nil {
+			t.Fatalf("manifests/%s: %v", f, err)
+		}
+		manifests = append(manifests, objs...)
+	}
+	want, got := normalize(manifests), normalize(r.objects)
+	if len(want) == 0 {
+		t.Fatal("no RBAC objects found in manifests/")
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("chart RBAC differs from manifests/ (-manifests +chart):\n%s", diff)
+	}
+}
+
+// TestHelmChartCRDsMatchManifests: the chart's crds/ folder is a copy of manifests/crds (kept by
+// hack/update-codegen.sh), byte for byte, so the chart never installs a stale CRD.
+func TestHelmChartCRDsMatchManifests(t *testing.T) {
+	ch, err := loader.Load(chartDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	chartCRDs := map[string][]byte{}
+	for _, crd := range ch.CRDObjects() {
+		chartCRDs[filepath.Base(crd.Filename)] = crd.File.Data
+	}
+	shipped, err := filepath.Glob(filepath.Join(util.RepoRoot(), "manifests", "crds", "*_*.yaml"))
+	if err != nil || len(shipped) == 0 {
+		t.Fatalf("no CRDs in manifests/crds (%v)", err)
+	}
+	for _, path := range shipped {
+		want, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := filepath.Base(path)
+		got, ok := chartCRDs[name]
+		switch {
+		case !ok:
+			t.Errorf("chart crds/ lacks %s: run make generate", name)
+		case !bytes.Equal(want, got):
+			t.Errorf("chart crds/%s differs from manifests/crds/%s: run make generate", name, name)
+		}
+		delete(chartCRDs, name)
+	}
+	for name := range chartCRDs {
+		t.Errorf("chart crds/%s is not in manifests/crds: run make generate", name)
+	}
+}
+
+// TestHelmChartValuesCoverPluginArgs: values.yaml lists every field of the v1 args types, with the
+// default the args type gives it, so every arg is documented and settable from values.
+func TestHelmChartValuesCoverPluginArgs(t *testing.T) {
+	ch, err := loader.Load(chartDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	plugins := ch.Values["scheduler"].(map[string]any)["plugins"].(map[string]any)
+	for _, tc := range []struct {
+		plugin string
+		args   any // the v1 type, defaulted
+	}{
+		{plugin: "nodePoolReady", args: defaulted(&configv1.NodePoolReadyArgs{}, func(a *configv1.NodePoolReadyArgs) { configv1.SetDefaults_NodePoolReadyArgs(a) })},
+		{plugin: "systemPoolGuard", args: defaulted(&configv1.SystemPoolGuardArgs{}, func(a *configv1.SystemPoolGuardArgs) { configv1.SetDefaults_SystemPoolGuardArgs(a) })},
+		{plugin: "domainSpread", args: defaulted(&configv1.DomainSpreadArgs{}, func(a *configv1.DomainSpreadArgs) { configv1.SetDefaults_DomainSpreadArgs(a) })},
+	} {
+		t.Run(tc.plugin, func(t *testing.T) {
+			values, _ := plugins[tc.plugin].(map[string]any)["args"].(map[string]any)
+			typ := reflect.TypeOf(tc.args).Elem()
+			var fields []string
+			for i := 0; i < typ.NumField(); i++ {
+				name := strings.Split(typ.Field(i).Tag.Get("json"), ",")[0]
+				if name != "" {
+					fields = append(fields, name)
+				}
+			}
+			var keys []string
+			for k := range values {
+				keys = append(keys, k)
+			}
+			sort.Strings(fields)
+			sort.Strings(keys)
+			if diff := cmp.Diff(fields, keys); diff != "" {
+				t.Errorf("values.yaml scheduler.plugins.%s.args keys differ from the fields of %s (-fields +values):\n%s", tc.plugin, typ.Name(), diff)
+			}
+			// Defaults: the values, decoded into the v1 type, equal the type's own defaults
+			// (an empty or null systemNodeSelector is not rendered, so it means none).
+			data, err := yaml.Marshal(values)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := reflect.New(typ).Interface()
+			if err := yaml.UnmarshalStrict(data, got); err != nil {
+				t.Fatalf("values do not decode into %s: %v", typ.Name(), err)
+			}
+			if diff := cmp.Diff(tc.args, got, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("values.yaml defaults differ from %s defaults (-type +values):\n%s", typ.Name(), diff)
+			}
+		})
+	}
+}
+
+func defaulted[T any](obj *T, setDefaults func(*T)) *T {
+	setDefaults(obj)
+	return obj
+}
+
+func defaultPoolLabelKeys() []string {
+	a := &configv1.NodePoolReadyArgs{}
+	configv1.SetDefaults_NodePoolReadyArgs(a)
+	return a.PoolLabelKeys
+}
+
+func pluginWeight(cfg *schedconfig.KubeSchedulerConfiguration, name string) int32 {
+	for _, p := range cfg.Profiles[0].Plugins.MultiPoint.Enabled {
+		if p.Name == name {
+			if p.Weight == 0 {
+				return 1
+			}
+			return p.Weight
+		}
+	}
+	return 0
+}
+
+func containerArgs(t *testing.T, o *unstructured.Unstructured) []string {
+	t.Helper()
+	containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+	var out []string
+	for _, a := range containers[0].(map[string]any)["args"].([]any) {
+		out = append(out, a.(string))
+	}
+	return out
+}
+
+func containsString(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func ensureNamespace(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, name string) {
+	t.Helper()
+	_, err := cp.Client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("creating namespace %s: %v", name, err)
+	}
+}
+
+// dryRunApplier server-side applies objects with dryRun=All and fieldValidation=Strict: the
+// apiserver validates, defaults and admits them without storing anything.
+type dryRunApplier struct {
+	cp     *controlplane.ControlPlane
+	mapper *restmapper.DeferredDiscoveryRESTMapper
+}
+
+func newDryRunApplier(t *testing.T, cp *controlplane.ControlPlane) *dryRunApplier {
+	t.Helper()
+	return &dryRunApplier{cp: cp, mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(cp.Client.Discovery()))}
+}
+
+func (a *dryRunApplier) apply(ctx context.Context, t *testing.T, o *unstructured.Unstructured) {
+	t.Helper()
+	gvk := o.GroupVersionKind()
+	mapping, err := a.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if meta.IsNoMatchError(err) {
+		a.mapper.Reset()
+		mapping, err = a.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	}
+	if err != nil {
+		t.Errorf("%s: the apiserver does not serve %s: %v", objectID(o), gvk, err)
+		return
+	}
+	data, err := o.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := a.cp.Dynamic.Resource(mapping.Resource)
+	var ri interface {
+		Patch(context.Context, string, types.PatchType, []byte, metav1.PatchOptions, ...string) (*unstructured.Unstructured, error)
+	} = res
+	if mapping.Scope.Name() == meta.RESTScopeNameNamespace {
+		if o.GetNamespace() == "" {
+			t.Errorf("%s: namespaced object without a namespace", objectID(o))
+			return
+		}
+		ri = res.Namespace(o.GetNamespace())
+	} else if o.GetNamespace() != "" {
+		t.Errorf("%s: cluster-scoped object with a namespace", objectID(o))
+	}
+	force := true
+	_, err = ri.Patch(ctx, o.GetName(), types.ApplyPatchType, data, metav1.PatchOptions{
+		DryRun:          []string{metav1.DryRunAll},
+		FieldManager:    "chart-test",
+		Force:           &force,
+		FieldValidation: metav1.FieldValidationStrict,
+	})
+	if err != nil {
+		t.Errorf("%s rejected by the apiserver: %v", objectID(o), err)
+	}
+}
+
+// installServiceMonitorCRD installs testdata/servicemonitor-crd.yaml: the prometheus-operator's
+// monitoring.coreos.com/v1 ServiceMonitor reduced to the fields the chart sets (with the
+// upstream types), so that strict field validation still catches a misspelled or mistyped field.
+func installServiceMonitorCRD(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("testdata", "servicemonitor-crd.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := yaml.UnmarshalStrict(data, crd); err != nil {
+		t.Fatalf("servicemonitor-crd.yaml: %v", err)
+	}
+	client := apiextensionsclient.NewForConfigOrDie(cp.Config)
+	if _, err := client.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("installing the ServiceMonitor CRD: %v", err)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		got, err := client.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		for _, c := range got.Status.Conditions {
+			if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("ServiceMonitor CRD not established: %v", err)
+	}
+}
