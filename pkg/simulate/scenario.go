@@ -8,6 +8,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -158,6 +159,9 @@ func Parse(source string, data []byte) (*Scenario, error) {
 	dec.KnownFields(true)
 	s := &Scenario{source: source}
 	if err := dec.Decode(s); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("%s: empty: a scenario needs at least a name and pools (see docs/scenarios.md)", source)
+		}
 		return nil, fmt.Errorf("%s: %w", source, err)
 	}
 	s.setDefaults()
@@ -219,15 +223,35 @@ func (s *Scenario) validate() field.ErrorList {
 	for i, p := range s.Pools {
 		fp := field.NewPath("pools").Index(i)
 		errs = append(errs, pool.ValidateName(p.Name, fp.Child("name"))...)
+		// The pool name also names its NodePoolLabelSet and, with a suffix, its nodes.
+		if len(pool.ValidateName(p.Name, fp.Child("name"))) == 0 {
+			for _, msg := range validation.IsDNS1123Label(p.Name) {
+				errs = append(errs, field.Invalid(fp.Child("name"), p.Name, "pool names name nodes here: "+msg))
+			}
+		}
 		if pools[p.Name] {
 			errs = append(errs, field.Duplicate(fp.Child("name"), p.Name))
 		}
 		pools[p.Name] = true
-		if p.Nodes < 0 || p.JoiningNodes < 0 || p.Nodes+p.JoiningNodes == 0 || p.Nodes+p.JoiningNodes > 5000 {
+		// Each count is bounded before they are added: their sum could overflow (found by fuzzing:
+		// nodes: 9223372036854775807 with joiningNodes: 1 passed).
+		if p.Nodes < 0 || p.JoiningNodes < 0 || p.Nodes > 5000 || p.JoiningNodes > 5000 || p.Nodes+p.JoiningNodes == 0 || p.Nodes+p.JoiningNodes > 5000 {
 			errs = append(errs, field.Invalid(fp.Child("nodes"), p.Nodes, "nodes + joiningNodes must be 1..5000"))
 		}
-		if p.FaultDomains < 0 || p.UpdateDomains < 0 {
+		if p.FaultDomains < 0 {
 			errs = append(errs, field.Invalid(fp.Child("faultDomains"), p.FaultDomains, "must not be negative"))
+		}
+		if p.UpdateDomains < 0 {
+			errs = append(errs, field.Invalid(fp.Child("updateDomains"), p.UpdateDomains, "must not be negative"))
+		}
+		if p.Pods < 0 {
+			errs = append(errs, field.Invalid(fp.Child("pods"), p.Pods, "must not be negative"))
+		}
+		if p.JoinAfter.Duration < 0 {
+			errs = append(errs, field.Invalid(fp.Child("joinAfter"), p.JoinAfter.String(), "must not be negative"))
+		}
+		if p.LabelDelay.Duration < 0 {
+			errs = append(errs, field.Invalid(fp.Child("labelDelay"), p.LabelDelay.String(), "must not be negative"))
 		}
 		for _, msg := range validation.IsQualifiedName(p.PoolLabelKey) {
 			errs = append(errs, field.Invalid(fp.Child("poolLabelKey"), p.PoolLabelKey, msg))
@@ -235,23 +259,45 @@ func (s *Scenario) validate() field.ErrorList {
 		errs = append(errs, validateLabels(p.Labels, fp.Child("labels"))...)
 		errs = append(errs, validateLabels(p.LabelSet, fp.Child("labelSet"))...)
 		for j, t := range p.Taints {
+			tp := fp.Child("taints").Index(j)
+			for _, msg := range validation.IsQualifiedName(t.Key) {
+				errs = append(errs, field.Invalid(tp.Child("key"), t.Key, msg))
+			}
+			for _, msg := range validation.IsValidLabelValue(t.Value) {
+				errs = append(errs, field.Invalid(tp.Child("value"), t.Value, msg))
+			}
 			switch v1.TaintEffect(t.Effect) {
 			case v1.TaintEffectNoSchedule, v1.TaintEffectPreferNoSchedule, v1.TaintEffectNoExecute:
 			default:
 				errs = append(errs, field.NotSupported(fp.Child("taints").Index(j).Child("effect"), t.Effect, []string{"NoSchedule", "PreferNoSchedule", "NoExecute"}))
 			}
 		}
-		for name, q := range map[string]string{"cpu": p.CPU, "memory": p.Memory} {
-			if _, err := resource.ParseQuantity(q); err != nil {
-				errs = append(errs, field.Invalid(fp.Child(name), q, err.Error()))
-			}
-		}
+		errs = append(errs, validateQuantity(p.CPU, fp.Child("cpu"))...)
+		errs = append(errs, validateQuantity(p.Memory, fp.Child("memory"))...)
 	}
 	workloads := map[string]bool{}
+	workloadsByNS := map[string]bool{}
 	for i, w := range s.Workloads {
 		fp := field.NewPath("workloads").Index(i)
 		for _, msg := range validation.IsDNS1123Label(w.Name) {
 			errs = append(errs, field.Invalid(fp.Child("name"), w.Name, msg))
+		}
+		// Its ReplicaSets carry the label set=<name>-NN, a label value of at most 63 characters.
+		if len(w.Name) > maxWorkloadName {
+			errs = append(errs, field.TooLong(fp.Child("name"), w.Name, maxWorkloadName))
+		}
+		if workloadsByNS[w.Namespace+"/"+w.Name] {
+			errs = append(errs, field.Duplicate(fp.Child("name"), w.Name))
+		}
+		workloadsByNS[w.Namespace+"/"+w.Name] = true
+		errs = append(errs, validateNamespace(w.Namespace, fp.Child("namespace"))...)
+		if w.PriorityClassName != "" {
+			for _, msg := range validation.IsDNS1123Subdomain(w.PriorityClassName) {
+				errs = append(errs, field.Invalid(fp.Child("priorityClassName"), w.PriorityClassName, msg))
+			}
+		}
+		if w.StartAfter.Duration < 0 {
+			errs = append(errs, field.Invalid(fp.Child("startAfter"), w.StartAfter.String(), "must not be negative"))
 		}
 		workloads[w.Name] = true
 		if w.Replicas < 1 || w.Replicas > 1000 {
@@ -260,17 +306,21 @@ func (s *Scenario) validate() field.ErrorList {
 		if w.ReplicaSets < 1 || w.ReplicaSets > 2000 {
 			errs = append(errs, field.Invalid(fp.Child("replicaSets"), w.ReplicaSets, "must be 1..2000"))
 		}
-		if _, err := resource.ParseQuantity(w.CPU); err != nil {
-			errs = append(errs, field.Invalid(fp.Child("cpu"), w.CPU, err.Error()))
-		}
+		errs = append(errs, validateQuantity(w.CPU, fp.Child("cpu"))...)
 		errs = append(errs, validateLabels(w.AvoidLabels, fp.Child("avoidLabels"))...)
 		errs = append(errs, validateLabels(w.RequireLabels, fp.Child("requireLabels"))...)
 	}
+	services := map[string]bool{}
 	for i, svc := range s.Services {
 		fp := field.NewPath("services").Index(i)
 		for _, msg := range validation.IsDNS1035Label(svc.Name) {
 			errs = append(errs, field.Invalid(fp.Child("name"), svc.Name, msg))
 		}
+		if services[svc.Namespace+"/"+svc.Name] {
+			errs = append(errs, field.Duplicate(fp.Child("name"), svc.Name))
+		}
+		services[svc.Namespace+"/"+svc.Name] = true
+		errs = append(errs, validateNamespace(svc.Namespace, fp.Child("namespace"))...)
 		if !workloads[svc.Workload] {
 			errs = append(errs, field.NotFound(fp.Child("workload"), svc.Workload))
 		}
@@ -283,73 +333,97 @@ func (s *Scenario) validate() field.ErrorList {
 	return errs
 }
 
+// maxWorkloadName leaves room for the "-NN" suffix of the set label (a label value, 63 at most).
+const maxWorkloadName = 60
+
+// validateLabels checks labels in key order, so that errors come out in the same order every time.
 func validateLabels(labels map[string]string, fp *field.Path) field.ErrorList {
+	keys := make([]string, 0, len(labels))
+	for k := range labels {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
 	var errs field.ErrorList
-	for k, v := range labels {
-		for _, msg := range pool.ValidateLabel(k, v) {
-			errs = append(errs, field.Invalid(fp.Key(k), v, msg))
+	for _, k := range keys {
+		for _, msg := range pool.ValidateLabel(k, labels[k]) {
+			errs = append(errs, field.Invalid(fp.Key(k), labels[k], msg))
 		}
 	}
 	return errs
 }
 
+// validateQuantity checks a resource quantity: it must parse and not be negative.
+func validateQuantity(q string, fp *field.Path) field.ErrorList {
+	v, err := resource.ParseQuantity(q)
+	if err != nil {
+		return field.ErrorList{field.Invalid(fp, q, err.Error())}
+	}
+	if v.Sign() < 0 {
+		return field.ErrorList{field.Invalid(fp, q, "must not be negative")}
+	}
+	return nil
+}
+
+func validateNamespace(ns string, fp *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for _, msg := range validation.IsDNS1123Label(ns) {
+		errs = append(errs, field.Invalid(fp, ns, msg))
+	}
+	return errs
+}
+
 // lineOf finds the line of a field path such as pools[1].labelSet[example.com/x] in the YAML
-// tree: the deepest node that exists on the path.
+// tree: the deepest node that exists on the path. The path is matched against the tree's own
+// keys rather than split on '.', because map keys (label keys) contain dots and brackets.
 func lineOf(root *yaml.Node, path string) int {
 	n := root
 	if n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
 		n = n.Content[0]
 	}
 	line := n.Line
-	for _, seg := range splitPath(path) {
-		next := child(n, seg)
+	rest := path
+	for rest != "" {
+		if n.Kind == yaml.AliasNode && n.Alias != nil {
+			n = n.Alias
+		}
+		next, used := step(n, strings.TrimPrefix(rest, "."))
 		if next == nil {
 			break
 		}
+		rest = strings.TrimPrefix(rest, ".")[used:]
 		n, line = next, next.Line
 	}
-	return line
+	return max(line, 1)
 }
 
-func splitPath(p string) []string {
-	var segs []string
-	for _, part := range strings.Split(p, ".") {
-		for part != "" {
-			i := strings.IndexByte(part, '[')
-			if i < 0 {
-				segs = append(segs, part)
-				break
-			}
-			if i > 0 {
-				segs = append(segs, part[:i])
-			}
-			j := strings.IndexByte(part, ']')
-			if j < 0 {
-				break
-			}
-			segs = append(segs, "["+part[i+1:j])
-			part = part[j+1:]
-		}
-	}
-	return segs
-}
-
-func child(n *yaml.Node, seg string) *yaml.Node {
-	key := strings.TrimPrefix(seg, "[")
+// step follows the first segment of path (a field name, "[index]" or "[map key]") from n and
+// returns the node it leads to and the length of the segment; a map key leads to the key itself.
+func step(n *yaml.Node, path string) (*yaml.Node, int) {
 	switch n.Kind {
 	case yaml.MappingNode:
+		var best *yaml.Node
+		used := 0
 		for i := 0; i+1 < len(n.Content); i += 2 {
-			if n.Content[i].Value == key {
-				if strings.HasPrefix(seg, "[") {
-					return n.Content[i] // a map key: point at the key itself
-				}
-				return n.Content[i+1]
+			k := n.Content[i].Value
+			switch {
+			case strings.HasPrefix(path, "["+k+"]") && len(k)+2 > used:
+				best, used = n.Content[i], len(k)+2
+			case (path == k || strings.HasPrefix(path, k+".") || strings.HasPrefix(path, k+"[")) && len(k) > used:
+				best, used = n.Content[i+1], len(k)
 			}
 		}
+		return best, used
 	case yaml.SequenceNode:
-		if i, err := strconv.Atoi(key); err == nil && i >= 0 && i < len(n.Content) {
-			return n.Content[i]
+		if !strings.HasPrefix(path, "[") {
+			return nil, 0
+		}
+		j := strings.IndexByte(path, ']')
+		if j < 0 {
+			return nil, 0
+		}
+		if i, err := strconv.Atoi(path[1:j]); err == nil && i >= 0 && i < len(n.Content) {
+			return n.Content[i], j + 1
 		}
 	}
-	return nil
+	return nil, 0
 }

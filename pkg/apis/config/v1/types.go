@@ -46,16 +46,20 @@ type SystemPoolGuardArgs struct {
 	// PoolLabelKeys is the ordered list of node label keys naming a node's pool. Default: as NodePoolReady.
 	PoolLabelKeys []string `json:"poolLabelKeys,omitempty"`
 	// SystemPools are the names of the system pools. Default: [system]. Set [] to rely on the selector only.
-	SystemPools []string `json:"systemPools,omitempty"`
+	//
+	// The lists below are defaulted only when absent, so [] must survive encoding: no omitempty
+	// (found by fuzzing: an explicit [] was dropped when kube-scheduler wrote the loaded
+	// configuration back out, --write-config-to, and read back as the default).
+	SystemPools []string `json:"systemPools"`
 	// SystemNodeSelector also marks system nodes, e.g. matchLabels {kubernetes.azure.com/mode: system}. Default: none.
 	SystemNodeSelector *metav1.LabelSelector `json:"systemNodeSelector,omitempty"`
 	// SystemNamespaces hold system pods. Default: [kube-system].
-	SystemNamespaces []string `json:"systemNamespaces,omitempty"`
+	SystemNamespaces []string `json:"systemNamespaces"`
 	// SystemPriorityClasses mark system pods. Default: [system-cluster-critical, system-node-critical].
-	SystemPriorityClasses []string `json:"systemPriorityClasses,omitempty"`
+	SystemPriorityClasses []string `json:"systemPriorityClasses"`
 	// SystemTolerationKeys: a pod tolerating one of these taint keys by name is a system pod.
 	// Default: [CriticalAddonsOnly] (the taint AKS allows on system pools).
-	SystemTolerationKeys []string `json:"systemTolerationKeys,omitempty"`
+	SystemTolerationKeys []string `json:"systemTolerationKeys"`
 	// DaemonSetPodsAreSystemPods lets DaemonSet pods (node agents) run on system nodes. Default: true.
 	DaemonSetPodsAreSystemPods *bool `json:"daemonSetPodsAreSystemPods,omitempty"`
 }
