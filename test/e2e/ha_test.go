@@ -20,11 +20,12 @@ import (
 
 // Leader-election timing of the HA test's copy of the shipped config (shipped: the
 // kube-scheduler defaults 15s/10s/2s). Shorter, so a takeover after SIGKILL (which does not
-// release the Lease: the standby waits for it to expire) takes ~4 s instead of ~15 s.
+// release the Lease: the standby waits for it to expire) takes ~6 s instead of ~15 s; a 5 s renew deadline
+// keeps a busy leader from losing the Lease on a loaded 2-core machine.
 const (
-	haLeaseDuration = "4s"
-	haRenewDeadline = "3s"
-	haRetryPeriod   = "500ms"
+	haLeaseDuration = "6s"
+	haRenewDeadline = "5s"
+	haRetryPeriod   = "1s"
 )
 
 // acquiredLease is what client-go's leader election logs when a process becomes leader.

@@ -1,0 +1,279 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/kubernetes/test/utils/ktesting"
+
+	labelsv1alpha1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/labels/v1alpha1"
+	"github.com/pool-scheduler/pool-scheduler/pkg/labeler"
+	"github.com/pool-scheduler/pool-scheduler/test/util"
+)
+
+// forbidden matches what the binaries log when the apiserver refuses a request.
+var forbidden = regexp.MustCompile(`(?i)forbidden|cannot (get|list|watch|create|update|patch|delete) resource`)
+
+// TestLeastPrivilege starts kube-apiserver with the Node and RBAC authorizers (the RBAC
+// bootstrap policy provides system:kube-scheduler and system:volume-scheduler), applies exactly
+// the Namespaces, ServiceAccounts, RBAC objects and admission policy of the kustomizations in
+// manifests/scheduler and manifests/labeler, and runs bin/pool-scheduler (shipped config, leader
+// election, delegated authentication/authorization for its HTTPS endpoint as in a pod),
+// bin/pool-labeler in controller mode and in domain mode, each with a TokenRequest token of its
+// ServiceAccount (the domain labeler's bound to a pod on its node, as a projected token is).
+// Leader election, labelling, scheduling and events work with no request refused; writes
+// outside each role are refused, and the admission policy keeps the domain labeler to its own
+// node and its own labels.
+func TestLeastPrivilege(t *testing.T) {
+	tCtx := ktesting.Init(t)
+	cp := util.StartControlPlane(t, "--authorization-mode=Node,RBAC")
+	admin := cp.Client
+	objs := append(util.KustomizeObjects(t, filepath.Join(util.RepoRoot(), "manifests", "scheduler")),
+		util.KustomizeObjects(t, filepath.Join(util.RepoRoot(), "manifests", "labeler"))...)
+	applied := util.ApplyAccessObjects(tCtx, t, cp, objs)
+	t.Logf("applied from manifests/: %v", applied)
+
+	const ns = "pool-scheduler"
+	schedCfg, schedKubeconfig := util.ServiceAccountConfig(tCtx, t, cp, ns, "pool-scheduler", nil)
+	labelerCfg, labelerKubeconfig := util.ServiceAccountConfig(tCtx, t, cp, ns, "pool-labeler", nil)
+	sched, labelerClient := clientFor(t, schedCfg), clientFor(t, labelerCfg)
+
+	// What each identity needs, granted by the manifests (and the bootstrap roles they bind).
+	// Waiting for these also makes sure the authorizer has seen the new bindings before the
+	// binaries start.
+	waitAllowed(tCtx, t, sched, "pool-scheduler", []authorizationv1.ResourceAttributes{
+		{Verb: "watch", Resource: "pods"},
+		{Verb: "create", Resource: "pods", Subresource: "binding", Namespace: "default"},
+		{Verb: "list", Group: "labels.banzaicloud.io", Resource: "nodepoollabelsets"},
+		{Verb: "update", Group: "coordination.k8s.io", Resource: "leases", Namespace: ns, Name: "pool-scheduler"},
+		{Verb: "create", Group: "events.k8s.io", Resource: "events", Namespace: "default"},
+		{Verb: "get", Resource: "configmaps", Namespace: "kube-system", Name: "extension-apiserver-authentication"},
+		{Verb: "update", Resource: "persistentvolumes"},
+	})
+	waitAllowed(tCtx, t, labelerClient, "pool-labeler", []authorizationv1.ResourceAttributes{
+		{Verb: "patch", Resource: "nodes"},
+		{Verb: "watch", Group: "labels.banzaicloud.io", Resource: "nodepoollabelsets"},
+		{Verb: "patch", Group: "labels.banzaicloud.io", Resource: "nodepoollabelsets", Subresource: "status", Namespace: ns},
+		{Verb: "update", Group: "coordination.k8s.io", Resource: "leases", Namespace: ns, Name: "pool-labeler"},
+		{Verb: "create", Resource: "events", Namespace: "default"},
+	})
+
+	want := map[string]string{"example.com/tier": "gold"}
+	util.MustApplyLabelSet(tCtx, t, cp, util.LabelSet(ns, "spot", want))
+	for i := 0; i < 3; i++ {
+		util.CreateNode(tCtx, t, admin, util.Node(fmt.Sprintf("spot-%d", i), map[string]string{poolKey: "spot"}).Obj())
+	}
+
+	labelerProc := util.StartProcess(t, util.LabelerBinary(t), "controller", "--kubeconfig="+labelerKubeconfig,
+		"--leader-elect-namespace="+ns, "--metrics-bind-address=0", "--health-probe-bind-address=0", "-v=2")
+	doc := util.ShippedConfigFor(t, cp)
+	doc["clientConnection"].(map[string]any)["kubeconfig"] = schedKubeconfig
+	// In a pod, kube-scheduler uses its in-cluster credentials for delegated authentication and
+	// authorization of /metrics; outside a pod it needs them named.
+	schedProc := util.StartSchedulerBinary(t, doc, "--authentication-kubeconfig="+schedKubeconfig, "--authorization-kubeconfig="+schedKubeconfig)
+
+	util.WaitForLeaseHolder(tCtx, t, admin, ns, "pool-scheduler", "", 60*time.Second)
+	util.WaitForLeaseHolder(tCtx, t, admin, ns, "pool-labeler", "", 60*time.Second)
+
+	user := util.CreateNamespace(tCtx, t, admin, "rbac")
+	for i := 0; i < 6; i++ {
+		util.CreatePod(tCtx, t, admin, util.Pod(user, fmt.Sprintf("p-%d", i)).Obj())
+	}
+	list := waitAllBound(tCtx, t, admin, user, 6, 60*time.Second)
+	for _, p := range list {
+		node, err := admin.CoreV1().Nodes().Get(tCtx, p.Spec.NodeName, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !hasAll(node.Labels, want) {
+			t.Errorf("pod %s on %s, which lacks the pool's labels: %v", p.Name, node.Name, node.Labels)
+		}
+	}
+	// Events: the scheduler's Scheduled events (events.k8s.io).
+	err := wait.PollUntilContextTimeout(tCtx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		events, err := admin.EventsV1().Events(user).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		n := 0
+		for _, e := range events.Items {
+			if e.Reason == "Scheduled" {
+				n++
+			}
+		}
+		return n == 6, nil
+	})
+	if err != nil {
+		t.Errorf("the scheduler's Scheduled events did not all arrive: %v", err)
+	}
+
+	// Domain mode: a DaemonSet pod's token is bound to the pod, which names its node.
+	util.CreateNode(tCtx, t, admin, util.Node("az-0", nil).Obj())
+	util.CreateNode(tCtx, t, admin, util.Node("az-1", nil).Obj())
+	domainPod := util.CreatePod(tCtx, t, admin, &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "pool-labeler-domain-az-0"},
+		Spec: v1.PodSpec{
+			ServiceAccountName: "pool-labeler-domain",
+			NodeName:           "az-0",
+			Containers:         []v1.Container{{Name: "domain", Image: "ghcr.io/pool-scheduler/pool-scheduler:latest"}},
+		},
+	})
+	domainCfg, domainKubeconfig := util.ServiceAccountConfig(tCtx, t, cp, ns, "pool-labeler-domain", domainPod)
+	domain := clientFor(t, domainCfg)
+	waitAllowed(tCtx, t, domain, "pool-labeler-domain", []authorizationv1.ResourceAttributes{{Verb: "patch", Resource: "nodes"}})
+	imds := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"location":"westeurope","name":"aks-nodepool1-0","platformFaultDomain":"1","platformUpdateDomain":"3","vmSize":"Standard_D2s_v3"}`)
+	}))
+	t.Cleanup(imds.Close)
+	domainProc := util.StartProcess(t, util.LabelerBinary(t), "domain", "--kubeconfig="+domainKubeconfig,
+		"--node-name=az-0", "--imds-endpoint="+imds.URL, "--on-not-azure=fail", "--attempts=2", "-v=2")
+	err = wait.PollUntilContextTimeout(tCtx, 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		n, err := admin.CoreV1().Nodes().Get(ctx, "az-0", metav1.GetOptions{})
+		return err == nil && n.Labels[labeler.DefaultUpdateDomainKey] == "3" && n.Labels[labeler.DefaultFaultDomainKey] == "1", nil
+	})
+	if err != nil {
+		t.Fatalf("domain labeler did not label its node az-0: %s", domainProc.Output())
+	}
+
+	// Refused writes.
+	labelPatch := []byte(`{"metadata":{"labels":{"example.com/owned":"yes"}}}`)
+	refusals := []struct {
+		name    string
+		do      func(context.Context) error
+		want    func(error) bool
+		message string
+	}{
+		{"scheduler patches a pod's labels", func(ctx context.Context) error {
+			_, err := sched.CoreV1().Pods(user).Patch(ctx, "p-0", types.MergePatchType, labelPatch, metav1.PatchOptions{})
+			return err
+		}, apierrors.IsForbidden, ""},
+		{"scheduler deletes a node", func(ctx context.Context) error {
+			return sched.CoreV1().Nodes().Delete(ctx, "spot-0", metav1.DeleteOptions{})
+		}, apierrors.IsForbidden, ""},
+		{"scheduler patches a NodePoolLabelSet", func(ctx context.Context) error {
+			_, err := dynamicFor(t, schedCfg).Resource(labelsv1alpha1.Resource).Namespace(ns).Patch(ctx, "spot", types.MergePatchType, []byte(`{"spec":{"labels":{"a":"b"}}}`), metav1.PatchOptions{})
+			return err
+		}, apierrors.IsForbidden, ""},
+		{"labeler deletes a node", func(ctx context.Context) error {
+			return labelerClient.CoreV1().Nodes().Delete(ctx, "spot-0", metav1.DeleteOptions{})
+		}, apierrors.IsForbidden, ""},
+		{"labeler creates a pod", func(ctx context.Context) error {
+			_, err := labelerClient.CoreV1().Pods(user).Create(ctx, util.Pod(user, "evil").Obj(), metav1.CreateOptions{})
+			return err
+		}, apierrors.IsForbidden, ""},
+		{"domain labeler labels another node", func(ctx context.Context) error {
+			_, err := domain.CoreV1().Nodes().Patch(ctx, "az-1", types.MergePatchType,
+				[]byte(`{"metadata":{"labels":{"topology.pool-scheduler.io/update-domain":"3"}}}`), metav1.PatchOptions{})
+			return err
+		}, anyError, "may only label the node its pod runs on"},
+		{"domain labeler sets another label on its node", func(ctx context.Context) error {
+			_, err := domain.CoreV1().Nodes().Patch(ctx, "az-0", types.MergePatchType, labelPatch, metav1.PatchOptions{})
+			return err
+		}, anyError, "may only change its own domain labels"},
+		{"domain labeler changes its node's spec", func(ctx context.Context) error {
+			_, err := domain.CoreV1().Nodes().Patch(ctx, "az-0", types.MergePatchType, []byte(`{"spec":{"unschedulable":true}}`), metav1.PatchOptions{})
+			return err
+		}, anyError, "may not change the node's spec"},
+		{"domain labeler deletes its node", func(ctx context.Context) error {
+			return domain.CoreV1().Nodes().Delete(ctx, "az-0", metav1.DeleteOptions{})
+		}, apierrors.IsForbidden, ""},
+	}
+	for _, r := range refusals {
+		err := r.do(tCtx)
+		switch {
+		case err == nil:
+			t.Errorf("%s: allowed, want refused", r.name)
+		case !r.want(err) || !strings.Contains(err.Error(), r.message):
+			t.Errorf("%s: %v, want refused (%q)", r.name, err, r.message)
+		default:
+			t.Logf("%s: refused: %v", r.name, err)
+		}
+	}
+	// The domain labeler may still change its own domain label (the policy is not a blanket deny).
+	if _, err := domain.CoreV1().Nodes().Patch(tCtx, "az-0", types.MergePatchType,
+		[]byte(`{"metadata":{"labels":{"topology.pool-scheduler.io/update-domain":"4"}}}`), metav1.PatchOptions{}); err != nil {
+		t.Errorf("domain labeler changing its own update-domain label: %v", err)
+	}
+
+	for name, p := range map[string]*util.SchedulerProcess{"pool-scheduler": schedProc, "pool-labeler controller": labelerProc, "pool-labeler domain": domainProc} {
+		if exited, err := p.Wait(0); exited {
+			t.Errorf("%s exited: %v\n%s", name, err, p.Output())
+		}
+		if m := forbidden.FindAllString(p.Output(), -1); len(m) > 0 {
+			t.Errorf("%s had requests refused:\n%s", name, grepLinesRe(p.Output(), forbidden, 10))
+		}
+	}
+}
+
+func anyError(err error) bool { return err != nil }
+
+func dynamicFor(t *testing.T, cfg *rest.Config) dynamic.Interface {
+	t.Helper()
+	d, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func clientFor(t *testing.T, cfg *rest.Config) kubernetes.Interface {
+	t.Helper()
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
+
+// waitAllowed waits until a SelfSubjectAccessReview allows each of attrs for the client's identity.
+func waitAllowed(ctx context.Context, t *testing.T, cs kubernetes.Interface, who string, attrs []authorizationv1.ResourceAttributes) {
+	t.Helper()
+	for _, a := range attrs {
+		a := a
+		var reason string
+		err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			r, err := cs.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
+				Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &a},
+			}, metav1.CreateOptions{})
+			if err != nil {
+				reason = err.Error()
+				return false, nil
+			}
+			reason = r.Status.Reason
+			return r.Status.Allowed, nil
+		})
+		if err != nil {
+			t.Fatalf("%s may not %s %s/%s %s in %q (%s): the manifests do not grant it", who, a.Verb, a.Group, a.Resource, a.Subresource, a.Namespace, reason)
+		}
+	}
+}
+
+func grepLinesRe(s string, re *regexp.Regexp, max int) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if re.MatchString(l) {
+			out = append(out, l)
+			if len(out) == max {
+				break
+			}
+		}
+	}
+	return strings.Join(out, "\n")
+}
