@@ -12,7 +12,9 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/kubernetes/test/utils/ktesting"
 
 	"github.com/pool-scheduler/pool-scheduler/test/util"
@@ -44,29 +46,48 @@ type bindingLog struct {
 
 func watchBindings(ctx context.Context, t *testing.T, cs kubernetes.Interface, namespace string) *bindingLog {
 	t.Helper()
-	w, err := cs.CoreV1().Pods(namespace).Watch(ctx, metav1.ListOptions{})
-	if err != nil {
+	b := &bindingLog{at: map[string]time.Time{}, node: map[string]string{}}
+	// An informer, not a bare watch: under load the apiserver closes watchers that fall behind
+	// ("unresponsive"), and an informer lists and watches again.
+	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(namespace))
+	record := func(obj any) {
+		p, ok := obj.(*v1.Pod)
+		if !ok || p.Spec.NodeName == "" {
+			return
+		}
+		now := time.Now()
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if prev, seen := b.node[p.Name]; !seen {
+			b.node[p.Name], b.at[p.Name] = p.Spec.NodeName, now
+		} else if prev != p.Spec.NodeName {
+			b.changed = append(b.changed, fmt.Sprintf("%s: %s -> %s", p.Name, prev, p.Spec.NodeName))
+		}
+	}
+	if _, err := factory.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    record,
+		UpdateFunc: func(_, obj any) { record(obj) },
+	}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(w.Stop)
-	b := &bindingLog{at: map[string]time.Time{}, node: map[string]string{}}
-	go func() {
-		for ev := range w.ResultChan() {
-			p, ok := ev.Object.(*v1.Pod)
-			if !ok || p.Spec.NodeName == "" {
-				continue
-			}
-			now := time.Now()
-			b.mu.Lock()
-			if prev, seen := b.node[p.Name]; !seen {
-				b.node[p.Name], b.at[p.Name] = p.Spec.NodeName, now
-			} else if prev != p.Spec.NodeName {
-				b.changed = append(b.changed, fmt.Sprintf("%s: %s -> %s", p.Name, prev, p.Spec.NodeName))
-			}
-			b.mu.Unlock()
-		}
-	}()
+	startInformers(ctx, t, factory)
 	return b
+}
+
+// startInformers starts the factory's informers until the test ends and waits for their caches.
+func startInformers(ctx context.Context, t *testing.T, factory informers.SharedInformerFactory) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(ctx)
+	factory.Start(ctx.Done())
+	t.Cleanup(func() {
+		cancel()
+		factory.Shutdown()
+	})
+	for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			t.Fatalf("informer for %v did not sync", typ)
+		}
+	}
 }
 
 func (b *bindingLog) count() int {

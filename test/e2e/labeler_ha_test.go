@@ -14,6 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/kubernetes/test/utils/ktesting"
 
@@ -248,38 +250,35 @@ func labelProblems(ctx context.Context, t *testing.T, cp *controlplane.ControlPl
 // or a label other than the pool label (nodes are created with only pool and hostname labels).
 func watchManagedAnnotation(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane) *bindingLog {
 	t.Helper()
-	w, err := cp.Client.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{})
-	if err != nil {
+	b := &bindingLog{at: map[string]time.Time{}, node: map[string]string{}}
+	// The labeler's part of a node: its annotation and every label but the pool's (which only
+	// the test changes).
+	labelerPart := func(n *v1.Node) string {
+		keys := make([]string, 0, len(n.Labels))
+		for k, v := range n.Labels {
+			if k != poolKey {
+				keys = append(keys, k+"="+v)
+			}
+		}
+		sort.Strings(keys)
+		return n.Annotations[pool.ManagedLabelsAnnotation] + " " + strings.Join(keys, ",")
+	}
+	factory := informers.NewSharedInformerFactory(cp.Client, 0)
+	if _, err := factory.Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(oldObj, newObj any) {
+			o, ok1 := oldObj.(*v1.Node)
+			n, ok2 := newObj.(*v1.Node)
+			if !ok1 || !ok2 || labelerPart(o) == labelerPart(n) {
+				return
+			}
+			b.mu.Lock()
+			defer b.mu.Unlock()
+			// Keyed by write, not by node: firstAfter looks for any write after a time.
+			b.at[n.Name+"@"+n.ResourceVersion] = time.Now()
+		},
+	}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(w.Stop)
-	b := &bindingLog{at: map[string]time.Time{}, node: map[string]string{}}
-	last := map[string]string{}
-	go func() {
-		for ev := range w.ResultChan() {
-			n, ok := ev.Object.(*v1.Node)
-			if !ok {
-				continue
-			}
-			// The labeler's part of the node: its annotation and every label but the pool's
-			// (which only the test changes).
-			keys := make([]string, 0, len(n.Labels))
-			for k, v := range n.Labels {
-				if k != poolKey {
-					keys = append(keys, k+"="+v)
-				}
-			}
-			sort.Strings(keys)
-			ann := n.Annotations[pool.ManagedLabelsAnnotation] + " " + strings.Join(keys, ",")
-			if ann == last[n.Name] {
-				continue
-			}
-			last[n.Name] = ann
-			b.mu.Lock()
-			// Keyed by write, not by node: firstAfter looks for any write after a time.
-			b.at[fmt.Sprintf("%s@%s", n.Name, n.ResourceVersion)] = time.Now()
-			b.mu.Unlock()
-		}
-	}()
+	startInformers(ctx, t, factory)
 	return b
 }
