@@ -161,6 +161,11 @@ func (c *Controller) reconcileNode(ctx context.Context, req reconcile.Request) (
 	if name, ok := c.opts.Identity.PoolOf(node.Labels); ok {
 		desired = compiled.Pool(name)
 	}
+	if desired != nil && desired.Unreadable {
+		// A set of the pool could not be read (its status says why): change nothing on a guess.
+		logger.V(1).Info("Leaving node alone: a NodePoolLabelSet of its pool cannot be read", "node", node.Name)
+		return reconcile.Result{}, nil
+	}
 	plan := PlanNode(node.Labels, node.Annotations, desired, c.opts.OverwriteConflicts)
 	if plan.MalformedAnnotation {
 		c.recorder.Eventf(node, corev1.EventTypeWarning, "MalformedAnnotation",

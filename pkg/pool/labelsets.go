@@ -25,6 +25,12 @@ type PoolLabels struct {
 	// CRD's validation was bypassed) and conflicts between sets of the same pool in several namespaces.
 	Problems []string
 
+	// Unreadable is set when a set of the pool has a spec that does not decode (see
+	// NodePoolLabelSetSpec.DecodeError): its labels are unknown, so the labeler leaves the pool's
+	// nodes alone, while the scheduler, which cannot wait for unknown labels, judges them by the
+	// pool's other sets (if any).
+	Unreadable bool
+
 	byKey map[string]string
 	// inSyncAnnotation is the managed-labels annotation of a node that carries exactly this
 	// set's labels, as the labeler writes it; a node with it has no stale labels to look for.
@@ -85,6 +91,11 @@ func CompileLabelSets(sets []*labelsv1alpha1.NodePoolLabelSet) *LabelSets {
 		}
 		source := set.Namespace + "/" + set.Name
 		p.Sources = append(p.Sources, source)
+		if set.Spec.DecodeError != "" {
+			p.Unreadable = true
+			p.Problems = append(p.Problems, fmt.Sprintf("%s: spec cannot be read, set ignored: %s", source, set.Spec.DecodeError))
+			continue
+		}
 		keys := make([]string, 0, len(set.Spec.Labels))
 		for k := range set.Spec.Labels {
 			keys = append(keys, k)

@@ -25,6 +25,11 @@ type NodePoolLabelSetSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self.all(k, k.size() <= 317 && k.indexOf('/') <= 253 && k.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$'))",message="every label key must be a qualified name: an optional DNS subdomain prefix and '/', then a name of at most 63 alphanumerics, '-', '_' or '.', starting and ending with an alphanumeric",reason=FieldValueInvalid
 	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.matches('^([^/]*[.])?(kubernetes|k8s)[.]io/') || k.startsWith('node-role.kubernetes.io/') || k.startsWith('node-restriction.kubernetes.io/'))",message="label keys in the kubernetes.io and k8s.io domains are reserved for Kubernetes and cannot be set by a NodePoolLabelSet; use your own domain, or node-restriction.kubernetes.io/ for isolation labels",reason=FieldValueForbidden
 	Labels map[string]LabelValue `json:"labels,omitempty"`
+
+	// DecodeError is set, instead of Labels, when the stored spec does not have the types above
+	// (possible only if the CRD's schema was bypassed, by an older or hand-edited CRD). It is
+	// never serialized. See UnmarshalJSON.
+	DecodeError string `json:"-"`
 }
 
 // SyncState summarises whether a NodePoolLabelSet is applied to its pool's nodes.
