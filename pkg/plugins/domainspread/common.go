@@ -2,6 +2,9 @@ package domainspread
 
 import (
 	"context"
+	"math"
+	"slices"
+	"sync"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -95,26 +98,117 @@ func (g group) counts(pod *v1.Pod) bool {
 	return ok && uid == g.uid
 }
 
+// nodeDomains are a node's domain IDs, one per dimension (noDomain where it lacks the keys).
+type nodeDomains [validation.MaxSpreadDimensions]int32
+
+const noDomain int32 = -1
+
+// ineligible marks, in Hard mode's counts, a domain the pod may not use.
+const ineligible int32 = math.MinInt32
+
+// domainTable interns each dimension's domains as small integers, so that a cycle's counts are
+// slices indexed by ID: no label lookups or key hashing per node once a node version is known.
+// IDs are assigned when a node version is first seen (under mu, off the hot path) and stay valid
+// until reset, which only happens at the start of a cycle.
+type domainTable struct {
+	mu    sync.Mutex
+	epoch uint64
+	ids   [validation.MaxSpreadDimensions]map[domainKey]int32
+	keys  [validation.MaxSpreadDimensions][]domainKey
+}
+
+func (t *domainTable) intern(d int, key domainKey) int32 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.ids[d] == nil {
+		t.ids[d] = map[domainKey]int32{}
+	}
+	id, ok := t.ids[d][key]
+	if !ok {
+		id = int32(len(t.keys[d]))
+		t.ids[d][key] = id
+		t.keys[d] = append(t.keys[d], key)
+	}
+	return id
+}
+
+// value is the label value of domain id of dimension d, for logs.
+func (t *domainTable) value(d int, id int32) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if id < 0 || int(id) >= len(t.keys[d]) {
+		return ""
+	}
+	return t.keys[d][id][d]
+}
+
+// len is the number of domains of dimension d known so far.
+func (t *domainTable) len(d int) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.keys[d])
+}
+
+// currentEpoch returns the epoch node IDs are remembered under, first starting a new one if the
+// table holds far more domains than the cluster has nodes (hosts that left, values relabelled):
+// IDs then restart from 0 and every node is resolved again once. Called at the start of a cycle.
+func (t *domainTable) currentEpoch(liveNodes int) uint64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for d := range t.keys {
+		if len(t.keys[d]) > 2*liveNodes+64 {
+			t.epoch++
+			t.ids = [validation.MaxSpreadDimensions]map[domainKey]int32{}
+			t.keys = [validation.MaxSpreadDimensions][]domainKey{}
+			break
+		}
+	}
+	return t.epoch
+}
+
+// resolve computes a node's domain IDs (the NodeMemo's function).
+func (pl *DomainSpread) resolve(node *v1.Node, _ uint64) nodeDomains {
+	var out nodeDomains
+	for d := range out {
+		out[d] = noDomain
+	}
+	for d := range pl.dims {
+		if key, ok := pl.domainOf(d, node.Labels); ok {
+			out[d] = pl.domains.intern(d, key)
+		}
+	}
+	return out
+}
+
+// domainsOf returns the node's domain IDs, resolved once per node version and epoch.
+func (pl *DomainSpread) domainsOf(node *v1.Node, epoch uint64) nodeDomains {
+	return pl.nodeDomains.Get(node, epoch)
+}
+
 // spreadState is computed once per cycle and read by Filter and Score.
 type spreadState struct {
 	group group
-	// counts[d] maps the domains of dimension d to the group's replicas in them. In Hard mode it
-	// also holds every eligible domain (with 0), and minimum[d] is the least loaded one.
-	counts  [validation.MaxSpreadDimensions]map[domainKey]int32
+	epoch uint64
+	// counts[d][id] is the group's replicas in domain id of dimension d; IDs past the end have
+	// none. In Hard mode, domains the pod may not use hold ineligible, and minimum[d] is the
+	// count of the least loaded eligible domain.
+	counts  [validation.MaxSpreadDimensions][]int32
 	minimum [validation.MaxSpreadDimensions]int32
+}
+
+// count is the group's replicas in domain id of dimension d.
+func (s *spreadState) count(d int, id int32) int32 {
+	if id < 0 || int(id) >= len(s.counts[d]) {
+		return 0
+	}
+	return max(s.counts[d][id], 0)
 }
 
 // Clone copies the counts: preemption's AddPod/RemovePod change them on the copy.
 func (s *spreadState) Clone() fwk.StateData {
-	c := &spreadState{group: s.group, minimum: s.minimum}
-	for d, m := range s.counts {
-		if m == nil {
-			continue
-		}
-		c.counts[d] = make(map[domainKey]int32, len(m))
-		for k, v := range m {
-			c.counts[d][k] = v
-		}
+	c := &spreadState{group: s.group, epoch: s.epoch, minimum: s.minimum}
+	for d, counts := range s.counts {
+		c.counts[d] = slices.Clone(counts)
 	}
 	return c
 }
@@ -130,6 +224,9 @@ func (pl *DomainSpread) count(ctx context.Context, pod *v1.Pod, g group, eligibl
 	if err != nil {
 		return nil, err
 	}
+	s := &spreadState{group: g, epoch: pl.domains.currentEpoch(len(nodes))}
+	pl.nodeDomains.Compact(pl.sharedLister.NodeInfos())
+
 	perNode := make([]int32, len(nodes))
 	pl.parallelizer.Until(ctx, len(nodes), func(i int) {
 		var n int32
@@ -141,9 +238,12 @@ func (pl *DomainSpread) count(ctx context.Context, pod *v1.Pod, g group, eligibl
 		perNode[i] = n
 	}, Name)
 
-	s := &spreadState{group: g}
+	empty := int32(0)
+	if eligibleDomains {
+		empty = ineligible
+	}
 	for d := range pl.dims {
-		s.counts[d] = map[domainKey]int32{}
+		s.counts[d] = filled(pl.domains.len(d), empty)
 	}
 	var affinity nodeaffinity.RequiredNodeAffinity
 	if eligibleDomains {
@@ -157,10 +257,17 @@ func (pl *DomainSpread) count(ctx context.Context, pod *v1.Pod, g group, eligibl
 		if eligibleDomains && !eligible(pod, affinity, node) {
 			continue
 		}
+		ids := pl.domainsOf(node, s.epoch)
 		for d := range pl.dims {
-			if key, ok := pl.domainOf(d, node.Labels); ok {
-				s.counts[d][key] += perNode[i]
+			id := ids[d]
+			if id == noDomain {
+				continue
 			}
+			if int(id) >= len(s.counts[d]) {
+				// A domain first seen in this cycle.
+				s.counts[d] = append(s.counts[d], filled(int(id)+1-len(s.counts[d]), empty)...)
+			}
+			s.counts[d][id] = max(s.counts[d][id], 0) + perNode[i]
 		}
 	}
 	if eligibleDomains {
@@ -169,11 +276,21 @@ func (pl *DomainSpread) count(ctx context.Context, pod *v1.Pod, g group, eligibl
 	return s, nil
 }
 
+func filled(n int, v int32) []int32 {
+	out := make([]int32, n)
+	if v != 0 {
+		for i := range out {
+			out[i] = v
+		}
+	}
+	return out
+}
+
 func (s *spreadState) updateMinimum(dims int) {
 	for d := 0; d < dims; d++ {
 		first := true
 		for _, c := range s.counts[d] {
-			if first || c < s.minimum[d] {
+			if c != ineligible && (first || c < s.minimum[d]) {
 				s.minimum[d], first = c, false
 			}
 		}

@@ -51,11 +51,11 @@ func (pl *DomainSpread) adjust(state fwk.CycleState, pod *v1.Pod, nodeInfo fwk.N
 	if !s.group.counts(pod) {
 		return nil
 	}
+	ids := pl.domainsOf(nodeInfo.Node(), s.epoch)
 	for d := range pl.dims {
-		if key, ok := pl.domainOf(d, nodeInfo.Node().Labels); ok {
-			if _, eligible := s.counts[d][key]; eligible {
-				s.counts[d][key] += delta
-			}
+		// Only domains the pod may use are counted (and only they exist in Hard mode's state).
+		if id := ids[d]; id != noDomain && int(id) < len(s.counts[d]) && s.counts[d][id] != ineligible {
+			s.counts[d][id] += delta
 		}
 	}
 	s.updateMinimum(len(pl.dims))
@@ -70,21 +70,21 @@ func (pl *DomainSpread) Filter(ctx context.Context, state fwk.CycleState, _ *v1.
 	if err != nil {
 		return fwk.AsStatus(err)
 	}
-	labels := nodeInfo.Node().Labels
+	ids := pl.domainsOf(nodeInfo.Node(), s.epoch)
 	for d := range pl.dims {
-		key, ok := pl.domainOf(d, labels)
-		if !ok {
+		id := ids[d]
+		if id == noDomain {
 			if pl.rejectNodesMissingKeys {
 				pl.rejections[d].Inc()
 				return missingKeyStatus
 			}
 			continue
 		}
-		if skew := s.counts[d][key] + 1 - s.minimum[d]; skew > pl.maxSkew {
+		if skew := s.count(d, id) + 1 - s.minimum[d]; skew > pl.maxSkew {
 			pl.rejections[d].Inc()
 			if l := klog.FromContext(ctx).V(4); l.Enabled() {
 				l.Info("Node would exceed the replica skew", "plugin", Name, "node", nodeInfo.Node().Name,
-					"dimension", pl.dims[d].name, "domain", key[d], "skew", skew, "maxSkew", pl.maxSkew)
+					"dimension", pl.dims[d].name, "domain", pl.domains.value(d, id), "skew", skew, "maxSkew", pl.maxSkew)
 			}
 			return skewStatus
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config"
 	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config/validation"
+	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
 )
 
 // Name is the plugin's name in the registry and in scheduler configurations.
@@ -38,6 +39,10 @@ type DomainSpread struct {
 	rejections   []metrics.CounterMetric
 	sharedLister framework.SharedLister
 	parallelizer parallelize.Parallelizer
+
+	// domains numbers the domains; nodeDomains remembers each node version's domain IDs.
+	domains     domainTable
+	nodeDomains *pool.NodeMemo[uint64, nodeDomains]
 }
 
 var (
@@ -77,5 +82,6 @@ func New(_ context.Context, obj runtime.Object, h framework.Handle) (framework.P
 		pl.dims = append(pl.dims, dimension{name: d.Name, keys: append([]string(nil), d.LabelKeys...), joint: d.Joint})
 	}
 	pl.rejections = rejectionCounters(pl.dims)
+	pl.nodeDomains = pool.NewNodeMemo(pl.resolve)
 	return pl, nil
 }

@@ -563,3 +563,67 @@ func TestNewValidatesArgs(t *testing.T) {
 		t.Error("New accepted mode Sometimes")
 	}
 }
+
+// scoreAll runs a scoring cycle for pod and returns the raw score per node name.
+func scoreAll(t *testing.T, ctx context.Context, pl *DomainSpread, pod *v1.Pod) map[string]int64 {
+	t.Helper()
+	infos, err := pl.sharedLister.NodeInfos().List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := framework.NewCycleState()
+	if s := pl.PreScore(ctx, state, pod, infos); !s.IsSuccess() {
+		t.Fatal(s)
+	}
+	out := map[string]int64{}
+	for _, ni := range infos {
+		raw, s := pl.Score(ctx, state, pod, ni)
+		if !s.IsSuccess() {
+			t.Fatal(s)
+		}
+		out[ni.Node().Name] = raw
+	}
+	return out
+}
+
+// TestNodeUpdatesAndDomainChurn: domains are remembered per node object, so a node that moves
+// to another domain (a new object, as the scheduler's cache delivers it) is counted in its new
+// domain; and when far more domains were seen than nodes exist (hosts that came and went), the
+// domain table starts over without changing any score.
+func TestNodeUpdatesAndDomainChurn(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	nodes := []*v1.Node{node("a", "0", "0"), node("b", "0", "1"), node("c", "1", "0")}
+	pods := []*v1.Pod{replica("r1", "rs", "a")}
+	args := defaultArgs()
+	args.Dimensions = args.Dimensions[:2] // fault and update domain
+	pl := newTestPlugin(t, ctx, args, pods, nodes)
+	pod := replica("new", "rs", "")
+
+	before := scoreAll(t, ctx, pl, pod)
+	// a holds the replica: its FD and UD are loaded; c shares neither, b shares the FD.
+	if !(before["c"] < before["b"] && before["b"] < before["a"]) {
+		t.Fatalf("scores before the update: %v, want c < b < a", before)
+	}
+
+	// Node a moves to fault domain 1 and update domain 1: c now shares its FD, b its UD.
+	moved := nodes[0].DeepCopy()
+	moved.Labels[fdKey], moved.Labels[udKey] = "1", "1"
+	pl.sharedLister = cache.NewSnapshot(pods, []*v1.Node{moved, nodes[1], nodes[2]})
+	after := scoreAll(t, ctx, pl, pod)
+	if !(after["b"] < after["c"]) {
+		t.Errorf("scores after node a moved to FD 1: %v, want b (FD 0) < c (FD 1)", after)
+	}
+
+	// Resolve hundreds of short-lived hosts: the next cycle starts a new epoch of domain IDs.
+	epoch := pl.domains.epoch
+	for i := range 500 {
+		pl.domainsOf(node(fmt.Sprintf("gone-%d", i), "0", fmt.Sprint(i)), epoch)
+	}
+	again := scoreAll(t, ctx, pl, pod)
+	if pl.domains.epoch == epoch {
+		t.Errorf("domain table not reset after %d update domains for 3 nodes", pl.domains.len(1))
+	}
+	if diff := cmp.Diff(after, again); diff != "" {
+		t.Errorf("scores changed by the reset (-before +after):\n%s", diff)
+	}
+}

@@ -47,15 +47,15 @@ func (pl *DomainSpread) PreScore(ctx context.Context, state fwk.CycleState, pod 
 		}
 	}
 	s := &scoreState{spreadState: counts}
-	for d := range pl.dims {
-		first := true
-		for _, ni := range nodes {
-			key, ok := pl.domainOf(d, ni.Node().Labels)
-			if !ok {
+	var seen [validation.MaxSpreadDimensions]bool
+	for _, ni := range nodes {
+		ids := pl.domainsOf(ni.Node(), counts.epoch)
+		for d := range pl.dims {
+			if ids[d] == noDomain {
 				continue
 			}
-			if c := counts.counts[d][key]; first || c < s.ignored[d] {
-				s.ignored[d], first = c, false
+			if c := counts.count(d, ids[d]); !seen[d] || c < s.ignored[d] {
+				s.ignored[d], seen[d] = c, true
 			}
 		}
 	}
@@ -72,12 +72,12 @@ func (pl *DomainSpread) Score(_ context.Context, state fwk.CycleState, _ *v1.Pod
 		return 0, fwk.AsStatus(fmt.Errorf("%s: reading cycle state: %w", Name, err))
 	}
 	s := c.(*scoreState)
-	labels := nodeInfo.Node().Labels
+	ids := pl.domainsOf(nodeInfo.Node(), s.epoch)
 	var raw int64
 	for d := range pl.dims {
 		n := s.ignored[d]
-		if key, ok := pl.domainOf(d, labels); ok {
-			n = s.counts[d][key]
+		if ids[d] != noDomain {
+			n = s.count(d, ids[d])
 		}
 		raw = raw<<countBits | int64(min(n, maxCount))
 	}

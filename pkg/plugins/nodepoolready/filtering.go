@@ -26,6 +26,9 @@ func (pl *NodePoolReady) PreFilter(_ context.Context, state fwk.CycleState, pod 
 	if pl.ignoreDaemonSetPods && isExempt(pod) {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
+	if pl.snapshot != nil {
+		pl.verdicts.Compact(pl.snapshot)
+	}
 	state.Write(preFilterStateKey, &preFilterState{labelSets: pl.labelSets.current()})
 	return nil, nil
 }
@@ -33,14 +36,15 @@ func (pl *NodePoolReady) PreFilter(_ context.Context, state fwk.CycleState, pod 
 // PreFilterExtensions returns nil: readiness does not depend on other pods.
 func (pl *NodePoolReady) PreFilterExtensions() framework.PreFilterExtensions { return nil }
 
-// Filter rejects nodes that are not ready. O(labels of the node's pool) and no allocation per node.
+// Filter rejects nodes that are not ready. A node is judged once per version of the node and of
+// the label sets (pl.verdicts); no allocation per node unless the node changed.
 func (pl *NodePoolReady) Filter(ctx context.Context, state fwk.CycleState, _ *v1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
 	s, err := getPreFilterState(state)
 	if err != nil {
 		return fwk.AsStatus(err)
 	}
 	node := nodeInfo.Node()
-	v := pl.gate.Check(node.Labels, node.Annotations, s.labelSets)
+	v := pl.verdicts.Get(node, s.labelSets)
 	if v.Ready() {
 		return nil
 	}

@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/klog/v2"
@@ -27,6 +28,9 @@ type NodePoolReady struct {
 	ignoreDaemonSetPods bool
 	handle              framework.Handle
 	waiting             waitingPods
+	// verdicts remembers gate.Check per node version and label-set index.
+	verdicts *pool.NodeMemo[*pool.LabelSets, pool.Verdict]
+	snapshot pool.NodeGetter
 }
 
 var (
@@ -54,6 +58,9 @@ func New(ctx context.Context, obj runtime.Object, h framework.Handle) (framework
 	idx := newLabelSetIndex(args.LabelSetNamespace)
 	pl := newPlugin(args, idx)
 	pl.handle = h
+	if h.SnapshotSharedLister() != nil {
+		pl.snapshot = h.SnapshotSharedLister().NodeInfos()
+	}
 	logger := klog.FromContext(ctx)
 	idx.onInformerChange = func() { pl.activateWaiting(logger) }
 	if err := idx.startInformer(ctx, h.KubeConfig()); err != nil {
@@ -63,7 +70,7 @@ func New(ctx context.Context, obj runtime.Object, h framework.Handle) (framework
 }
 
 func newPlugin(args *config.NodePoolReadyArgs, idx *labelSetIndex) *NodePoolReady {
-	return &NodePoolReady{
+	pl := &NodePoolReady{
 		gate: pool.Gate{
 			Identity:              pool.NewIdentity(args.PoolLabelKeys),
 			UnknownPoolPolicy:     args.UnknownPoolPolicy,
@@ -73,6 +80,10 @@ func newPlugin(args *config.NodePoolReadyArgs, idx *labelSetIndex) *NodePoolRead
 		labelSets:           idx,
 		ignoreDaemonSetPods: args.IgnoreDaemonSetPods,
 	}
+	pl.verdicts = pool.NewNodeMemo(func(node *v1.Node, sets *pool.LabelSets) pool.Verdict {
+		return pl.gate.Check(node.Labels, node.Annotations, sets)
+	})
+	return pl
 }
 
 func getArgs(obj runtime.Object) (*config.NodePoolReadyArgs, error) {

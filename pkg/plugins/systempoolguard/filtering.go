@@ -16,6 +16,7 @@ func (pl *SystemPoolGuard) PreFilter(_ context.Context, _ fwk.CycleState, pod *v
 	if pl.policy.IsSystemPod(pod) {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
+	pl.compact()
 	return nil, nil
 }
 
@@ -26,7 +27,7 @@ func (pl *SystemPoolGuard) PreFilterExtensions() framework.PreFilterExtensions {
 // preempting pods cannot turn a system node into a user node.
 func (pl *SystemPoolGuard) Filter(ctx context.Context, _ fwk.CycleState, _ *v1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
 	node := nodeInfo.Node()
-	reason := pl.policy.SystemNode(node.Labels)
+	reason := pl.systemNode(node)
 	if reason == pool.NotSystemNode {
 		return nil
 	}

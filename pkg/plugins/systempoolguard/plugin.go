@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 
+	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -28,6 +29,9 @@ const ErrReasonSystemPool = "node is in the system pool"
 // SystemPoolGuard filters system nodes out for user pods and steers system pods to them.
 type SystemPoolGuard struct {
 	policy pool.SystemPolicy
+	// systemNodes remembers policy.SystemNode per node version.
+	systemNodes *pool.NodeMemo[struct{}, pool.SystemNodeReason]
+	snapshot    pool.NodeGetter
 }
 
 var (
@@ -42,7 +46,7 @@ var (
 func (pl *SystemPoolGuard) Name() string { return Name }
 
 // New builds the plugin from its args.
-func New(_ context.Context, obj runtime.Object, _ framework.Handle) (framework.Plugin, error) {
+func New(_ context.Context, obj runtime.Object, h framework.Handle) (framework.Plugin, error) {
 	args, ok := obj.(*config.SystemPoolGuardArgs)
 	if !ok {
 		return nil, fmt.Errorf("%s: want args of type SystemPoolGuardArgs, got %T", Name, obj)
@@ -51,7 +55,14 @@ func New(_ context.Context, obj runtime.Object, _ framework.Handle) (framework.P
 		return nil, err
 	}
 	registerMetrics()
-	return newPlugin(args)
+	pl, err := newPlugin(args)
+	if err != nil {
+		return nil, err
+	}
+	if h != nil && h.SnapshotSharedLister() != nil {
+		pl.snapshot = h.SnapshotSharedLister().NodeInfos()
+	}
+	return pl, nil
 }
 
 func newPlugin(args *config.SystemPoolGuardArgs) (*SystemPoolGuard, error) {
@@ -62,7 +73,7 @@ func newPlugin(args *config.SystemPoolGuardArgs) (*SystemPoolGuard, error) {
 			return nil, fmt.Errorf("%s: args.systemNodeSelector: %w", Name, err)
 		}
 	}
-	return &SystemPoolGuard{policy: pool.SystemPolicy{
+	pl := &SystemPoolGuard{policy: pool.SystemPolicy{
 		Identity:        pool.NewIdentity(args.PoolLabelKeys),
 		Pools:           sets.New(args.SystemPools...),
 		NodeSelector:    selector,
@@ -70,5 +81,21 @@ func newPlugin(args *config.SystemPoolGuardArgs) (*SystemPoolGuard, error) {
 		PriorityClasses: sets.New(args.SystemPriorityClasses...),
 		TolerationKeys:  sets.New(args.SystemTolerationKeys...),
 		DaemonSetPods:   args.DaemonSetPodsAreSystemPods,
-	}}, nil
+	}}
+	pl.systemNodes = pool.NewNodeMemo(func(node *v1.Node, _ struct{}) pool.SystemNodeReason {
+		return pl.policy.SystemNode(node.Labels)
+	})
+	return pl, nil
+}
+
+// systemNode is policy.SystemNode for the node, remembered per node version.
+func (pl *SystemPoolGuard) systemNode(node *v1.Node) pool.SystemNodeReason {
+	return pl.systemNodes.Get(node, struct{}{})
+}
+
+// compact folds node versions classified in earlier cycles into the memo's read map.
+func (pl *SystemPoolGuard) compact() {
+	if pl.snapshot != nil {
+		pl.systemNodes.Compact(pl.snapshot)
+	}
 }

@@ -15,12 +15,13 @@ func (pl *SystemPoolGuard) PreScore(_ context.Context, _ fwk.CycleState, pod *v1
 	if !pl.policy.IsSystemPod(pod) {
 		return fwk.NewStatus(fwk.Skip)
 	}
+	pl.compact()
 	return nil
 }
 
 // Score gives system pods MaxNodeScore on system nodes and 0 elsewhere (already normalised).
 func (pl *SystemPoolGuard) Score(_ context.Context, _ fwk.CycleState, _ *v1.Pod, nodeInfo fwk.NodeInfo) (int64, *fwk.Status) {
-	if pl.policy.SystemNode(nodeInfo.Node().Labels) != pool.NotSystemNode {
+	if pl.systemNode(nodeInfo.Node()) != pool.NotSystemNode {
 		return framework.MaxNodeScore, nil
 	}
 	return 0, nil
