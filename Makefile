@@ -27,7 +27,7 @@ GOTEST_FLAGS ?=
 
 .PHONY: help
 help: ## Show this help.
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
 .PHONY: build
 build: binaries poolctl ## Build bin/pool-scheduler, bin/pool-labeler and bin/poolctl.
@@ -53,12 +53,34 @@ $(BIN)/etcd: go.mod go.sum
 	$(GO) build -o $(BIN)/etcd go.etcd.io/etcd/server/v3
 
 .PHONY: test
-test: unit integration e2e perf-smoke ## Unit, integration (real apiserver), end-to-end (built binaries) and the scheduler_perf smoke test.
+test: unit fuzz-smoke integration e2e perf-smoke ## Unit, fuzz smoke, integration (real apiserver), end-to-end (built binaries) and the scheduler_perf smoke test.
 
 .PHONY: unit
 unit: ## Unit tests, static checks of shipped files (Dockerfile lint, metrics docs) and benchmarks compiled (run once).
 	GOFLAGS="$(DEV_GOFLAGS)" $(GO) test $(GOTEST_FLAGS) ./pkg/... ./cmd/... ./manifests/... ./test/static/...
 	GOFLAGS="$(DEV_GOFLAGS)" $(GO) test -run='^$$' -bench=. -benchtime=1x ./pkg/... >/dev/null
+
+# Fuzz targets as package:Target; `go test -fuzz` takes one package and one target at a time.
+# Their seed corpora (f.Add and testdata/fuzz/<Target>/) run in every `go test`, so in `make unit`.
+FUZZ_TARGETS := \
+  ./pkg/pool:FuzzParseManagedLabels \
+  ./pkg/pool:FuzzPoolOf \
+  ./pkg/pool:FuzzCompileLabelSets \
+  ./pkg/apis/config/scheme:FuzzDecodePluginArgs \
+  ./pkg/simulate:FuzzParseScenario
+FUZZTIME ?= 10s
+FUZZ_SMOKE_TIME ?= 3s
+
+.PHONY: fuzz
+fuzz: ## Fuzz every target for FUZZTIME each (default 10s; e.g. FUZZTIME=1000000x). Crashers go to testdata/fuzz.
+	@for t in $(FUZZ_TARGETS); do \
+	  echo "== $${t#*:} ($${t%%:*}), $(FUZZTIME)"; \
+	  GOFLAGS="$(DEV_GOFLAGS)" $(GO) test $${t%%:*} -run='^$$' -fuzz="^$${t#*:}$$" -fuzztime=$(FUZZTIME) -timeout=0; \
+	done
+
+.PHONY: fuzz-smoke
+fuzz-smoke: ## A few seconds of fuzzing per target (FUZZ_SMOKE_TIME), as make test runs it.
+	$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZ_SMOKE_TIME)
 
 .PHONY: integration
 integration: etcd ## Plugins in process against kube-apiserver + etcd.
