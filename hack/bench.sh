@@ -20,7 +20,17 @@ pattern="BenchmarkPerfScheduling/.*/($(echo "$WORKLOADS" | tr ' ,' '||'))\$"
 ARTIFACTS=$ART go test ./test/perf -run='^$' -bench="$pattern" -benchtime=1ns -count="$COUNT" -timeout=120m \
   -perf-scheduling-label-filter=performance -data-items-dir="$ART" | tee "$ART/perf.txt" >&2
 
+echo "== churn (count $COUNT)" >&2
+go test ./test/perf -run='^$' -bench='^BenchmarkChurn$' -benchtime=1x -count="$COUNT" -timeout=60m 2>/dev/null \
+  | grep -E '^BenchmarkChurn' | tee "$ART/churn.txt" >&2
+
 go run ./hack/perfreport -artifacts "$ART" > "$ART/perf.md"
+# Churn: label-to-bind latency of gated pods (mean over runs, and the worst run's p99).
+churn_md=$(awk '
+  { for (i = 1; i < NF; i++) { if ($(i+1) == "label-to-bind-p50-ms") { p50 += $i }
+                               if ($(i+1) == "label-to-bind-p99-ms") { p99 += $i; if ($i > worst) worst = $i } }
+    n++ }
+  END { if (n) printf "| %d | %.0f ms | %.0f ms | %.0f ms |\n", n, p50 / n, p99 / n, worst }' "$ART/churn.txt")
 go run golang.org/x/perf/cmd/benchstat@v0.0.0-20250813145340-8cd2bdc1c2ed "$ART/micro.txt" > "$ART/micro-benchstat.txt" 2>/dev/null || cp "$ART/micro.txt" "$ART/micro-benchstat.txt"
 
 {
@@ -29,6 +39,12 @@ go run golang.org/x/perf/cmd/benchstat@v0.0.0-20250813145340-8cd2bdc1c2ed "$ART/
   echo "Measured $(date -u +%F) on $(nproc) cores, $(go version | cut -d' ' -f3), k8s.io/kubernetes $(grep '^KUBE_VERSION' hack/versions.env | cut -d= -f2)."
   echo "Command: \`WORKLOADS=\"$WORKLOADS\" COUNT=$COUNT make bench\`."
   cat "$ART/perf.md"
+  echo
+  echo "### Churn: gated pods, label-to-bind latency (\`BenchmarkChurn\`, \`test/perf/config/churn.yaml\`)"
+  echo
+  echo "| runs | p50 (mean) | p99 (mean) | p99 (worst run) |"
+  echo "|---|---|---|---|"
+  echo "$churn_md"
   echo
   echo "### Plugin microbenchmarks (5000 nodes per op; see each plugin's README)"
   echo

@@ -291,10 +291,13 @@ func join(ctx context.Context, cs kubernetes.Interface, p *Pool, start time.Time
 			return err
 		}
 		applyLabelSet(node, p)
+		// Latency counts from the moment the labels are sent: a pod may bind before the update's
+		// response arrives.
+		sent := time.Now()
 		if _, err := cs.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err != nil {
 			return fmt.Errorf("labelling node %s: %w", name, err)
 		}
-		labelledAt.Store(name, time.Now())
+		labelledAt.Store(name, sent)
 	}
 	return nil
 }

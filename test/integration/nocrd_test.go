@@ -28,6 +28,9 @@ type kubeConfigHandle struct {
 
 func (h kubeConfigHandle) KubeConfig() *rest.Config { return h.cfg }
 
+// SnapshotSharedLister: none, so the plugin's node memo is never compacted (it still answers).
+func (h kubeConfigHandle) SnapshotSharedLister() framework.SharedLister { return nil }
+
 // TestNodePoolReadyWithoutCRD: on a cluster without the NodePoolLabelSet CRD the plugin starts
 // (it does not wait for an informer that cannot sync) and enforces what it can: required keys.
 func TestNodePoolReadyWithoutCRD(t *testing.T) {

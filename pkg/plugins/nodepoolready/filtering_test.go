@@ -82,14 +82,14 @@ func TestFilter(t *testing.T) {
 			sets:       []*labelsv1alpha1.NodePoolLabelSet{spot},
 			pod:        pod,
 			node:       st.MakeNode().Name("n").Label(poolKey, "spot").Obj(),
-			wantFilter: fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "node's pool labels are not applied yet").WithPlugin(Name),
+			wantFilter: fwk.NewStatus(fwk.Pending, "node's pool labels are not applied yet").WithPlugin(Name),
 		},
 		{
 			name:       "unknown pool with a set present",
 			sets:       []*labelsv1alpha1.NodePoolLabelSet{spot},
 			pod:        pod,
 			node:       st.MakeNode().Name("n").Obj(),
-			wantFilter: fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "node is not in a known pool").WithPlugin(Name),
+			wantFilter: fwk.NewStatus(fwk.Pending, "node is not in a known pool").WithPlugin(Name),
 		},
 		{
 			name: "unknown pool on a cluster without sets",
@@ -103,7 +103,7 @@ func TestFilter(t *testing.T) {
 			},
 			pod:        pod,
 			node:       st.MakeNode().Name("n").Label(poolKey, "general").Obj(),
-			wantFilter: fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "node is missing a required label").WithPlugin(Name),
+			wantFilter: fwk.NewStatus(fwk.Pending, "node is missing a required label").WithPlugin(Name),
 		},
 		{
 			name:          "DaemonSet pods are exempt by default",
@@ -118,7 +118,7 @@ func TestFilter(t *testing.T) {
 			sets:       []*labelsv1alpha1.NodePoolLabelSet{spot},
 			pod:        dsPod,
 			node:       st.MakeNode().Name("n").Label(poolKey, "spot").Obj(),
-			wantFilter: fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "node's pool labels are not applied yet").WithPlugin(Name),
+			wantFilter: fwk.NewStatus(fwk.Pending, "node's pool labels are not applied yet").WithPlugin(Name),
 		},
 		{
 			name:       "set in another namespace is ignored when a namespace is configured",
