@@ -11,9 +11,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sync/errgroup"
 	"k8s.io/klog/v2"
 
 	"github.com/pool-scheduler/pool-scheduler/pkg/simulate"
@@ -37,6 +39,7 @@ func newSimulateCommand() *cobra.Command {
 		scenarios []string
 		out       string
 		verbose   bool
+		parallel  int
 	)
 	cmd := &cobra.Command{
 		Use:   "simulate",
@@ -67,23 +70,16 @@ func newSimulateCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			ctx := cmd.Context()
-			progress := newProgress(cmd.ErrOrStderr())
-			var comparisons []*simulate.Comparison
-			start := time.Now()
-			for _, sc := range loaded {
-				c := &simulate.Comparison{Scenario: sc.Name, Description: sc.Description}
-				for _, mode := range modes {
-					res, err := simulate.Run(ctx, sc, mode, simulate.Options{Log: logOut, Progress: progress.line})
-					if err != nil {
-						progress.done()
-						return fmt.Errorf("scenario %s under %s: %w", sc.Name, mode.Name, err)
-					}
-					c.Results = append(c.Results, res)
-				}
-				comparisons = append(comparisons, c)
+			if parallel < 1 {
+				return fmt.Errorf("--parallel must be at least 1, got %d", parallel)
 			}
+			progress := newProgress(cmd.ErrOrStderr())
+			start := time.Now()
+			comparisons, err := runAll(cmd.Context(), loaded, modes, parallel, simulate.Options{Log: logOut, Progress: progress.line})
 			progress.done()
+			if err != nil {
+				return err
+			}
 			if err := simulate.WriteTable(cmd.OutOrStdout(), comparisons); err != nil {
 				return err
 			}
@@ -100,7 +96,32 @@ func newSimulateCommand() *cobra.Command {
 	cmd.Flags().StringSliceVar(&scenarios, "scenario", nil, "built-in scenario name or YAML file (repeatable); default: every built-in")
 	cmd.Flags().StringVar(&out, "out", "", "directory to write report.json and report.html to")
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "show the control plane's and schedulers' logs")
+	cmd.Flags().IntVar(&parallel, "parallel", 2, "runs at once, each on its own embedded control plane (a run mostly waits on the scenario's timeline)")
 	return cmd
+}
+
+// runAll runs every scenario under every mode, up to parallel runs at once, each on its own
+// control plane, and returns the comparisons in scenario order. The first error cancels the rest.
+func runAll(ctx context.Context, scenarios []*simulate.Scenario, modes []simulate.Mode, parallel int, opts simulate.Options) ([]*simulate.Comparison, error) {
+	comparisons := make([]*simulate.Comparison, len(scenarios))
+	for i, sc := range scenarios {
+		comparisons[i] = &simulate.Comparison{Scenario: sc.Name, Description: sc.Description, Results: make([]*simulate.Result, len(modes))}
+	}
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(parallel)
+	for i, sc := range scenarios {
+		for j, mode := range modes {
+			g.Go(func() error {
+				res, err := simulate.Run(ctx, sc, mode, opts)
+				if err != nil {
+					return fmt.Errorf("scenario %s under %s: %w", sc.Name, mode.Name, err)
+				}
+				comparisons[i].Results[j] = res
+				return nil
+			})
+		}
+	}
+	return comparisons, g.Wait()
 }
 
 func writeOutputs(dir string, comparisons []*simulate.Comparison) error {
@@ -142,7 +163,9 @@ func quietKlog() {
 }
 
 // progress rewrites one status line on a terminal, or prints lines elsewhere.
+// progress prints one status line, rewritten in place on a terminal. Runs in parallel share it.
 type progress struct {
+	mu   sync.Mutex
 	w    io.Writer
 	tty  bool
 	last int
@@ -159,6 +182,8 @@ func newProgress(w io.Writer) *progress {
 }
 
 func (p *progress) line(s string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	if !p.tty {
 		fmt.Fprintln(p.w, s)
 		return
@@ -172,6 +197,8 @@ func (p *progress) line(s string) {
 }
 
 func (p *progress) done() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	if p.tty && p.last > 0 {
 		fmt.Fprintf(p.w, "\r%s\r", strings.Repeat(" ", p.last))
 	}

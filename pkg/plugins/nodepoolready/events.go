@@ -4,6 +4,7 @@ import (
 	"context"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/util"
@@ -26,8 +27,8 @@ func (pl *NodePoolReady) EventsToRegister(_ context.Context) ([]fwk.ClusterEvent
 	}, nil
 }
 
-// isSchedulableAfterNodeChange queues the pod when a node became ready: it was added ready, or
-// it was not ready before the update and is now.
+// isSchedulableAfterNodeChange queues the pod when a node became ready (it was added ready, or
+// it was not ready before the update and is now) and the pod's required node affinity allows it.
 func (pl *NodePoolReady) isSchedulableAfterNodeChange(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
 	oldNode, newNode, err := util.As[*v1.Node](oldObj, newObj)
 	if err != nil {
@@ -40,6 +41,13 @@ func (pl *NodePoolReady) isSchedulableAfterNodeChange(logger klog.Logger, pod *v
 	}
 	if oldNode != nil && pl.gate.Check(oldNode.Labels, oldNode.Annotations, sets).Ready() {
 		// It was ready already, so it is not the node that rejected the pod.
+		return fwk.QueueSkip, nil
+	}
+	// A pod whose required node affinity excludes the now-ready node cannot use it: retrying it
+	// would only cost a cycle. (The queue retries NodePoolReady's rejections without backoff, so
+	// a spurious Queue here is a whole cycle per pending pod per node that becomes ready.)
+	if match, _ := nodeaffinity.GetRequiredNodeAffinity(pod).Match(newNode); !match {
+		logger.V(5).Info("Node became ready but the pod's node affinity excludes it", "plugin", Name, "pod", klog.KObj(pod), "node", klog.KObj(newNode))
 		return fwk.QueueSkip, nil
 	}
 	logger.V(5).Info("Node became ready", "plugin", Name, "pod", klog.KObj(pod), "node", klog.KObj(newNode))

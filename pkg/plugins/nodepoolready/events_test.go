@@ -24,11 +24,21 @@ func TestIsSchedulableAfterNodeChange(t *testing.T) {
 	staleFixed := stale.DeepCopy()
 	staleFixed.Annotations[pool.ManagedLabelsAnnotation] = `["example.com/a"]`
 
+	elsewhere := st.MakePod().NodeSelector(map[string]string{"example.com/a": "2"}).Obj()
+	avoidsSpot := st.MakePod().NodeAffinityNotIn("example.com/a", []string{"1"}).Obj()
+	wantsSpot := st.MakePod().NodeSelector(map[string]string{"example.com/a": "1"}).Obj()
+
 	tests := []struct {
 		name     string
+		pod      *v1.Pod
 		old, new *v1.Node
 		want     fwk.QueueingHint
 	}{
+		// A pod that cannot use the node once it is ready is left alone: waking it would only
+		// cost a scheduling cycle.
+		{name: "labels landed, pod selects other labels", pod: elsewhere, old: unlabelled, new: ready, want: fwk.QueueSkip},
+		{name: "labels landed, pod avoids the pool", pod: avoidsSpot, old: unlabelled, new: ready, want: fwk.QueueSkip},
+		{name: "labels landed, pod selects the pool", pod: wantsSpot, old: unlabelled, new: ready, want: fwk.Queue},
 		{name: "ready node added", new: ready, want: fwk.Queue},
 		{name: "unready node added", new: unlabelled, want: fwk.QueueSkip},
 		{name: "labels landed", old: unlabelled, new: ready, want: fwk.Queue},
@@ -45,7 +55,11 @@ func TestIsSchedulableAfterNodeChange(t *testing.T) {
 			if tt.old != nil {
 				oldObj = tt.old
 			}
-			got, err := pl.isSchedulableAfterNodeChange(logger, st.MakePod().Obj(), oldObj, tt.new)
+			pod := tt.pod
+			if pod == nil {
+				pod = st.MakePod().Obj()
+			}
+			got, err := pl.isSchedulableAfterNodeChange(logger, pod, oldObj, tt.new)
 			if err != nil {
 				t.Fatal(err)
 			}
