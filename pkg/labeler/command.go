@@ -65,6 +65,9 @@ func newControllerCommand(kubeconfig *string) *cobra.Command {
 		overwrite            bool
 		leaderElect          bool
 		leaderElectNamespace string
+		leaseDuration        time.Duration
+		renewDeadline        time.Duration
+		retryPeriod          time.Duration
 		metricsAddr          string
 		probeAddr            string
 		resync               time.Duration
@@ -75,6 +78,9 @@ func newControllerCommand(kubeconfig *string) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if errs := pool.ValidateLabelKeys(poolLabelKeys, nil); len(errs) > 0 {
 				return fmt.Errorf("--pool-label-keys: %v", errs.ToAggregate())
+			}
+			if err := validateLeaderElection(leaseDuration, renewDeadline, retryPeriod); err != nil {
+				return err
 			}
 			cfg, err := restConfig(*kubeconfig)
 			if err != nil {
@@ -99,6 +105,9 @@ func newControllerCommand(kubeconfig *string) *cobra.Command {
 				LeaderElection:          leaderElect,
 				LeaderElectionID:        "pool-labeler",
 				LeaderElectionNamespace: leaderElectNamespace,
+				LeaseDuration:           &leaseDuration,
+				RenewDeadline:           &renewDeadline,
+				RetryPeriod:             &retryPeriod,
 			})
 			if err != nil {
 				return err
@@ -121,6 +130,10 @@ func newControllerCommand(kubeconfig *string) *cobra.Command {
 	f.BoolVar(&overwrite, "overwrite-conflicts", false, "apply desired labels over values set by someone else (default: report the conflict in status and events)")
 	f.BoolVar(&leaderElect, "leader-elect", true, "elect a leader on the Lease pool-labeler, so replicas can run side by side")
 	f.StringVar(&leaderElectNamespace, "leader-elect-namespace", "", "namespace of the Lease; empty: the pod's namespace")
+	// kube-scheduler's flag names and defaults.
+	f.DurationVar(&leaseDuration, "leader-elect-lease-duration", 15*time.Second, "how long a standby waits after the last renewal before taking the Lease over")
+	f.DurationVar(&renewDeadline, "leader-elect-renew-deadline", 10*time.Second, "how long the leader keeps retrying a renewal before it gives up leading (less than the lease duration)")
+	f.DurationVar(&retryPeriod, "leader-elect-retry-period", 2*time.Second, "how often candidates try to acquire or renew the Lease")
 	f.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "address of /metrics; 0 disables")
 	f.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz; 0 disables")
 	f.DurationVar(&resync, "resync-period", 10*time.Minute, "how often every node is reconciled again, to catch anything missed")
@@ -183,4 +196,17 @@ func newDomainCommand(kubeconfig *string) *cobra.Command {
 	f.DurationVar(&interval, "recheck-interval", 5*time.Minute, "how often the labels are checked and restored")
 	f.StringVar(&onNotAzure, "on-not-azure", "exit", "what to do when the endpoint is not Azure: exit (0), idle (stay up, for DaemonSets), fail (exit 1)")
 	return cmd
+}
+
+// validateLeaderElection checks the Lease timings as client-go's leader election requires them.
+func validateLeaderElection(lease, renew, retry time.Duration) error {
+	switch {
+	case retry <= 0:
+		return fmt.Errorf("--leader-elect-retry-period must be positive, got %v", retry)
+	case float64(renew) <= 1.2*float64(retry): // client-go's leaderelection.JitterFactor
+		return fmt.Errorf("--leader-elect-renew-deadline (%v) must be greater than 1.2 x --leader-elect-retry-period (%v)", renew, retry)
+	case lease <= renew:
+		return fmt.Errorf("--leader-elect-lease-duration (%v) must be greater than --leader-elect-renew-deadline (%v)", lease, renew)
+	}
+	return nil
 }

@@ -26,8 +26,7 @@ import (
 )
 
 // TestLabelerHA runs three bin/pool-labeler controller replicas (leader election on the Lease
-// pool-scheduler/pool-labeler, controller-runtime's default timing: 15s lease, 10s renew
-// deadline, 2s retry; the binary has no flags for it) while NodePoolLabelSets change, nodes join
+// pool-scheduler/pool-labeler, with a 6s lease, 5s renew deadline and 1s retry set by flags) while NodePoolLabelSets change, nodes join
 // and nodes move between pools, SIGKILLs the leader twice (a replacement starts after each kill)
 // and checks that a standby takes over each time (takeover times are logged) and that in the end
 // every node carries exactly its pool's desired labels, no stale ones, with a managed-labels
@@ -72,7 +71,9 @@ func TestLabelerHA(t *testing.T) {
 	}
 	start := func() *util.SchedulerProcess {
 		return util.StartProcess(t, util.LabelerBinary(t), "controller", "--kubeconfig="+kubeconfig,
-			"--leader-elect-namespace="+ns, "--metrics-bind-address=0", "--health-probe-bind-address=0", "-v=2")
+			"--leader-elect-namespace="+ns, "--metrics-bind-address=0", "--health-probe-bind-address=0", "-v=2",
+			// Shorter than the 15s/10s/2s defaults, so the takeovers take seconds, not ~17 s each.
+			"--leader-elect-lease-duration=6s", "--leader-elect-renew-deadline=5s", "--leader-elect-retry-period=1s")
 	}
 	var procs []*util.SchedulerProcess
 	for i := 0; i < 3; i++ {
@@ -191,7 +192,7 @@ func TestLabelerHA(t *testing.T) {
 			t.Errorf("replica %d exited without being killed: %s", i, p.Output())
 		}
 	}
-	t.Logf("%d nodes labelled correctly after %d leader kills; takeovers (lease 15s/10s/2s):\n  %s", nodes, len(killed), strings.Join(takeovers, "\n  "))
+	t.Logf("%d nodes labelled correctly after %d leader kills; takeovers (lease 6s/5s/1s):\n  %s", nodes, len(killed), strings.Join(takeovers, "\n  "))
 }
 
 // labelProblems compares every node with its pool's NodePoolLabelSet. Nodes are created with
