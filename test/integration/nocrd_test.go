@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/rest"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
@@ -30,6 +31,9 @@ func (h kubeConfigHandle) KubeConfig() *rest.Config { return h.cfg }
 
 // SnapshotSharedLister: none, so the plugin's node memo is never compacted (it still answers).
 func (h kubeConfigHandle) SnapshotSharedLister() framework.SharedLister { return nil }
+
+// SharedInformerFactory: none, so the plugin does not watch nodes becoming ready.
+func (h kubeConfigHandle) SharedInformerFactory() informers.SharedInformerFactory { return nil }
 
 // TestNodePoolReadyWithoutCRD: on a cluster without the NodePoolLabelSet CRD the plugin starts
 // (it does not wait for an informer that cannot sync) and enforces what it can: required keys.

@@ -63,6 +63,11 @@ func New(ctx context.Context, obj runtime.Object, h framework.Handle) (framework
 	}
 	logger := klog.FromContext(ctx)
 	idx.onInformerChange = func() { pl.activateWaiting(logger) }
+	if f := h.SharedInformerFactory(); f != nil {
+		if _, err := f.Core().V1().Nodes().Informer().AddEventHandler(pl.nodeReadyHandler(logger)); err != nil {
+			return nil, fmt.Errorf("%s: watching nodes: %w", Name, err)
+		}
+	}
 	if err := idx.startInformer(ctx, h.KubeConfig()); err != nil {
 		return nil, err
 	}

@@ -53,3 +53,43 @@ func TestInformerChangeRetriesWaitingPods(t *testing.T) {
 		t.Errorf("pods activated twice: %v", h.activated)
 	}
 }
+
+// TestNodeBecomingReadyRetriesWaitingPods: pods that found no node are activated when a node they
+// may use becomes ready (or joins ready), whichever plugin refused them; pods whose node affinity
+// excludes the node stay remembered for a later node.
+func TestNodeBecomingReadyRetriesWaitingPods(t *testing.T) {
+	logger, ctx := ktesting.NewTestContext(t)
+	set := labelSet("ns", "spot", "u1", 1, map[string]labelsv1alpha1.LabelValue{"example.com/a": "1"})
+	pl := newTestPlugin(t, defaultArgs(), set)
+	h := &activator{}
+	pl.handle = h
+	handler := pl.nodeReadyHandler(logger)
+
+	wantsSpot := st.MakePod().Namespace("default").Name("wants-spot").NodeSelector(map[string]string{"example.com/a": "1"}).Obj()
+	avoidsSpot := st.MakePod().Namespace("default").Name("avoids-spot").NodeAffinityNotIn("example.com/a", []string{"1"}).Obj()
+	for _, pod := range []*v1.Pod{wantsSpot, avoidsSpot} {
+		pl.PostFilter(ctx, framework.NewCycleState(), pod, nil)
+	}
+	unlabelled := st.MakeNode().Name("spot-0").Label(poolKey, "spot").Obj()
+	ready := st.MakeNode().Name("spot-0").Label(poolKey, "spot").Label("example.com/a", "1").Obj()
+
+	handler.OnAdd(unlabelled, false)
+	if len(h.activated) != 0 {
+		t.Fatalf("an unready node joining activated %v", h.activated)
+	}
+	handler.OnUpdate(unlabelled, ready)
+	if diff := cmp.Diff([]string{"default/wants-spot"}, h.activated); diff != "" {
+		t.Errorf("activated when the labels landed (-want +got):\n%s", diff)
+	}
+	// An update of a node that was ready already changes nothing; a general node joining ready
+	// admits the pod that avoids spot.
+	h.activated = nil
+	handler.OnUpdate(ready, ready.DeepCopy())
+	if len(h.activated) != 0 {
+		t.Errorf("an update of a ready node activated %v", h.activated)
+	}
+	handler.OnAdd(st.MakeNode().Name("general-0").Label(poolKey, "general").Obj(), false)
+	if diff := cmp.Diff([]string{"default/avoids-spot"}, h.activated); diff != "" {
+		t.Errorf("activated when a ready general node joined (-want +got):\n%s", diff)
+	}
+}
