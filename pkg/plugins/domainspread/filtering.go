@@ -76,7 +76,7 @@ func (pl *DomainSpread) Filter(ctx context.Context, state fwk.CycleState, _ *v1.
 		if id == noDomain {
 			if pl.rejectNodesMissingKeys {
 				pl.rejections[d].Inc()
-				return missingKeyStatus
+				return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, ErrReasonMissingKey).WithPlugin(Name)
 			}
 			continue
 		}
@@ -86,7 +86,10 @@ func (pl *DomainSpread) Filter(ctx context.Context, state fwk.CycleState, _ *v1.
 				l.Info("Node would exceed the replica skew", "plugin", Name, "node", nodeInfo.Node().Name,
 					"dimension", pl.dims[d].name, "domain", pl.domains.value(d, id), "skew", skew, "maxSkew", pl.maxSkew)
 			}
-			return skewStatus
+			// Unschedulable, not unresolvable: preempting replicas of the group can lower the skew.
+			// A new Status per rejection: the framework writes the plugin name into it from the
+			// parallel Filter goroutines.
+			return fwk.NewStatus(fwk.Unschedulable, ErrReasonSkew).WithPlugin(Name)
 		}
 	}
 	return nil
@@ -103,9 +106,3 @@ func readState(state fwk.CycleState) (*spreadState, error) {
 	}
 	return s, nil
 }
-
-// Unschedulable, not unresolvable: preempting replicas of the group can lower the skew.
-var (
-	skewStatus       = fwk.NewStatus(fwk.Unschedulable, ErrReasonSkew).WithPlugin(Name)
-	missingKeyStatus = fwk.NewStatus(fwk.UnschedulableAndUnresolvable, ErrReasonMissingKey).WithPlugin(Name)
-)

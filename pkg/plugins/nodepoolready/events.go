@@ -10,6 +10,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/util"
 
 	labelsv1alpha1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/labels/v1alpha1"
+	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
 )
 
 // EventsToRegister returns the events that can make a node ready: node labels and annotations
@@ -27,31 +28,40 @@ func (pl *NodePoolReady) EventsToRegister(_ context.Context) ([]fwk.ClusterEvent
 	}, nil
 }
 
-// isSchedulableAfterNodeChange queues the pod when a node became ready (it was added ready, or
-// it was not ready before the update and is now) and the pod's required node affinity allows it.
+// isSchedulableAfterNodeChange queues the pod when a node became usable for it: ready, and
+// admitted by the pod's required node affinity. Both halves count: a node that turns ready but
+// is excluded by the pod's affinity would only cost a cycle (the queue retries this plugin's
+// Pending rejections without backoff), and a ready node whose selected label lands later must
+// still wake the pod, because this plugin, filtering first, may be the only one that refused it.
 func (pl *NodePoolReady) isSchedulableAfterNodeChange(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
 	oldNode, newNode, err := util.As[*v1.Node](oldObj, newObj)
 	if err != nil {
 		return fwk.Queue, err
 	}
+	if oldNode != nil && sameReadinessInputs(oldNode, newNode) {
+		return fwk.QueueSkip, nil
+	}
 	sets := pl.labelSets.current()
-	if v := pl.gate.Check(newNode.Labels, newNode.Annotations, sets); !v.Ready() {
-		logger.V(5).Info("Node is still not ready", "plugin", Name, "pod", klog.KObj(pod), "node", klog.KObj(newNode), "reason", v.Cause.String())
+	affinity := nodeaffinity.GetRequiredNodeAffinity(pod)
+	if !pl.usable(affinity, newNode, sets) {
+		logger.V(5).Info("Node is not usable for the pod", "plugin", Name, "pod", klog.KObj(pod), "node", klog.KObj(newNode))
 		return fwk.QueueSkip, nil
 	}
-	if oldNode != nil && pl.gate.Check(oldNode.Labels, oldNode.Annotations, sets).Ready() {
-		// It was ready already, so it is not the node that rejected the pod.
+	if oldNode != nil && pl.usable(affinity, oldNode, sets) {
+		// It was usable already, so it is not the node that rejected the pod.
 		return fwk.QueueSkip, nil
 	}
-	// A pod whose required node affinity excludes the now-ready node cannot use it: retrying it
-	// would only cost a cycle. (The queue retries NodePoolReady's rejections without backoff, so
-	// a spurious Queue here is a whole cycle per pending pod per node that becomes ready.)
-	if match, _ := nodeaffinity.GetRequiredNodeAffinity(pod).Match(newNode); !match {
-		logger.V(5).Info("Node became ready but the pod's node affinity excludes it", "plugin", Name, "pod", klog.KObj(pod), "node", klog.KObj(newNode))
-		return fwk.QueueSkip, nil
-	}
-	logger.V(5).Info("Node became ready", "plugin", Name, "pod", klog.KObj(pod), "node", klog.KObj(newNode))
+	logger.V(5).Info("Node became usable for the pod", "plugin", Name, "pod", klog.KObj(pod), "node", klog.KObj(newNode))
 	return fwk.Queue, nil
+}
+
+// usable reports whether node is ready by sets and admitted by the pod's required affinity.
+func (pl *NodePoolReady) usable(affinity nodeaffinity.RequiredNodeAffinity, node *v1.Node, sets *pool.LabelSets) bool {
+	if !pl.gate.Check(node.Labels, node.Annotations, sets).Ready() {
+		return false
+	}
+	match, _ := affinity.Match(node)
+	return match
 }
 
 // isSchedulableAfterLabelSetChange applies the change to the plugin's index (see labelSetIndex)

@@ -27,6 +27,9 @@ func TestIsSchedulableAfterNodeChange(t *testing.T) {
 	elsewhere := st.MakePod().NodeSelector(map[string]string{"example.com/a": "2"}).Obj()
 	avoidsSpot := st.MakePod().NodeAffinityNotIn("example.com/a", []string{"1"}).Obj()
 	wantsSpot := st.MakePod().NodeSelector(map[string]string{"example.com/a": "1"}).Obj()
+	wantsFeature := st.MakePod().NodeSelector(map[string]string{"example.com/gpu": "true"}).Obj()
+	readyWithFeature := ready.DeepCopy()
+	readyWithFeature.Labels["example.com/gpu"] = "true"
 
 	tests := []struct {
 		name     string
@@ -39,6 +42,10 @@ func TestIsSchedulableAfterNodeChange(t *testing.T) {
 		{name: "labels landed, pod selects other labels", pod: elsewhere, old: unlabelled, new: ready, want: fwk.QueueSkip},
 		{name: "labels landed, pod avoids the pool", pod: avoidsSpot, old: unlabelled, new: ready, want: fwk.QueueSkip},
 		{name: "labels landed, pod selects the pool", pod: wantsSpot, old: unlabelled, new: ready, want: fwk.Queue},
+		// The node was ready already but only now carries the label the pod selects: this plugin,
+		// filtering first, may be the only one that refused the pod, so it must wake it.
+		{name: "ready node gains the selected label", pod: wantsFeature, old: ready, new: readyWithFeature, want: fwk.Queue},
+		{name: "ready node, status-only update", pod: wantsFeature, old: readyWithFeature, new: readyWithFeature.DeepCopy(), want: fwk.QueueSkip},
 		{name: "ready node added", new: ready, want: fwk.Queue},
 		{name: "unready node added", new: unlabelled, want: fwk.QueueSkip},
 		{name: "labels landed", old: unlabelled, new: ready, want: fwk.Queue},

@@ -50,7 +50,9 @@ func (pl *NodePoolReady) Filter(ctx context.Context, state fwk.CycleState, _ *v1
 	}
 	rejections[v.Cause].Inc()
 	logDetail(klog.FromContext(ctx), node.Name, v)
-	return statuses[v.Cause]
+	// A new Status per rejection: the framework writes the plugin name into the returned status,
+	// from the parallel Filter goroutines, so a shared one would be a data race.
+	return fwk.NewStatus(fwk.Pending, v.Cause.String()).WithPlugin(Name)
 }
 
 func getPreFilterState(state fwk.CycleState) (*preFilterState, error) {
@@ -63,18 +65,10 @@ func getPreFilterState(state fwk.CycleState) (*preFilterState, error) {
 
 func isExempt(pod *v1.Pod) bool { return pool.IsDaemonSetPod(pod) }
 
-// statuses are built once: Filter returns shared, read-only statuses so rejecting allocates nothing.
-//
-// The code is Pending, the framework's code for "waiting for an external component": a node that
-// is not ready waits for its labeler, not for anything the scheduler or preemption could change.
-// Preemption only considers nodes rejected as Unschedulable, so it leaves these alone (as with
-// UnschedulableAndUnresolvable), and when this plugin's queueing hint reports that a node became
-// ready, the queue retries the pod at once instead of after its backoff, which grows to 10 s for
-// a pod that waited through several failed attempts.
-var statuses = func() map[pool.Cause]*fwk.Status {
-	m := make(map[pool.Cause]*fwk.Status, len(pool.Causes))
-	for _, c := range pool.Causes {
-		m[c] = fwk.NewStatus(fwk.Pending, c.String()).WithPlugin(Name)
-	}
-	return m
-}()
+// Not-ready nodes are refused with the code Pending, the framework's code for "waiting for an
+// external component": a node that is not ready waits for its labeler, not for anything the
+// scheduler or preemption could change. Preemption only considers nodes refused as
+// Unschedulable, so it leaves these alone (as with UnschedulableAndUnresolvable), and when this
+// plugin's queueing hint reports that a node became ready, the queue retries the pod at once
+// instead of after its backoff, which grows to 10 s for a pod that waited through several
+// failed attempts.

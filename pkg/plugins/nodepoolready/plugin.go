@@ -6,6 +6,7 @@ package nodepoolready
 import (
 	"context"
 	"fmt"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -31,6 +32,8 @@ type NodePoolReady struct {
 	// verdicts remembers gate.Check per node version and label-set index.
 	verdicts *pool.NodeMemo[*pool.LabelSets, pool.Verdict]
 	snapshot pool.NodeGetter
+	// reactivateAfter: see activateForNode (0: activate once).
+	reactivateAfter time.Duration
 }
 
 var (
@@ -84,6 +87,7 @@ func newPlugin(args *config.NodePoolReadyArgs, idx *labelSetIndex) *NodePoolRead
 		},
 		labelSets:           idx,
 		ignoreDaemonSetPods: args.IgnoreDaemonSetPods,
+		reactivateAfter:     defaultReactivateAfter,
 	}
 	pl.verdicts = pool.NewNodeMemo(func(node *v1.Node, sets *pool.LabelSets) pool.Verdict {
 		return pl.gate.Check(node.Labels, node.Annotations, sets)

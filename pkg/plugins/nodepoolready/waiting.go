@@ -2,7 +2,9 @@ package nodepoolready
 
 import (
 	"context"
+	"maps"
 	"sync"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/cache"
@@ -10,6 +12,8 @@ import (
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
+
+	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
 )
 
 // maxWaiting bounds the pods remembered between NodePoolLabelSet changes; beyond it the oldest
@@ -83,42 +87,65 @@ func (pl *NodePoolReady) activateWaiting(logger klog.Logger) {
 	}
 }
 
-// activateForNode moves the remembered pods whose required node affinity admits node, which has
-// just become ready, back to the active queue, skipping their backoff. Pods that are no longer
-// pending are not in the queue, so activating them does nothing.
-func (pl *NodePoolReady) activateForNode(logger klog.Logger, node *v1.Node) {
+// activateForNode moves the remembered pods for which node became usable (ready, and admitted by
+// the pod's required affinity; wasUsable says whether it was before) back to the active queue,
+// skipping their backoff. Pods that are no longer pending are not in the queue, so activating
+// them does nothing.
+//
+// This handler and the scheduler's own, which puts the node into its cache, run in separate
+// goroutines in no fixed order: a pod activated before the cache has the new node version is
+// refused again and starts a new backoff. So the pods are activated once more a moment later,
+// by when the cache has the node; the second activation is a no-op for pods already bound.
+func (pl *NodePoolReady) activateForNode(logger klog.Logger, node *v1.Node, wasUsable func(nodeaffinity.RequiredNodeAffinity) bool) {
 	if pl.handle == nil {
 		return
 	}
+	sets := pl.labelSets.current()
 	pods := pl.waiting.take(func(pod *v1.Pod) bool {
-		match, _ := nodeaffinity.GetRequiredNodeAffinity(pod).Match(node)
-		return match
+		affinity := nodeaffinity.GetRequiredNodeAffinity(pod)
+		return pl.usable(affinity, node, sets) && !wasUsable(affinity)
 	})
-	if len(pods) > 0 {
-		logger.V(4).Info("Node became ready, retrying waiting pods", "plugin", Name, "node", klog.KObj(node), "pods", len(pods))
-		pl.handle.Activate(logger, pods)
+	if len(pods) == 0 {
+		return
+	}
+	logger.V(4).Info("Node became usable, retrying waiting pods", "plugin", Name, "node", klog.KObj(node), "pods", len(pods))
+	pl.handle.Activate(logger, pods)
+	if pl.reactivateAfter > 0 {
+		time.AfterFunc(pl.reactivateAfter, func() { pl.handle.Activate(logger, pods) })
 	}
 }
 
-// ready reports whether the node is ready by the current label sets.
-func (pl *NodePoolReady) ready(node *v1.Node) bool {
-	return pl.gate.Check(node.Labels, node.Annotations, pl.labelSets.current()).Ready()
-}
+// defaultReactivateAfter is how long after a node became usable its waiting pods are activated
+// again, in case the first activation beat the scheduler's cache update.
+const defaultReactivateAfter = 200 * time.Millisecond
 
-// nodeReadyHandler activates waiting pods when a node is added ready or becomes ready.
+// nodeReadyHandler activates waiting pods when a node is added usable or becomes usable.
 func (pl *NodePoolReady) nodeReadyHandler(logger klog.Logger) cache.ResourceEventHandler {
+	never := func(nodeaffinity.RequiredNodeAffinity) bool { return false }
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
-			if node, ok := obj.(*v1.Node); ok && pl.ready(node) {
-				pl.activateForNode(logger, node)
+			if node, ok := obj.(*v1.Node); ok {
+				pl.activateForNode(logger, node, never)
 			}
 		},
 		UpdateFunc: func(oldObj, newObj any) {
 			oldNode, ok1 := oldObj.(*v1.Node)
 			node, ok2 := newObj.(*v1.Node)
-			if ok1 && ok2 && !pl.ready(oldNode) && pl.ready(node) {
-				pl.activateForNode(logger, node)
+			if !ok1 || !ok2 || sameReadinessInputs(oldNode, node) {
+				return
 			}
+			sets := pl.labelSets.current()
+			pl.activateForNode(logger, node, func(affinity nodeaffinity.RequiredNodeAffinity) bool {
+				return pl.usable(affinity, oldNode, sets)
+			})
 		},
 	}
+}
+
+// sameReadinessInputs reports whether an update left everything usable() reads unchanged: the
+// labels (readiness and node affinity) and the managed-labels annotation. Most node updates are
+// status heartbeats, which this skips cheaply.
+func sameReadinessInputs(oldNode, node *v1.Node) bool {
+	return maps.Equal(oldNode.Labels, node.Labels) &&
+		oldNode.Annotations[pool.ManagedLabelsAnnotation] == node.Annotations[pool.ManagedLabelsAnnotation]
 }

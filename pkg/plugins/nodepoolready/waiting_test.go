@@ -1,10 +1,15 @@
 package nodepoolready
 
 import (
+	"context"
+	"sort"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
@@ -16,13 +21,25 @@ import (
 // activator records Activate calls; the rest of the Handle is unused here.
 type activator struct {
 	framework.Handle
+	mu        sync.Mutex
 	activated []string
 }
 
 func (a *activator) Activate(_ klog.Logger, pods map[string]*v1.Pod) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	for k := range pods {
 		a.activated = append(a.activated, k)
 	}
+	sort.Strings(a.activated)
+}
+
+func (a *activator) take() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := a.activated
+	a.activated = nil
+	return out
 }
 
 func TestInformerChangeRetriesWaitingPods(t *testing.T) {
@@ -61,6 +78,7 @@ func TestNodeBecomingReadyRetriesWaitingPods(t *testing.T) {
 	logger, ctx := ktesting.NewTestContext(t)
 	set := labelSet("ns", "spot", "u1", 1, map[string]labelsv1alpha1.LabelValue{"example.com/a": "1"})
 	pl := newTestPlugin(t, defaultArgs(), set)
+	pl.reactivateAfter = 0 // TestNodeReadyActivatesTwice covers the second activation.
 	h := &activator{}
 	pl.handle = h
 	handler := pl.nodeReadyHandler(logger)
@@ -74,22 +92,54 @@ func TestNodeBecomingReadyRetriesWaitingPods(t *testing.T) {
 	ready := st.MakeNode().Name("spot-0").Label(poolKey, "spot").Label("example.com/a", "1").Obj()
 
 	handler.OnAdd(unlabelled, false)
-	if len(h.activated) != 0 {
-		t.Fatalf("an unready node joining activated %v", h.activated)
+	if got := h.take(); len(got) != 0 {
+		t.Fatalf("an unready node joining activated %v", got)
 	}
 	handler.OnUpdate(unlabelled, ready)
-	if diff := cmp.Diff([]string{"default/wants-spot"}, h.activated); diff != "" {
+	if diff := cmp.Diff([]string{"default/wants-spot"}, h.take()); diff != "" {
 		t.Errorf("activated when the labels landed (-want +got):\n%s", diff)
 	}
-	// An update of a node that was ready already changes nothing; a general node joining ready
+	// An update that leaves the labels alone changes nothing; a general node joining ready
 	// admits the pod that avoids spot.
-	h.activated = nil
 	handler.OnUpdate(ready, ready.DeepCopy())
-	if len(h.activated) != 0 {
-		t.Errorf("an update of a ready node activated %v", h.activated)
+	if got := h.take(); len(got) != 0 {
+		t.Errorf("a status-only update of a ready node activated %v", got)
 	}
 	handler.OnAdd(st.MakeNode().Name("general-0").Label(poolKey, "general").Obj(), false)
-	if diff := cmp.Diff([]string{"default/avoids-spot"}, h.activated); diff != "" {
+	if diff := cmp.Diff([]string{"default/avoids-spot"}, h.take()); diff != "" {
 		t.Errorf("activated when a ready general node joined (-want +got):\n%s", diff)
+	}
+
+	// A ready node that gains the label a waiting pod selects wakes it too.
+	wantsGPU := st.MakePod().Namespace("default").Name("wants-gpu").NodeSelector(map[string]string{"example.com/gpu": "true"}).Obj()
+	pl.PostFilter(ctx, framework.NewCycleState(), wantsGPU, nil)
+	withGPU := ready.DeepCopy()
+	withGPU.Labels["example.com/gpu"] = "true"
+	handler.OnUpdate(ready, withGPU)
+	if diff := cmp.Diff([]string{"default/wants-gpu"}, h.take()); diff != "" {
+		t.Errorf("activated when a ready node gained the selected label (-want +got):\n%s", diff)
+	}
+}
+
+// TestNodeReadyActivatesTwice: the pods are activated again shortly after a node became usable,
+// in case the first activation was handled before the scheduler's cache had the node.
+func TestNodeReadyActivatesTwice(t *testing.T) {
+	logger, ctx := ktesting.NewTestContext(t)
+	pl := newTestPlugin(t, defaultArgs())
+	pl.reactivateAfter = 10 * time.Millisecond
+	h := &activator{}
+	pl.handle = h
+	pl.PostFilter(ctx, framework.NewCycleState(), st.MakePod().Namespace("default").Name("p").Obj(), nil)
+	pl.nodeReadyHandler(logger).OnAdd(st.MakeNode().Name("n").Label(poolKey, "general").Obj(), false)
+	err := wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return len(h.activated) == 2, nil
+	})
+	if err != nil {
+		t.Fatalf("activations: %v, want the pod twice", h.take())
+	}
+	if diff := cmp.Diff([]string{"default/p", "default/p"}, h.take()); diff != "" {
+		t.Errorf("activations (-want +got):\n%s", diff)
 	}
 }

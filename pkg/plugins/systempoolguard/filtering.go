@@ -35,7 +35,7 @@ func (pl *SystemPoolGuard) Filter(ctx context.Context, _ fwk.CycleState, _ *v1.P
 	if l := klog.FromContext(ctx).V(4); l.Enabled() {
 		l.Info("User pod refused on a system node", "plugin", Name, "node", node.Name, "by", reasonLabel(reason))
 	}
-	return rejectedStatus
+	// A new Status per rejection: the framework writes the plugin name into it from the parallel
+	// Filter goroutines, so a shared one would be a data race.
+	return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, ErrReasonSystemPool).WithPlugin(Name)
 }
-
-var rejectedStatus = fwk.NewStatus(fwk.UnschedulableAndUnresolvable, ErrReasonSystemPool).WithPlugin(Name)
