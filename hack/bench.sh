@@ -10,6 +10,7 @@ ART=$PWD/artifacts/bench
 rm -rf "$ART" && mkdir -p "$ART"
 export PATH="$PWD/bin:$PATH"
 # Measure optimised code: drop make's test-build flags (no inlining) if inherited.
+GOFLAGS="${GOFLAGS:-}"
 export GOFLAGS="${GOFLAGS//-gcflags=all=-l/}"
 
 echo "== microbenchmarks" >&2
