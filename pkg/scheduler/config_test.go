@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/client-go/informers"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
 	schedvalidation "k8s.io/kubernetes/pkg/scheduler/apis/config/validation"
 	"k8s.io/kubernetes/pkg/scheduler/backend/cache"
@@ -32,7 +33,9 @@ func loadLikeTheBinary(ctx context.Context, t *testing.T, path, plugin string) e
 	if err := schedvalidation.ValidateKubeSchedulerConfiguration(cfg); err != nil {
 		return err
 	}
-	handle, err := frameworkruntime.NewFramework(ctx, nil, nil, frameworkruntime.WithSnapshotSharedLister(cache.NewSnapshot(nil, nil)))
+	// An informer factory without a client: DomainSpread registers a pod handler; nothing starts it.
+	handle, err := frameworkruntime.NewFramework(ctx, nil, nil, frameworkruntime.WithSnapshotSharedLister(cache.NewSnapshot(nil, nil)),
+		frameworkruntime.WithInformerFactory(informers.NewSharedInformerFactory(nil, 0)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -71,17 +71,15 @@ type filterer interface {
 
 func benchPlugins(b *testing.B, mode config.SpreadMode, pods []*v1.Pod, nodes []*v1.Node) (context.Context, *DomainSpread, framework.Plugin, []fwk.NodeInfo) {
 	b.Helper()
-	ctx := klog.NewContext(context.Background(), klogtesting.NewLogger(b, klogtesting.NewConfig(klogtesting.Verbosity(2))))
+	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), klogtesting.NewLogger(b, klogtesting.NewConfig(klogtesting.Verbosity(2)))))
+	b.Cleanup(cancel)
 	snapshot := cache.NewSnapshot(pods, nodes)
-	fh, err := frameworkruntime.NewFramework(ctx, nil, nil, frameworkruntime.WithSnapshotSharedLister(snapshot))
-	if err != nil {
-		b.Fatal(err)
-	}
 	args := defaultArgs()
 	args.Mode = mode
 	// Fault and update domain, like the two constraints PodTopologySpread gets.
 	args.Dimensions = args.Dimensions[:2]
-	ds, err := New(ctx, args, fh)
+	ds := newPlugin(b, ctx, args, pods, snapshot)
+	fh, err := frameworkruntime.NewFramework(ctx, nil, nil, frameworkruntime.WithSnapshotSharedLister(snapshot))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -94,7 +92,7 @@ func benchPlugins(b *testing.B, mode config.SpreadMode, pods []*v1.Pod, nodes []
 	if err != nil {
 		b.Fatal(err)
 	}
-	return ctx, ds.(*DomainSpread), pts, infos
+	return ctx, ds, pts, infos
 }
 
 // BenchmarkScoreCycle times one scoring cycle (PreScore, Score on 5000 nodes, NormalizeScore)

@@ -213,30 +213,23 @@ func (s *spreadState) Clone() fwk.StateData {
 	return c
 }
 
-// count builds the state for pod's group from the snapshot. Pods are counted per node in
-// parallel into a slice (no locks), then folded into domains. With eligibleDomains (Hard mode),
-// every domain of a node the pod may use is recorded, empty ones included, and only pods on such
-// nodes count. A node the pod may use matches its required node affinity, is not cordoned and
-// has no NoSchedule/NoExecute taint the pod does not tolerate (PodTopologySpread's
-// nodeTaintsPolicy: Honor): an empty domain the pod can never reach must not hold it back.
+// count builds the state for pod's group: its replicas per domain, from the replica index and
+// the snapshot's nodes. With eligibleDomains (Hard mode), every domain of a node the pod may use
+// is recorded, empty ones included, and only replicas on such nodes count. A node the pod may
+// use matches its required node affinity, is not cordoned and has no NoSchedule/NoExecute taint
+// the pod does not tolerate (PodTopologySpread's nodeTaintsPolicy: Honor): an empty domain the
+// pod can never reach must not hold it back.
 func (pl *DomainSpread) count(ctx context.Context, pod *v1.Pod, g group, eligibleDomains bool) (*spreadState, error) {
-	nodes, err := pl.sharedLister.NodeInfos().List()
+	if err := pl.replicas.waitForSync(ctx); err != nil {
+		return nil, err
+	}
+	nodeInfos := pl.sharedLister.NodeInfos()
+	nodes, err := nodeInfos.List()
 	if err != nil {
 		return nil, err
 	}
 	s := &spreadState{group: g, epoch: pl.domains.currentEpoch(len(nodes))}
-	pl.nodeDomains.Compact(pl.sharedLister.NodeInfos())
-
-	perNode := make([]int32, len(nodes))
-	pl.parallelizer.Until(ctx, len(nodes), func(i int) {
-		var n int32
-		for _, pi := range nodes[i].GetPods() {
-			if g.counts(pi.GetPod()) {
-				n++
-			}
-		}
-		perNode[i] = n
-	}, Name)
+	pl.nodeDomains.Compact(nodeInfos)
 
 	empty := int32(0)
 	if eligibleDomains {
@@ -248,32 +241,44 @@ func (pl *DomainSpread) count(ctx context.Context, pod *v1.Pod, g group, eligibl
 	var affinity nodeaffinity.RequiredNodeAffinity
 	if eligibleDomains {
 		affinity = nodeaffinity.GetRequiredNodeAffinity(pod)
+		for _, ni := range nodes {
+			if node := ni.Node(); eligible(pod, affinity, node) {
+				pl.addReplicas(s, pl.domainsOf(node, s.epoch), 0, empty)
+			}
+		}
 	}
-	for i, ni := range nodes {
-		if perNode[i] == 0 && !eligibleDomains {
-			continue
+	pl.replicas.each(g, func(nodeName string, replicas int32) {
+		ni, err := nodeInfos.Get(nodeName)
+		if err != nil || ni.Node() == nil {
+			// The node left, or the snapshot does not have it yet: like its pods.
+			return
 		}
 		node := ni.Node()
 		if eligibleDomains && !eligible(pod, affinity, node) {
-			continue
+			return
 		}
-		ids := pl.domainsOf(node, s.epoch)
-		for d := range pl.dims {
-			id := ids[d]
-			if id == noDomain {
-				continue
-			}
-			if int(id) >= len(s.counts[d]) {
-				// A domain first seen in this cycle.
-				s.counts[d] = append(s.counts[d], filled(int(id)+1-len(s.counts[d]), empty)...)
-			}
-			s.counts[d][id] = max(s.counts[d][id], 0) + perNode[i]
-		}
-	}
+		pl.addReplicas(s, pl.domainsOf(node, s.epoch), replicas, empty)
+	})
 	if eligibleDomains {
 		s.updateMinimum(len(pl.dims))
 	}
 	return s, nil
+}
+
+// addReplicas adds replicas to the node's domain of every dimension, recording the domain
+// (empty is what an unrecorded domain holds).
+func (pl *DomainSpread) addReplicas(s *spreadState, ids nodeDomains, replicas, empty int32) {
+	for d := range pl.dims {
+		id := ids[d]
+		if id == noDomain {
+			continue
+		}
+		if int(id) >= len(s.counts[d]) {
+			// A domain first seen in this cycle.
+			s.counts[d] = append(s.counts[d], filled(int(id)+1-len(s.counts[d]), empty)...)
+		}
+		s.counts[d][id] = max(s.counts[d][id], 0) + replicas
+	}
 }
 
 func filled(n int, v int32) []int32 {

@@ -10,8 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/component-base/metrics"
+	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
-	"k8s.io/kubernetes/pkg/scheduler/framework/parallelize"
 
 	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config"
 	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config/validation"
@@ -38,11 +38,12 @@ type DomainSpread struct {
 
 	rejections   []metrics.CounterMetric
 	sharedLister framework.SharedLister
-	parallelizer parallelize.Parallelizer
 
 	// domains numbers the domains; nodeDomains remembers each node version's domain IDs.
 	domains     domainTable
 	nodeDomains *pool.NodeMemo[uint64, nodeDomains]
+	// replicas counts every workload's replicas per node.
+	replicas *replicaIndex
 }
 
 var (
@@ -51,6 +52,7 @@ var (
 	_ framework.PreScorePlugin    = &DomainSpread{}
 	_ framework.ScorePlugin       = &DomainSpread{}
 	_ framework.ScoreExtensions   = &DomainSpread{}
+	_ framework.ReservePlugin     = &DomainSpread{}
 	_ framework.EnqueueExtensions = &DomainSpread{}
 )
 
@@ -58,7 +60,7 @@ var (
 func (pl *DomainSpread) Name() string { return Name }
 
 // New builds the plugin from its args.
-func New(_ context.Context, obj runtime.Object, h framework.Handle) (framework.Plugin, error) {
+func New(ctx context.Context, obj runtime.Object, h framework.Handle) (framework.Plugin, error) {
 	args, ok := obj.(*config.DomainSpreadArgs)
 	if !ok {
 		return nil, fmt.Errorf("%s: want args of type DomainSpreadArgs, got %T", Name, obj)
@@ -69,6 +71,9 @@ func New(_ context.Context, obj runtime.Object, h framework.Handle) (framework.P
 	if h.SnapshotSharedLister() == nil {
 		return nil, fmt.Errorf("%s: the framework has no snapshot lister", Name)
 	}
+	if h.SharedInformerFactory() == nil {
+		return nil, fmt.Errorf("%s: the framework has no informer factory", Name)
+	}
 	registerMetrics()
 	pl := &DomainSpread{
 		hard:                      args.Mode == config.SpreadHard,
@@ -76,12 +81,19 @@ func New(_ context.Context, obj runtime.Object, h framework.Handle) (framework.P
 		spreadPodsWithConstraints: args.SpreadPodsWithConstraints,
 		rejectNodesMissingKeys:    args.RejectNodesMissingKeys,
 		sharedLister:              h.SnapshotSharedLister(),
-		parallelizer:              h.Parallelizer(),
 	}
 	for _, d := range args.Dimensions {
 		pl.dims = append(pl.dims, dimension{name: d.Name, keys: append([]string(nil), d.LabelKeys...), joint: d.Joint})
 	}
 	pl.rejections = rejectionCounters(pl.dims)
 	pl.nodeDomains = pool.NewNodeMemo(pl.resolve)
+	pl.replicas = newReplicaIndex()
+	// The scheduler's pod informer (succeeded and failed pods filtered out); the scheduler
+	// starts it after building its profiles.
+	reg, err := h.SharedInformerFactory().Core().V1().Pods().Informer().AddEventHandler(pl.replicas.handler(klog.FromContext(ctx)))
+	if err != nil {
+		return nil, fmt.Errorf("%s: watching pods: %w", Name, err)
+	}
+	pl.replicas.registration = reg
 	return pl, nil
 }

@@ -9,7 +9,10 @@ import (
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/backend/cache"
@@ -38,7 +41,20 @@ func defaultArgs() *config.DomainSpreadArgs {
 
 func newTestPlugin(tb testing.TB, ctx context.Context, args *config.DomainSpreadArgs, pods []*v1.Pod, nodes []*v1.Node) *DomainSpread {
 	tb.Helper()
-	fh, err := frameworkruntime.NewFramework(ctx, nil, nil, frameworkruntime.WithSnapshotSharedLister(cache.NewSnapshot(pods, nodes)))
+	return newPlugin(tb, ctx, args, pods, cache.NewSnapshot(pods, nodes))
+}
+
+// newPlugin builds the plugin on snapshot, with its replica index fed by an informer over a fake
+// clientset holding pods, and waits for the index to have them.
+func newPlugin(tb testing.TB, ctx context.Context, args *config.DomainSpreadArgs, pods []*v1.Pod, snapshot *cache.Snapshot) *DomainSpread {
+	tb.Helper()
+	objects := make([]runtime.Object, 0, len(pods))
+	for _, p := range pods {
+		objects = append(objects, p)
+	}
+	informerFactory := informers.NewSharedInformerFactory(fake.NewClientset(objects...), 0)
+	fh, err := frameworkruntime.NewFramework(ctx, nil, nil,
+		frameworkruntime.WithSnapshotSharedLister(snapshot), frameworkruntime.WithInformerFactory(informerFactory))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -46,7 +62,12 @@ func newTestPlugin(tb testing.TB, ctx context.Context, args *config.DomainSpread
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return pl.(*DomainSpread)
+	informerFactory.Start(ctx.Done())
+	ds := pl.(*DomainSpread)
+	if err := ds.replicas.waitForSync(ctx); err != nil {
+		tb.Fatal(err)
+	}
+	return ds
 }
 
 // node builds a node in fault domain fd and update domain ud (empty: no label).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"sync"
 
 	v1 "k8s.io/api/core/v1"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -24,10 +25,13 @@ const (
 
 // scoreState is the cycle's counts plus, per dimension, the count that stands in for nodes
 // lacking the dimension's keys: the least loaded domain among the nodes being scored, so such
-// nodes are neither favoured nor penalised on that dimension.
+// nodes are neither favoured nor penalised on that dimension. Most clusters label every node,
+// so that stand-in is computed only when Score first meets such a node.
 type scoreState struct {
 	*spreadState
-	ignored [validation.MaxSpreadDimensions]int32
+	nodes       []fwk.NodeInfo
+	ignoredOnce sync.Once
+	ignored     [validation.MaxSpreadDimensions]int32
 }
 
 // Clone shares the state: scoring does not change it.
@@ -46,21 +50,27 @@ func (pl *DomainSpread) PreScore(ctx context.Context, state fwk.CycleState, pod 
 			return fwk.AsStatus(fmt.Errorf("%s: counting replicas: %w", Name, err))
 		}
 	}
-	s := &scoreState{spreadState: counts}
-	var seen [validation.MaxSpreadDimensions]bool
-	for _, ni := range nodes {
-		ids := pl.domainsOf(ni.Node(), counts.epoch)
-		for d := range pl.dims {
-			if ids[d] == noDomain {
-				continue
-			}
-			if c := counts.count(d, ids[d]); !seen[d] || c < s.ignored[d] {
-				s.ignored[d], seen[d] = c, true
+	state.Write(preScoreStateKey, &scoreState{spreadState: counts, nodes: nodes})
+	return nil
+}
+
+// ignoredCount returns the count that stands in for dimension d on a node lacking its keys.
+func (pl *DomainSpread) ignoredCount(s *scoreState, d int) int32 {
+	s.ignoredOnce.Do(func() {
+		var seen [validation.MaxSpreadDimensions]bool
+		for _, ni := range s.nodes {
+			ids := pl.domainsOf(ni.Node(), s.epoch)
+			for d := range pl.dims {
+				if ids[d] == noDomain {
+					continue
+				}
+				if c := s.count(d, ids[d]); !seen[d] || c < s.ignored[d] {
+					s.ignored[d], seen[d] = c, true
+				}
 			}
 		}
-	}
-	state.Write(preScoreStateKey, s)
-	return nil
+	})
+	return s.ignored[d]
 }
 
 // Score returns a raw score, lower is better: the replicas in the node's domain of each
@@ -75,9 +85,11 @@ func (pl *DomainSpread) Score(_ context.Context, state fwk.CycleState, _ *v1.Pod
 	ids := pl.domainsOf(nodeInfo.Node(), s.epoch)
 	var raw int64
 	for d := range pl.dims {
-		n := s.ignored[d]
+		var n int32
 		if ids[d] != noDomain {
 			n = s.count(d, ids[d])
+		} else {
+			n = pl.ignoredCount(s, d)
 		}
 		raw = raw<<countBits | int64(min(n, maxCount))
 	}

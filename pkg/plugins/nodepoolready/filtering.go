@@ -45,11 +45,11 @@ func (pl *NodePoolReady) Filter(ctx context.Context, state fwk.CycleState, _ *v1
 	}
 	node := nodeInfo.Node()
 	v := pl.verdicts.Get(node, s.labelSets)
-	if v.Ready() {
+	if v == nil {
 		return nil
 	}
 	rejections[v.Cause].Inc()
-	logDetail(klog.FromContext(ctx), node.Name, v)
+	logDetail(klog.FromContext(ctx), node.Name, *v)
 	// A new Status per rejection: the framework writes the plugin name into the returned status,
 	// from the parallel Filter goroutines, so a shared one would be a data race.
 	return fwk.NewStatus(fwk.Pending, v.Cause.String()).WithPlugin(Name)

@@ -29,8 +29,8 @@ type NodePoolReady struct {
 	ignoreDaemonSetPods bool
 	handle              framework.Handle
 	waiting             waitingPods
-	// verdicts remembers gate.Check per node version and label-set index.
-	verdicts *pool.NodeMemo[*pool.LabelSets, pool.Verdict]
+	// verdicts remembers gate.Check per node version and label-set index (nil: ready).
+	verdicts *pool.NodeMemo[*pool.LabelSets, *pool.Verdict]
 	snapshot pool.NodeGetter
 	// reactivateAfter: see activateForNode (0: activate once).
 	reactivateAfter time.Duration
@@ -89,8 +89,13 @@ func newPlugin(args *config.NodePoolReadyArgs, idx *labelSetIndex) *NodePoolRead
 		ignoreDaemonSetPods: args.IgnoreDaemonSetPods,
 		reactivateAfter:     defaultReactivateAfter,
 	}
-	pl.verdicts = pool.NewNodeMemo(func(node *v1.Node, sets *pool.LabelSets) pool.Verdict {
-		return pl.gate.Check(node.Labels, node.Annotations, sets)
+	// A ready node is remembered as nil: small map entries keep the lookup that Filter does
+	// for every node in every cycle in cache.
+	pl.verdicts = pool.NewNodeMemo(func(node *v1.Node, sets *pool.LabelSets) *pool.Verdict {
+		if v := pl.gate.Check(node.Labels, node.Annotations, sets); !v.Ready() {
+			return &v
+		}
+		return nil
 	})
 	return pl
 }

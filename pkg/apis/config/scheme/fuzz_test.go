@@ -13,11 +13,13 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/client-go/informers"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 	kubeschedulerscheme "k8s.io/kubernetes/pkg/scheduler/apis/config/scheme"
 	configv1 "k8s.io/kubernetes/pkg/scheduler/apis/config/v1"
 	schedvalidation "k8s.io/kubernetes/pkg/scheduler/apis/config/validation"
 	"k8s.io/kubernetes/pkg/scheduler/backend/cache"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
 	shipped "github.com/pool-scheduler/pool-scheduler/manifests/scheduler"
@@ -99,6 +101,16 @@ type argsCheck struct {
 // refuses them with errors that each name a field under args, or accepts args that hold the
 // invariants the plugins rely on and that the factories accept; and a configuration that loads
 // re-encodes (as kube-scheduler logs and writes it) to one that loads to the same args.
+// freshInformers gives each plugin built by the fuzz target its own (never started) informer
+// factory: DomainSpread adds a pod event handler, and a million of them on one informer would
+// hold a million listeners.
+type freshInformers struct{ framework.Handle }
+
+func (freshInformers) SharedInformerFactory() informers.SharedInformerFactory {
+	// No client: the informer is never started.
+	return informers.NewSharedInformerFactory(nil, 0)
+}
+
 func FuzzDecodePluginArgs(f *testing.F) {
 	f.Add(shipped.Config)
 	for _, s := range argsSeeds {
@@ -162,7 +174,7 @@ func FuzzDecodePluginArgs(f *testing.F) {
 				return nil
 			},
 			build: func(ctx context.Context, o runtime.Object) error {
-				_, err := domainspread.New(ctx, o, handle)
+				_, err := domainspread.New(ctx, o, freshInformers{handle})
 				return err
 			},
 		},

@@ -1,0 +1,179 @@
+package domainspread
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+)
+
+// replicaIndex counts every workload's replicas per node, so that a scheduling cycle reads only
+// the nodes that hold the pod's workload instead of scanning every pod of the snapshot (which
+// cost ~3 ms per cycle at 5000 nodes and 7000 pods, the largest cost of the profile).
+//
+// It follows the scheduler's own view of pods: bound pods from the scheduler's pod informer
+// (which leaves out succeeded and failed pods), plus pods this plugin's profile has assumed on a
+// node (Reserve) and not yet seen bound, minus those Unreserve gives back. Terminating pods are
+// not counted: their replacements are already being scheduled. Pods assumed by another profile
+// of the same scheduler count once the informer reports them bound.
+type replicaIndex struct {
+	mu sync.RWMutex
+	// placed holds where each counted pod is counted.
+	placed map[types.UID]placement
+	// nodes holds, per workload, its replicas per node name.
+	nodes map[group]map[string]int32
+
+	synced       atomic.Bool
+	registration cache.ResourceEventHandlerRegistration
+}
+
+type placement struct {
+	group group
+	node  string
+	// bound: seen on its node by the informer. Unreserve leaves such a pod counted.
+	bound bool
+}
+
+func newReplicaIndex() *replicaIndex {
+	return &replicaIndex{placed: map[types.UID]placement{}, nodes: map[group]map[string]int32{}}
+}
+
+// memberOf returns the workload whose replicas pod counts for: its controller, in its namespace.
+func memberOf(pod *v1.Pod) (group, bool) {
+	uid, ok := controllerUID(pod)
+	return group{namespace: pod.Namespace, uid: uid}, ok
+}
+
+// place counts pod uid for g on node, moving it if it was counted elsewhere.
+func (x *replicaIndex) place(uid types.UID, g group, node string, bound bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if old, ok := x.placed[uid]; ok {
+		if old.group == g && old.node == node {
+			if bound && !old.bound {
+				old.bound = true
+				x.placed[uid] = old
+			}
+			return
+		}
+		x.uncountLocked(old)
+	}
+	x.placed[uid] = placement{group: g, node: node, bound: bound}
+	perNode := x.nodes[g]
+	if perNode == nil {
+		perNode = map[string]int32{}
+		x.nodes[g] = perNode
+	}
+	perNode[node]++
+}
+
+// remove stops counting pod uid; with onlyAssumed, only if the informer has not seen it bound.
+func (x *replicaIndex) remove(uid types.UID, onlyAssumed bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	old, ok := x.placed[uid]
+	if !ok || (onlyAssumed && old.bound) {
+		return
+	}
+	delete(x.placed, uid)
+	x.uncountLocked(old)
+}
+
+func (x *replicaIndex) uncountLocked(p placement) {
+	perNode := x.nodes[p.group]
+	if perNode[p.node]--; perNode[p.node] <= 0 {
+		delete(perNode, p.node)
+		if len(perNode) == 0 {
+			delete(x.nodes, p.group)
+		}
+	}
+}
+
+// each calls fn for every node holding replicas of g, with their number. fn must not call back
+// into the index.
+func (x *replicaIndex) each(g group, fn func(node string, replicas int32)) {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	for node, n := range x.nodes[g] {
+		fn(node, n)
+	}
+}
+
+// len is the number of pods counted, for tests and logs.
+func (x *replicaIndex) len() int {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return len(x.placed)
+}
+
+// observe applies a pod from the informer. A pod without a node is left alone: it may be
+// assumed by this profile while the informer still reports an older, pending version of it.
+func (x *replicaIndex) observe(pod *v1.Pod) {
+	if pod.Spec.NodeName == "" {
+		return
+	}
+	g, ok := memberOf(pod)
+	if !ok || pod.DeletionTimestamp != nil {
+		x.remove(pod.UID, false)
+		return
+	}
+	x.place(pod.UID, g, pod.Spec.NodeName, true)
+}
+
+// handler keeps the index in step with the scheduler's pod informer.
+func (x *replicaIndex) handler(logger klog.Logger) cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if pod, ok := obj.(*v1.Pod); ok {
+				x.observe(pod)
+			}
+		},
+		UpdateFunc: func(_, obj any) {
+			if pod, ok := obj.(*v1.Pod); ok {
+				x.observe(pod)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = tombstone.Obj
+			}
+			pod, ok := obj.(*v1.Pod)
+			if !ok {
+				logger.Info("Unexpected object in a pod deletion, ignored", "plugin", Name, "type", fmt.Sprintf("%T", obj))
+				return
+			}
+			x.remove(pod.UID, false)
+		},
+	}
+}
+
+// syncTimeout bounds how long a scheduling cycle waits, once at startup, for the index to have
+// seen the informer's initial list of pods.
+const syncTimeout = 30 * time.Second
+
+// waitForSync returns once the index reflects the informer's initial list. The scheduler starts
+// scheduling after its informers synced, but each event handler receives the initial list on
+// its own goroutine: the first cycles may briefly wait here, later ones return at once.
+func (x *replicaIndex) waitForSync(ctx context.Context) error {
+	if x.synced.Load() {
+		return nil
+	}
+	if x.registration == nil {
+		return fmt.Errorf("%s: the replica index has no pod informer", Name)
+	}
+	err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, syncTimeout, true, func(context.Context) (bool, error) {
+		return x.registration.HasSynced(), nil
+	})
+	if err != nil {
+		return fmt.Errorf("%s: waiting for the pod informer's initial list: %w", Name, err)
+	}
+	x.synced.Store(true)
+	return nil
+}

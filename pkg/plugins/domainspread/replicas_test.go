@@ -1,0 +1,125 @@
+package domainspread
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	"k8s.io/kubernetes/test/utils/ktesting"
+)
+
+// TestReplicaIndex replays informer events and the plugin's Reserve/Unreserve and checks the
+// replicas counted per node for workload rs-a.
+func TestReplicaIndex(t *testing.T) {
+	pending := rsPod("p1", "rs-a", "")
+	bound := rsPod("p1", "rs-a", "n1")
+	terminating := bound.DeepCopy()
+	terminating.DeletionTimestamp = &metav1.Time{}
+	orphaned := bound.DeepCopy()
+	orphaned.OwnerReferences = nil
+	adopted := withOwnerUID(bound.DeepCopy(), "rs-b")
+
+	type step struct {
+		add, update, del *v1.Pod
+		tombstone        bool
+		reserve          string // node
+		unreserve        bool
+	}
+	tests := []struct {
+		name  string
+		steps []step
+		want  map[string]int32
+	}{
+		{name: "bound pod", steps: []step{{add: bound}}, want: map[string]int32{"n1": 1}},
+		{name: "pending pod", steps: []step{{add: pending}}, want: map[string]int32{}},
+		{name: "pod without controller", steps: []step{{add: orphaned}}, want: map[string]int32{}},
+		{name: "two pods on one node", steps: []step{{add: bound}, {add: rsPod("p2", "rs-a", "n1")}, {add: rsPod("p3", "rs-a", "n2")}},
+			want: map[string]int32{"n1": 2, "n2": 1}},
+		{name: "other workload and namespace not counted",
+			steps: []step{{add: rsPod("p2", "rs-b", "n1")}, {add: func() *v1.Pod { p := rsPod("p3", "rs-a", "n1"); p.Namespace = "other"; return p }()}},
+			want:  map[string]int32{}},
+		{name: "reserved pod counts before the informer sees it bound", steps: []step{{reserve: "n2"}}, want: map[string]int32{"n2": 1}},
+		{name: "a stale pending update does not uncount a reserved pod",
+			steps: []step{{add: pending}, {reserve: "n1"}, {update: pending}}, want: map[string]int32{"n1": 1}},
+		{name: "reserved then bound counts once", steps: []step{{reserve: "n1"}, {update: bound}}, want: map[string]int32{"n1": 1}},
+		{name: "unreserve uncounts an assumed pod", steps: []step{{reserve: "n1"}, {unreserve: true}}, want: map[string]int32{}},
+		{name: "unreserve keeps a pod the informer saw bound",
+			steps: []step{{reserve: "n1"}, {update: bound}, {unreserve: true}}, want: map[string]int32{"n1": 1}},
+		{name: "terminating pod uncounted", steps: []step{{add: bound}, {update: terminating}}, want: map[string]int32{}},
+		{name: "deleted pod uncounted", steps: []step{{add: bound}, {del: bound}}, want: map[string]int32{}},
+		{name: "deleted pod uncounted from a tombstone", steps: []step{{add: bound}, {del: bound, tombstone: true}}, want: map[string]int32{}},
+		{name: "deleted while assumed", steps: []step{{reserve: "n1"}, {del: pending}, {unreserve: true}}, want: map[string]int32{}},
+		{name: "orphaned pod uncounted", steps: []step{{add: bound}, {update: orphaned}}, want: map[string]int32{}},
+		{name: "adopted by another workload", steps: []step{{add: bound}, {update: adopted}}, want: map[string]int32{}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := ktesting.Init(t)
+			pl := newTestPlugin(t, ctx, defaultArgs(), nil, nil)
+			h := pl.replicas.handler(ctx.Logger())
+			for _, s := range tc.steps {
+				switch {
+				case s.add != nil:
+					h.OnAdd(s.add, false)
+				case s.update != nil:
+					h.OnUpdate(nil, s.update)
+				case s.del != nil && s.tombstone:
+					h.OnDelete(cache.DeletedFinalStateUnknown{Key: "default/" + s.del.Name, Obj: s.del})
+				case s.del != nil:
+					h.OnDelete(s.del)
+				case s.reserve != "":
+					if st := pl.Reserve(ctx, framework.NewCycleState(), pending, s.reserve); !st.IsSuccess() {
+						t.Fatal(st)
+					}
+				case s.unreserve:
+					pl.Unreserve(ctx, framework.NewCycleState(), pending, "n1")
+				}
+			}
+			got := map[string]int32{}
+			g, _ := memberOf(bound)
+			pl.replicas.each(g, func(node string, n int32) { got[node] = n })
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("replicas of rs-a per node (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestReservedReplicaSteersTheNextOne: two replicas scheduled back to back, the first reserved
+// but not yet bound, land in different domains.
+func TestReservedReplicaSteersTheNextOne(t *testing.T) {
+	ctx := ktesting.Init(t)
+	nodes := grid(2, 1)
+	pl := newTestPlugin(t, ctx, defaultArgs(), nil, nodes)
+	first := rsPod("p1", "rs-a", "")
+	if status := pl.Reserve(ctx, framework.NewCycleState(), first, "fd0-ud0"); !status.IsSuccess() {
+		t.Fatal(status)
+	}
+	got, status := scores(t, ctx, pl, rsPod("p2", "rs-a", ""), nodes)
+	if !status.IsSuccess() {
+		t.Fatal(status)
+	}
+	if diff := cmp.Diff([]string{"fd1-ud0"}, best(got)); diff != "" {
+		t.Errorf("best nodes for the second replica (-want +got):\n%s", diff)
+	}
+	pl.Unreserve(ctx, framework.NewCycleState(), first, "fd0-ud0")
+	if got, _ = scores(t, ctx, pl, rsPod("p2", "rs-a", ""), nodes); len(best(got)) != 2 {
+		t.Errorf("after Unreserve, want both nodes best, got scores %v", got)
+	}
+}
+
+// TestCountWaitsForTheIndex: a cycle before the pod informer has delivered its initial list
+// fails with an error instead of scoring on empty counts.
+func TestCountWaitsForTheIndex(t *testing.T) {
+	ctx := ktesting.Init(t)
+	pl := newTestPlugin(t, ctx, defaultArgs(), nil, grid(1, 1))
+	pl.replicas = newReplicaIndex() // no informer registration
+	status := pl.PreScore(ctx, framework.NewCycleState(), rsPod("p", "rs-a", ""), nil)
+	if status.Code() != fwk.Error {
+		t.Fatalf("PreScore without a synced index: want an error, got %v", status)
+	}
+}
