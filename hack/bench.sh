@@ -11,6 +11,7 @@ rm -rf "$ART" && mkdir -p "$ART"
 export PATH="$PWD/bin:$PATH"
 # Measure optimised code: drop make's test-build flags (no inlining) if inherited.
 GOFLAGS="${GOFLAGS:-}"
+GOFLAGS="${GOFLAGS//\'-gcflags=all=-l -dwarf=false\'/}"
 export GOFLAGS="${GOFLAGS//-gcflags=all=-l/}"
 
 echo "== microbenchmarks" >&2

@@ -96,7 +96,7 @@ func newSimulateCommand() *cobra.Command {
 	cmd.Flags().StringSliceVar(&scenarios, "scenario", nil, "built-in scenario name or YAML file (repeatable); default: every built-in")
 	cmd.Flags().StringVar(&out, "out", "", "directory to write report.json and report.html to")
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "show the control plane's and schedulers' logs")
-	cmd.Flags().IntVar(&parallel, "parallel", 2, "runs at once, each on its own embedded control plane (a run mostly waits on the scenario's timeline)")
+	cmd.Flags().IntVar(&parallel, "parallel", 3, "runs at once, each on its own embedded control plane (a run mostly waits on the scenario's timeline)")
 	return cmd
 }
 
