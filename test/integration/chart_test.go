@@ -280,7 +280,7 @@ func TestHelmChart(t *testing.T) {
 		name: "everything enabled",
 		values: `
 labeler:
-  controller: {namespaces: [pipeline-system, team-a], overwriteConflicts: true, service: {enabled: true}}
+  controller: {namespaces: [pipeline-system, team-a], overwriteConflicts: true, service: {enabled: true}, leaseDuration: 30s, renewDeadline: 20s, retryPeriod: 4s}
   domain: {enabled: true, onNotAzure: exit}
 scheduler:
   service: {enabled: true}
@@ -363,8 +363,11 @@ monitoring:
 				t.Errorf("admission policy ownKeys = %v, want %v", got, want)
 			}
 			args := containerArgs(t, r.get(t, "Deployment", "pool-labeler"))
-			if !containsString(args, "--namespaces=pipeline-system,team-a") || !containsString(args, "--overwrite-conflicts=true") {
-				t.Errorf("labeler controller args %q lack the namespaces and overwrite flags from values", args)
+			for _, want := range []string{"--namespaces=pipeline-system,team-a", "--overwrite-conflicts=true",
+				"--leader-elect-lease-duration=30s", "--leader-elect-renew-deadline=20s", "--leader-elect-retry-period=4s"} {
+				if !containsString(args, want) {
+					t.Errorf("labeler controller args %q lack %s from values", args, want)
+				}
 			}
 		},
 	}, {

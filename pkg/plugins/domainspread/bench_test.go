@@ -18,6 +18,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/podtopologyspread"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
+	"k8s.io/kubernetes/test/utils/ktesting"
 
 	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config"
 )
@@ -71,6 +72,9 @@ type filterer interface {
 
 func benchPlugins(b *testing.B, mode config.SpreadMode, pods []*v1.Pod, nodes []*v1.Node) (context.Context, *DomainSpread, framework.Plugin, []fwk.NodeInfo) {
 	b.Helper()
+	// The replica index's informer logs through the global klog, which ktesting sets to -v=5 for
+	// tests; its lines would land in the benchmark output.
+	ktesting.SetDefaultVerbosity(0)
 	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), klogtesting.NewLogger(b, klogtesting.NewConfig(klogtesting.Verbosity(2)))))
 	b.Cleanup(cancel)
 	snapshot := cache.NewSnapshot(pods, nodes)
