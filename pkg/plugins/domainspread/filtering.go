@@ -55,7 +55,8 @@ func (pl *DomainSpread) adjust(state fwk.CycleState, pod *v1.Pod, nodeInfo fwk.N
 	for d := range pl.dims {
 		// Only domains the pod may use are counted (and only they exist in Hard mode's state).
 		if id := ids[d]; id != noDomain && int(id) < len(s.counts[d]) && s.counts[d][id] != ineligible {
-			s.counts[d][id] += delta
+			// Never below 0: a victim assumed by another profile may not be in the counts.
+			s.counts[d][id] = max(s.counts[d][id]+delta, 0)
 		}
 	}
 	s.updateMinimum(len(pl.dims))

@@ -6,9 +6,11 @@ package domainspread
 import (
 	"context"
 	"fmt"
+	"io"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/component-base/metrics"
 	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
@@ -42,8 +44,9 @@ type DomainSpread struct {
 	// domains numbers the domains; nodeDomains remembers each node version's domain IDs.
 	domains     domainTable
 	nodeDomains *pool.NodeMemo[uint64, nodeDomains]
-	// replicas counts every workload's replicas per node.
-	replicas *replicaIndex
+	// replicas counts every workload's replicas per node, fed by podInformer.
+	replicas    *replicaIndex
+	podInformer cache.SharedIndexInformer
 }
 
 var (
@@ -53,6 +56,7 @@ var (
 	_ framework.ScorePlugin       = &DomainSpread{}
 	_ framework.ScoreExtensions   = &DomainSpread{}
 	_ framework.ReservePlugin     = &DomainSpread{}
+	_ io.Closer                   = &DomainSpread{}
 	_ framework.EnqueueExtensions = &DomainSpread{}
 )
 
@@ -90,10 +94,16 @@ func New(ctx context.Context, obj runtime.Object, h framework.Handle) (framework
 	pl.replicas = newReplicaIndex()
 	// The scheduler's pod informer (succeeded and failed pods filtered out); the scheduler
 	// starts it after building its profiles.
-	reg, err := h.SharedInformerFactory().Core().V1().Pods().Informer().AddEventHandler(pl.replicas.handler(klog.FromContext(ctx)))
+	pl.podInformer = h.SharedInformerFactory().Core().V1().Pods().Informer()
+	reg, err := pl.podInformer.AddEventHandler(pl.replicas.handler(klog.FromContext(ctx)))
 	if err != nil {
 		return nil, fmt.Errorf("%s: watching pods: %w", Name, err)
 	}
 	pl.replicas.registration = reg
 	return pl, nil
+}
+
+// Close stops feeding the replica index; the framework closes its plugins when it stops.
+func (pl *DomainSpread) Close() error {
+	return pl.podInformer.RemoveEventHandler(pl.replicas.registration)
 }

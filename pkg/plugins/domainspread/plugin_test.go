@@ -537,6 +537,16 @@ func TestPreemptionAdjustsCounts(t *testing.T) {
 	if pl.Filter(ctx, clone, pod, ni).IsSuccess() {
 		t.Error("AddPod did not restore the counts")
 	}
+
+	// A victim the counts never held (assumed by another profile) must not drive ud1 below 0:
+	// the minimum would turn -1 and ud1 itself (0 + 1 - (-1) = 2 > maxSkew) would be refused.
+	other := state.Clone()
+	ud1, _ := pl.sharedLister.NodeInfos().Get("fd0-ud1")
+	stranger, _ := framework.NewPodInfo(rsPod("a9", "rs-a", "fd0-ud1"))
+	pl.RemovePod(ctx, other, pod, stranger, ud1)
+	if status := pl.Filter(ctx, other, pod, ud1); !status.IsSuccess() {
+		t.Errorf("ud1 after removing a replica it was not counted with: %v", status)
+	}
 }
 
 func TestHints(t *testing.T) {

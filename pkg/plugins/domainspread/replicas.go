@@ -32,6 +32,8 @@ type replicaIndex struct {
 
 	synced       atomic.Bool
 	registration cache.ResourceEventHandlerRegistration
+	// syncTimeout bounds how long a cycle waits for the initial list (see waitForSync).
+	syncTimeout time.Duration
 }
 
 type placement struct {
@@ -42,7 +44,7 @@ type placement struct {
 }
 
 func newReplicaIndex() *replicaIndex {
-	return &replicaIndex{placed: map[types.UID]placement{}, nodes: map[group]map[string]int32{}}
+	return &replicaIndex{placed: map[types.UID]placement{}, nodes: map[group]map[string]int32{}, syncTimeout: defaultSyncTimeout}
 }
 
 // memberOf returns the workload whose replicas pod counts for: its controller, in its namespace.
@@ -51,11 +53,15 @@ func memberOf(pod *v1.Pod) (group, bool) {
 	return group{namespace: pod.Namespace, uid: uid}, ok
 }
 
-// place counts pod uid for g on node, moving it if it was counted elsewhere.
+// place counts pod uid for g on node, moving it if it was counted elsewhere. What the informer
+// reported bound wins over an assumption (Reserve) made from an older view.
 func (x *replicaIndex) place(uid types.UID, g group, node string, bound bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if old, ok := x.placed[uid]; ok {
+		if old.bound && !bound {
+			return
+		}
 		if old.group == g && old.node == node {
 			if bound && !old.bound {
 				old.bound = true
@@ -120,7 +126,9 @@ func (x *replicaIndex) observe(pod *v1.Pod) {
 		return
 	}
 	g, ok := memberOf(pod)
-	if !ok || pod.DeletionTimestamp != nil {
+	// The scheduler's informer already drops finished pods; any other informer does not.
+	finished := pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed
+	if !ok || pod.DeletionTimestamp != nil || finished {
 		x.remove(pod.UID, false)
 		return
 	}
@@ -154,9 +162,9 @@ func (x *replicaIndex) handler(logger klog.Logger) cache.ResourceEventHandler {
 	}
 }
 
-// syncTimeout bounds how long a scheduling cycle waits, once at startup, for the index to have
-// seen the informer's initial list of pods.
-const syncTimeout = 30 * time.Second
+// defaultSyncTimeout bounds how long a scheduling cycle waits, once at startup, for the index to
+// have seen the informer's initial list of pods.
+const defaultSyncTimeout = 30 * time.Second
 
 // waitForSync returns once the index reflects the informer's initial list. The scheduler starts
 // scheduling after its informers synced, but each event handler receives the initial list on
@@ -168,7 +176,7 @@ func (x *replicaIndex) waitForSync(ctx context.Context) error {
 	if x.registration == nil {
 		return fmt.Errorf("%s: the replica index has no pod informer", Name)
 	}
-	err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, syncTimeout, true, func(context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, x.syncTimeout, true, func(context.Context) (bool, error) {
 		return x.registration.HasSynced(), nil
 	})
 	if err != nil {

@@ -1,7 +1,9 @@
 package domainspread
 
 import (
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
@@ -13,7 +15,7 @@ import (
 )
 
 // TestReplicaIndex replays informer events and the plugin's Reserve/Unreserve and checks the
-// replicas counted per node for workload rs-a.
+// replicas counted per node for workloads rs-a and rs-b ("<workload>/<node>").
 func TestReplicaIndex(t *testing.T) {
 	pending := rsPod("p1", "rs-a", "")
 	bound := rsPod("p1", "rs-a", "n1")
@@ -22,6 +24,8 @@ func TestReplicaIndex(t *testing.T) {
 	orphaned := bound.DeepCopy()
 	orphaned.OwnerReferences = nil
 	adopted := withOwnerUID(bound.DeepCopy(), "rs-b")
+	succeeded := bound.DeepCopy()
+	succeeded.Status.Phase = v1.PodSucceeded
 
 	type step struct {
 		add, update, del *v1.Pod
@@ -34,27 +38,32 @@ func TestReplicaIndex(t *testing.T) {
 		steps []step
 		want  map[string]int32
 	}{
-		{name: "bound pod", steps: []step{{add: bound}}, want: map[string]int32{"n1": 1}},
+		{name: "bound pod", steps: []step{{add: bound}}, want: map[string]int32{"rs-a/n1": 1}},
 		{name: "pending pod", steps: []step{{add: pending}}, want: map[string]int32{}},
 		{name: "pod without controller", steps: []step{{add: orphaned}}, want: map[string]int32{}},
 		{name: "two pods on one node", steps: []step{{add: bound}, {add: rsPod("p2", "rs-a", "n1")}, {add: rsPod("p3", "rs-a", "n2")}},
-			want: map[string]int32{"n1": 2, "n2": 1}},
-		{name: "other workload and namespace not counted",
+			want: map[string]int32{"rs-a/n1": 2, "rs-a/n2": 1}},
+		{name: "workloads and namespaces counted apart",
 			steps: []step{{add: rsPod("p2", "rs-b", "n1")}, {add: func() *v1.Pod { p := rsPod("p3", "rs-a", "n1"); p.Namespace = "other"; return p }()}},
-			want:  map[string]int32{}},
-		{name: "reserved pod counts before the informer sees it bound", steps: []step{{reserve: "n2"}}, want: map[string]int32{"n2": 1}},
+			want:  map[string]int32{"rs-b/n1": 1}},
+		{name: "reserved pod counts before the informer sees it bound", steps: []step{{reserve: "n2"}}, want: map[string]int32{"rs-a/n2": 1}},
 		{name: "a stale pending update does not uncount a reserved pod",
-			steps: []step{{add: pending}, {reserve: "n1"}, {update: pending}}, want: map[string]int32{"n1": 1}},
-		{name: "reserved then bound counts once", steps: []step{{reserve: "n1"}, {update: bound}}, want: map[string]int32{"n1": 1}},
+			steps: []step{{add: pending}, {reserve: "n1"}, {update: pending}}, want: map[string]int32{"rs-a/n1": 1}},
+		{name: "reserved then bound counts once", steps: []step{{reserve: "n1"}, {update: bound}}, want: map[string]int32{"rs-a/n1": 1}},
+		{name: "the informer's binding wins over a later assumption",
+			steps: []step{{add: bound}, {reserve: "n2"}, {unreserve: true}}, want: map[string]int32{"rs-a/n1": 1}},
 		{name: "unreserve uncounts an assumed pod", steps: []step{{reserve: "n1"}, {unreserve: true}}, want: map[string]int32{}},
 		{name: "unreserve keeps a pod the informer saw bound",
-			steps: []step{{reserve: "n1"}, {update: bound}, {unreserve: true}}, want: map[string]int32{"n1": 1}},
+			steps: []step{{reserve: "n1"}, {update: bound}, {unreserve: true}}, want: map[string]int32{"rs-a/n1": 1}},
+		{name: "unreserve before the informer saw it bound, then bound", steps: []step{{reserve: "n1"}, {unreserve: true}, {update: bound}},
+			want: map[string]int32{"rs-a/n1": 1}},
+		{name: "finished pod uncounted", steps: []step{{add: bound}, {update: succeeded}}, want: map[string]int32{}},
 		{name: "terminating pod uncounted", steps: []step{{add: bound}, {update: terminating}}, want: map[string]int32{}},
 		{name: "deleted pod uncounted", steps: []step{{add: bound}, {del: bound}}, want: map[string]int32{}},
 		{name: "deleted pod uncounted from a tombstone", steps: []step{{add: bound}, {del: bound, tombstone: true}}, want: map[string]int32{}},
-		{name: "deleted while assumed", steps: []step{{reserve: "n1"}, {del: pending}, {unreserve: true}}, want: map[string]int32{}},
+		{name: "deleted while assumed", steps: []step{{reserve: "n1"}, {del: pending}}, want: map[string]int32{}},
 		{name: "orphaned pod uncounted", steps: []step{{add: bound}, {update: orphaned}}, want: map[string]int32{}},
-		{name: "adopted by another workload", steps: []step{{add: bound}, {update: adopted}}, want: map[string]int32{}},
+		{name: "adopted by another workload", steps: []step{{add: bound}, {update: adopted}}, want: map[string]int32{"rs-b/n1": 1}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -80,10 +89,12 @@ func TestReplicaIndex(t *testing.T) {
 				}
 			}
 			got := map[string]int32{}
-			g, _ := memberOf(bound)
-			pl.replicas.each(g, func(node string, n int32) { got[node] = n })
+			for _, rs := range []string{"rs-a", "rs-b"} {
+				g, _ := memberOf(rsPod("x", rs, ""))
+				pl.replicas.each(g, func(node string, n int32) { got[rs+"/"+node] = n })
+			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
-				t.Errorf("replicas of rs-a per node (-want +got):\n%s", diff)
+				t.Errorf("replicas per workload/node (-want +got):\n%s", diff)
 			}
 		})
 	}
@@ -112,14 +123,58 @@ func TestReservedReplicaSteersTheNextOne(t *testing.T) {
 	}
 }
 
-// TestCountWaitsForTheIndex: a cycle before the pod informer has delivered its initial list
-// fails with an error instead of scoring on empty counts.
+// fakeRegistration is an event handler registration whose initial list is delivered when told.
+type fakeRegistration struct{ synced atomic.Bool }
+
+func (r *fakeRegistration) HasSynced() bool { return r.synced.Load() }
+
+// TestCountWaitsForTheIndex: a cycle before the pod informer has delivered its initial list to
+// the index waits for it, and fails with an error (not empty counts) if it never comes.
 func TestCountWaitsForTheIndex(t *testing.T) {
 	ctx := ktesting.Init(t)
 	pl := newTestPlugin(t, ctx, defaultArgs(), nil, grid(1, 1))
-	pl.replicas = newReplicaIndex() // no informer registration
-	status := pl.PreScore(ctx, framework.NewCycleState(), rsPod("p", "rs-a", ""), nil)
-	if status.Code() != fwk.Error {
-		t.Fatalf("PreScore without a synced index: want an error, got %v", status)
+	reg := &fakeRegistration{}
+	pl.replicas = newReplicaIndex()
+	pl.replicas.registration = reg
+	pl.replicas.syncTimeout = 50 * time.Millisecond
+	pod := rsPod("p", "rs-a", "")
+	if status := pl.PreScore(ctx, framework.NewCycleState(), pod, nil); status.Code() != fwk.Error {
+		t.Fatalf("PreScore before the initial list: want an error, got %v", status)
+	}
+	pl.replicas.syncTimeout = time.Minute
+	go func() {
+		time.Sleep(20 * time.Millisecond)
+		reg.synced.Store(true)
+	}()
+	if status := pl.PreScore(ctx, framework.NewCycleState(), pod, nil); !status.IsSuccess() {
+		t.Fatalf("PreScore once the initial list arrived: %v", status)
+	}
+}
+
+// TestHintUncountsTheReplicaAtOnce: when a replica goes away, the hint that requeues a refused
+// pod uncounts it, so the retry does not depend on the index's own handler having run first.
+func TestHintUncountsTheReplicaAtOnce(t *testing.T) {
+	ctx := ktesting.Init(t)
+	replica := rsPod("p1", "rs-a", "fd0-ud0")
+	pl := newTestPlugin(t, ctx, defaultArgs(), []*v1.Pod{replica}, grid(2, 1))
+	terminating := replica.DeepCopy()
+	terminating.DeletionTimestamp = &metav1.Time{}
+	for _, tc := range []struct {
+		name           string
+		oldObj, newObj any
+	}{
+		{name: "deleted", oldObj: replica},
+		{name: "terminating", oldObj: replica, newObj: terminating},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pl.replicas.place(replica.UID, group{namespace: "default", uid: "rs-a"}, "fd0-ud0", true)
+			hint, err := pl.isSchedulableAfterPodChange(ctx.Logger(), rsPod("p2", "rs-a", ""), tc.oldObj, tc.newObj)
+			if err != nil || hint != fwk.Queue {
+				t.Fatalf("hint = %v, %v; want Queue", hint, err)
+			}
+			if n := pl.replicas.len(); n != 0 {
+				t.Errorf("replicas counted after the hint: %d, want 0", n)
+			}
+		})
 	}
 }
