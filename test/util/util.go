@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	"k8s.io/kubernetes/test/integration/framework"
 
@@ -168,19 +169,22 @@ func ApplyLabelSet(ctx context.Context, cp *controlplane.ControlPlane, set *labe
 	if err != nil {
 		return err
 	}
-	u := &unstructured.Unstructured{Object: obj}
 	client := cp.Dynamic.Resource(labelsv1alpha1.Resource).Namespace(set.Namespace)
-	existing, err := client.Get(ctx, set.Name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		_, err = client.Create(ctx, u, metav1.CreateOptions{})
+	// The labeler writes the set's status meanwhile: retry an update that lost that race.
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		u := &unstructured.Unstructured{Object: runtime.DeepCopyJSON(obj)}
+		existing, err := client.Get(ctx, set.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			_, err = client.Create(ctx, u, metav1.CreateOptions{})
+			return err
+		}
+		if err != nil {
+			return err
+		}
+		u.SetResourceVersion(existing.GetResourceVersion())
+		_, err = client.Update(ctx, u, metav1.UpdateOptions{})
 		return err
-	}
-	if err != nil {
-		return err
-	}
-	u.SetResourceVersion(existing.GetResourceVersion())
-	_, err = client.Update(ctx, u, metav1.UpdateOptions{})
-	return err
+	})
 }
 
 // MustApplyLabelSet is ApplyLabelSet that fails the test on error.
