@@ -174,16 +174,7 @@ func checkErrorLines(t *testing.T, data []byte, err error) {
 	if !strings.HasPrefix(msg, "fuzz.yaml:") {
 		t.Fatalf("error %q does not name the file", msg)
 	}
-	// Lines as YAML counts them: CR LF, CR, LF, NEL, LS and PS all end a line (found by fuzzing:
-	// "\r!" has its node on line 2).
-	text := strings.ReplaceAll(string(data), "\r\n", "\n")
-	lines := 1
-	for _, r := range text {
-		switch r {
-		case '\n', '\r', '\u0085', '\u2028', '\u2029':
-			lines++
-		}
-	}
+	lines := lineCount(data)
 	var typeErr *yaml.TypeError
 	switch {
 	case errors.As(err, &typeErr):
