@@ -23,8 +23,6 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-	kubeapiservertesting "k8s.io/kubernetes/cmd/kube-apiserver/app/testing"
-	"k8s.io/kubernetes/test/utils/ktesting"
 
 	"github.com/pool-scheduler/pool-scheduler/manifests/crds"
 )
@@ -45,9 +43,15 @@ type Options struct {
 	Flags []string
 }
 
+// TB is what Start needs from its caller: a *testing.T, or the standalone control plane's own.
+type TB interface {
+	Cleanup(func())
+	Logf(format string, args ...any)
+}
+
 // Start runs kube-apiserver against the etcd in storage, installs the CRDs from manifests/crds
 // and waits until they are served. The server stops when tb's cleanup runs or Stop is called.
-func Start(tb ktesting.TB, storage *storagebackend.Config, opts Options) (*ControlPlane, error) {
+func Start(tb TB, storage *storagebackend.Config, opts Options) (*ControlPlane, error) {
 	flags := append([]string{
 		// No endpoints reconciler: there is no real network behind 127.0.0.1 here.
 		"--endpoint-reconciler-type=none",
@@ -55,14 +59,16 @@ func Start(tb ktesting.TB, storage *storagebackend.Config, opts Options) (*Contr
 		// every pod and TaintNodesByCondition would leave every node tainted not-ready.
 		"--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
 	}, opts.Flags...)
-	server, err := kubeapiservertesting.StartTestServer(tb, nil, flags, storage)
+	start := time.Now()
+	server, err := startAPIServer(storage, flags)
 	if err != nil {
 		return nil, fmt.Errorf("starting kube-apiserver: %w", err)
 	}
-	cp := &ControlPlane{tearDown: server.TearDownFn}
+	tb.Logf("kube-apiserver serving at %s after %s", server.loopback.Host, time.Since(start).Round(time.Millisecond))
+	cp := &ControlPlane{tearDown: server.stop}
 	tb.Cleanup(cp.Stop)
 
-	cfg := rest.CopyConfig(server.ClientConfig)
+	cfg := rest.CopyConfig(server.loopback)
 	// As scheduler_perf does: the default client limits would hold a scheduler to ~25 pods/s.
 	cfg.QPS, cfg.Burst = 5000, 5000
 	cp.Config = cfg

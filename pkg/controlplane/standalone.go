@@ -20,7 +20,6 @@ import (
 	"go.uber.org/zap/zapcore"
 	"k8s.io/apiserver/pkg/storage/storagebackend"
 	"k8s.io/klog/v2"
-	"k8s.io/kubernetes/test/utils/ktesting"
 )
 
 // etcdStartTimeout bounds how long StartStandalone waits for the embedded etcd to become ready.
@@ -31,7 +30,7 @@ const etcdStartTimeout = time.Minute
 // testing.T. Stop stops the apiserver, then etcd, and removes the temporary directories.
 //
 // ctx bounds the startup only: once StartStandalone has returned, the control plane runs until
-// Stop is called (values of ctx are passed on to the apiserver). If ctx is cancelled while etcd
+// Stop is called. If ctx is cancelled while etcd
 // starts, StartStandalone returns at once; if it is cancelled while the apiserver starts,
 // StartStandalone waits until the apiserver is up (typically 2-3 s), then stops everything and
 // returns ctx's error: cancelling a starting kube-apiserver makes its post-start hooks call
@@ -39,7 +38,7 @@ const etcdStartTimeout = time.Minute
 // (The same klog.Fatal can still happen if kube-apiserver fails on its own before it is healthy;
 // that is kube-apiserver's behaviour.)
 //
-// Logs: etcd's logs (warnings and above) and the messages of the test-server harness go to
+// Logs: etcd's logs (warnings and above) and Start's progress messages go to
 // logOutput, which may be io.Discard (nil means io.Discard). klog's global output, which the
 // apiserver uses, is redirected to logOutput as well until Stop: klog is switched from stderr
 // to logOutput (logtostderr, alsologtostderr off, stderrthreshold FATAL, one_output on) and its
@@ -48,11 +47,7 @@ const etcdStartTimeout = time.Minute
 // output until the last one stops. The redirection has no effect if a program installed its own
 // logger with klog.SetLogger. The etcd client inside the apiserver logs to stderr through its own
 // logger (only on errors in practice), which cannot be redirected.
-//
-// Note for programs: importing this package imports k8s.io/kubernetes/test/utils/ktesting, whose
-// init functions catch SIGINT (os.Interrupt no longer terminates the program unless it handles the
-// signal itself, e.g. with signal.NotifyContext) and set klog's -v to 5 on flag.CommandLine
-// (set flag.CommandLine's "v" to lower it).
+
 func StartStandalone(ctx context.Context, logOutput io.Writer, opts Options) (_ *ControlPlane, err error) {
 	if logOutput == nil {
 		logOutput = io.Discard
@@ -67,7 +62,7 @@ func StartStandalone(ctx context.Context, logOutput io.Writer, opts Options) (_ 
 	}
 	s := &standalone{
 		root: root,
-		tb:   &standaloneTB{name: "poolctl-controlplane", out: out, root: root},
+		tb:   &standaloneTB{name: "poolctl-controlplane", out: out},
 	}
 	// On every failure below, stop what was started; on success, the returned Stop does it.
 	defer func() {
@@ -86,25 +81,10 @@ func StartStandalone(ctx context.Context, logOutput io.Writer, opts Options) (_ 
 	storage := storagebackend.NewDefaultConfig("/registry", nil)
 	storage.Transport.ServerList = []string{clientURL}
 
-	// A TContext of our own, so that StartTestServer does not call ktesting.Init, which would tie
-	// the apiserver to ktesting's SIGINT context and log through a per-test logger. The apiserver
-	// runs until its TContext is cancelled by its tear-down function.
-	base := klog.NewContext(context.WithoutCancel(ctx), klog.Background())
-	tCtx := ktesting.WithCancel(ktesting.InitCtx(base, s.tb))
-
-	s.keyFilesBefore = insecureKeyFiles()
-	var started *ControlPlane
-	err = s.tb.guard(func() error {
-		var err error
-		started, err = Start(tCtx, storage, opts)
-		return err
-	})
-	s.keyFilesAfter = insecureKeyFiles()
+	started, err := Start(s.tb, storage, opts)
 	switch {
 	case err != nil:
 		return nil, err
-	case s.tb.Failed():
-		return nil, fmt.Errorf("starting kube-apiserver: %s", s.tb.failure())
 	case ctx.Err() != nil:
 		// Start does not watch ctx: cancelling a kube-apiserver before its post-start hooks have
 		// finished makes them call klog.Fatal, which exits the process. So the apiserver was
@@ -125,9 +105,7 @@ type standalone struct {
 	tb          *standaloneTB
 	etcd        *embed.Etcd
 	restoreKlog func()
-	// Names of /tmp/insecure_test_key* files before and right after Start.
-	keyFilesBefore, keyFilesAfter map[string]bool
-	stopped                       atomic.Bool
+	stopped     atomic.Bool
 }
 
 func (s *standalone) stop() {
@@ -138,28 +116,12 @@ func (s *standalone) stop() {
 	if s.etcd != nil {
 		s.etcd.Close()
 	}
-	// StartTestServer removes the service-account key it writes to /tmp, but to be sure: remove
-	// such files that appeared while Start ran and are still there.
-	for name := range s.keyFilesAfter {
-		if !s.keyFilesBefore[name] {
-			_ = os.Remove(name)
-		}
-	}
 	if err := os.RemoveAll(s.root); err != nil {
 		s.tb.Logf("removing %s: %v", s.root, err)
 	}
 	if s.restoreKlog != nil {
 		s.restoreKlog()
 	}
-}
-
-func insecureKeyFiles() map[string]bool {
-	names, _ := filepath.Glob("/tmp/insecure_test_key*")
-	set := make(map[string]bool, len(names))
-	for _, n := range names {
-		set[n] = true
-	}
-	return set
 }
 
 // startEtcd starts a single-member etcd in dir with client and peer listeners on OS-chosen free
@@ -292,58 +254,25 @@ func (w *syncWriter) Write(p []byte) (int, error) {
 	return w.w.Write(p)
 }
 
-// standaloneTB implements ktesting.TB outside of tests, for Start and StartTestServer.
-// Log output goes to out. Cleanup functions run in LIFO order in runCleanups. Fatal, FailNow,
-// Skip and SkipNow panic with a tbAbort, which guard turns into an error; they must therefore
-// only be called from inside guard (Start and the cleanups run there) — elsewhere the panic
-// crashes the program, as it would be a bug in the harness.
+// standaloneTB is Start's TB outside of tests: log lines go to out, and cleanup functions run
+// in LIFO order in runCleanups.
 type standaloneTB struct {
 	name string
 	out  *syncWriter
-	root string
 
 	mu       sync.Mutex
 	cleanups []func()
-	failed   bool
-	skipped  bool
-	messages []string
 }
 
-var _ ktesting.TB = &standaloneTB{}
+var _ TB = &standaloneTB{}
 
-// tbAbort is the panic value of FailNow and SkipNow.
-type tbAbort struct{ skipped bool }
-
-// guard runs f, turning a FailNow or SkipNow inside it into an error.
-func (tb *standaloneTB) guard(f func() error) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			abort, ok := r.(tbAbort)
-			if !ok {
-				panic(r)
-			}
-			what := "failed"
-			if abort.skipped {
-				what = "skipped"
-			}
-			err = fmt.Errorf("kube-apiserver test server %s: %s", what, tb.failure())
-		}
-	}()
-	return f()
-}
-
-// failure returns the messages of Error, Fatal and Skip so far.
-func (tb *standaloneTB) failure() string {
+func (tb *standaloneTB) Cleanup(f func()) {
 	tb.mu.Lock()
 	defer tb.mu.Unlock()
-	if len(tb.messages) == 0 {
-		return "no message"
-	}
-	return strings.Join(tb.messages, "; ")
+	tb.cleanups = append(tb.cleanups, f)
 }
 
-// runCleanups runs (and forgets) the cleanup functions, last registered first. A cleanup that
-// calls FailNow ends only itself.
+// runCleanups runs (and forgets) the cleanup functions, last registered first.
 func (tb *standaloneTB) runCleanups() {
 	for {
 		tb.mu.Lock()
@@ -355,133 +284,17 @@ func (tb *standaloneTB) runCleanups() {
 		f := tb.cleanups[n-1]
 		tb.cleanups = tb.cleanups[:n-1]
 		tb.mu.Unlock()
-		if err := tb.guard(func() error { f(); return nil }); err != nil {
-			tb.Log("cleanup:", err)
-		}
-	}
-}
-
-func (tb *standaloneTB) record(msg string) {
-	tb.mu.Lock()
-	defer tb.mu.Unlock()
-	tb.messages = append(tb.messages, msg)
-}
-
-func (tb *standaloneTB) Cleanup(f func()) {
-	tb.mu.Lock()
-	defer tb.mu.Unlock()
-	tb.cleanups = append(tb.cleanups, f)
-}
-
-func (tb *standaloneTB) Error(args ...any) {
-	msg := strings.TrimSuffix(fmt.Sprintln(args...), "\n")
-	tb.record(msg)
-	tb.write(msg)
-	tb.Fail()
-}
-
-func (tb *standaloneTB) Errorf(format string, args ...any) {
-	msg := fmt.Sprintf(format, args...)
-	tb.record(msg)
-	tb.write(msg)
-	tb.Fail()
-}
-
-func (tb *standaloneTB) Fail() {
-	tb.mu.Lock()
-	defer tb.mu.Unlock()
-	tb.failed = true
-}
-
-func (tb *standaloneTB) FailNow() {
-	tb.Fail()
-	panic(tbAbort{})
-}
-
-func (tb *standaloneTB) Failed() bool {
-	tb.mu.Lock()
-	defer tb.mu.Unlock()
-	return tb.failed
-}
-
-func (tb *standaloneTB) Fatal(args ...any) {
-	tb.Error(args...)
-	tb.FailNow()
-}
-
-func (tb *standaloneTB) Fatalf(format string, args ...any) {
-	tb.Errorf(format, args...)
-	tb.FailNow()
-}
-
-func (tb *standaloneTB) Helper() {}
-
-func (tb *standaloneTB) Log(args ...any) {
-	if tb.out.w != io.Discard {
-		tb.write(fmt.Sprintln(args...))
+		f()
 	}
 }
 
 func (tb *standaloneTB) Logf(format string, args ...any) {
-	if tb.out.w != io.Discard {
-		tb.write(fmt.Sprintf(format, args...))
+	if tb.out.w == io.Discard {
+		return
 	}
-}
-
-func (tb *standaloneTB) write(msg string) {
+	msg := fmt.Sprintf(format, args...)
 	if !strings.HasSuffix(msg, "\n") {
 		msg += "\n"
 	}
 	_, _ = io.WriteString(tb.out, tb.name+": "+msg)
-}
-
-func (tb *standaloneTB) Name() string { return tb.name }
-
-// Setenv sets an environment variable until the control plane stops.
-func (tb *standaloneTB) Setenv(key, value string) {
-	prev, had := os.LookupEnv(key)
-	if err := os.Setenv(key, value); err != nil {
-		tb.Fatalf("Setenv(%q): %v", key, err)
-	}
-	tb.Cleanup(func() {
-		if had {
-			_ = os.Setenv(key, prev)
-		} else {
-			_ = os.Unsetenv(key)
-		}
-	})
-}
-
-func (tb *standaloneTB) Skip(args ...any) {
-	tb.Log(args...)
-	tb.record("skipped: " + strings.TrimSuffix(fmt.Sprintln(args...), "\n"))
-	tb.SkipNow()
-}
-
-func (tb *standaloneTB) SkipNow() {
-	tb.mu.Lock()
-	tb.skipped = true
-	tb.mu.Unlock()
-	panic(tbAbort{skipped: true})
-}
-
-func (tb *standaloneTB) Skipf(format string, args ...any) {
-	tb.Skip(fmt.Sprintf(format, args...))
-}
-
-func (tb *standaloneTB) Skipped() bool {
-	tb.mu.Lock()
-	defer tb.mu.Unlock()
-	return tb.skipped
-}
-
-// TempDir returns a new directory inside the control plane's temporary directory; it is removed
-// when the control plane stops.
-func (tb *standaloneTB) TempDir() string {
-	dir, err := os.MkdirTemp(tb.root, "tmp")
-	if err != nil {
-		tb.Fatalf("TempDir: %v", err)
-	}
-	tb.Cleanup(func() { _ = os.RemoveAll(dir) })
-	return dir
 }
