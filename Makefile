@@ -44,8 +44,8 @@ build: binaries poolctl ## Build bin/pool-scheduler, bin/pool-labeler and bin/po
 binaries: ## Build only the shipped binaries (bin/pool-scheduler, bin/pool-labeler), as the image does.
 	CGO_ENABLED=0 GOGC=$(BUILD_GOGC) $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/pool-scheduler ./cmd/pool-labeler
 
-# poolctl is built like the tests are (no -trimpath: the embedded kube-apiserver locates itself by
-# source path; default cgo; DEV_GOFLAGS), so it shares their build cache.
+# poolctl is built like the tests are (DEV_GOFLAGS, default cgo, no -trimpath), so it shares
+# their build cache.
 .PHONY: poolctl
 poolctl:
 	GOFLAGS="$(DEV_GOFLAGS)" GOGC=$(BUILD_GOGC) $(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/poolctl ./cmd/poolctl

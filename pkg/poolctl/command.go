@@ -147,8 +147,8 @@ func writeOutputs(dir string, comparisons []*simulate.Comparison) error {
 }
 
 // quietKlog keeps the in-process apiserver's and schedulers' logs off the terminal, and at
-// verbosity 0: the test helpers linked in for the embedded control plane raise it to 5, which
-// formats several log lines per API request even when they are discarded.
+// verbosity 0 whatever a linked-in package set: a higher verbosity formats several log lines per
+// API request even when they are discarded.
 func quietKlog() {
 	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
 	klog.InitFlags(fs)
@@ -162,7 +162,6 @@ func quietKlog() {
 	klog.SetOutput(io.Discard)
 }
 
-// progress rewrites one status line on a terminal, or prints lines elsewhere.
 // progress prints one status line, rewritten in place on a terminal. Runs in parallel share it.
 type progress struct {
 	mu   sync.Mutex
