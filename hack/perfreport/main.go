@@ -22,6 +22,9 @@ type dataItem struct {
 type result struct {
 	throughput []float64
 	p50, p99   []float64
+	// Average time per scheduling cycle of the Filter and Score extension points (all plugins,
+	// parallel over nodes): where the cases' cycles differ.
+	filter, score []float64
 }
 
 func main() {
@@ -67,6 +70,10 @@ func main() {
 			case it.Labels["Metric"] == "scheduler_scheduling_attempt_duration_seconds" && it.Labels["result"] == "scheduled":
 				r.p50 = append(r.p50, it.Data["Perc50"])
 				r.p99 = append(r.p99, it.Data["Perc99"])
+			case it.Labels["Metric"] == "scheduler_framework_extension_point_duration_seconds" && it.Labels["extension_point"] == "Filter":
+				r.filter = append(r.filter, it.Data["Average"])
+			case it.Labels["Metric"] == "scheduler_framework_extension_point_duration_seconds" && it.Labels["extension_point"] == "Score":
+				r.score = append(r.score, it.Data["Average"])
 			}
 		}
 	}
@@ -77,13 +84,14 @@ func main() {
 	}
 	sort.Strings(workloads)
 	for _, w := range workloads {
-		fmt.Printf("\n### %s\n\n| test case | pods/s (mean of runs) | runs | attempt latency p50 | p99 |\n|---|---|---|---|---|\n", w)
+		fmt.Printf("\n### %s\n\n| test case | pods/s (mean of runs) | runs | attempt latency p50 | p99 | Filter per cycle (mean) | Score per cycle (mean) |\n|---|---|---|---|---|---|---|\n", w)
 		for _, tc := range order {
 			r := results[w][tc]
 			if r == nil {
 				continue
 			}
-			fmt.Printf("| %s | %.1f | %d | %s | %s |\n", tc, mean(r.throughput), len(r.throughput), ms(mean(r.p50), r.p50), ms(mean(r.p99), r.p99))
+			fmt.Printf("| %s | %.1f | %d | %s | %s | %s | %s |\n", tc, mean(r.throughput), len(r.throughput), ms(mean(r.p50), r.p50), ms(mean(r.p99), r.p99),
+				ms(mean(r.filter), r.filter), ms(mean(r.score), r.score))
 		}
 		ps := results[w]["pool-scheduler"]
 		if ps == nil {
@@ -109,7 +117,7 @@ func mean(v []float64) float64 {
 	return s / float64(len(v))
 }
 
-// ms renders an attempt-duration percentile; scheduler_perf reports it in milliseconds.
+// ms renders a duration; scheduler_perf reports these metrics in milliseconds.
 func ms(v float64, samples []float64) string {
 	if len(samples) == 0 {
 		return "-"
