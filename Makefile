@@ -117,7 +117,7 @@ generate: ## Regenerate deepcopy, conversions, defaults and CRDs.
 	hack/update-codegen.sh
 
 .PHONY: verify
-verify: ## gofmt, go vet, generated files and go.mod replaces up to date.
+verify: ## gofmt, go vet, generated files and go.mod replaces up to date, actionlint, Helm chart lint.
 	hack/verify.sh
 
 # The image is assembled by hack/release (internal/ociimage, go-containerregistry) from the
@@ -149,6 +149,30 @@ image-test: binaries ## The image test: host-platform layout from bin/, config, 
 .PHONY: image-test-layout
 image-test-layout: ## Run test/image against the layout in IMAGE_LAYOUT (default: make image's).
 	POOL_SCHEDULER_IMAGE_LAYOUT=$(abspath $(IMAGE_LAYOUT)) GOFLAGS="$(DEV_GOFLAGS)" $(GO) test $(GOTEST_FLAGS) -count=1 ./test/image/...
+
+# A release: `make release VERSION=vX.Y.Z` writes _output/release/vX.Y.Z/ (the image layout as
+# an OCI archive, the chart, install YAMLs, kubectl plugin archives, krew manifest, SHA256SUMS)
+# and the image layout _output/release/image-vX.Y.Z/, which `make push-image` pushes.
+# .github/workflows/release.yaml runs both on a tag.
+PLUGIN_PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
+RELEASE_DIR = _output/release/$(VERSION)
+RELEASE_LAYOUT = _output/release/image-$(VERSION)
+
+.PHONY: release
+release: ## Release files for VERSION=vX.Y.Z in _output/release/ (image, chart, install YAML, plugin, SHA256SUMS).
+	@[[ "$(VERSION)" =~ ^v[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$$ ]] || { echo "make release: VERSION=$(VERSION) is not vMAJOR.MINOR.PATCH[-PRERELEASE]" >&2; exit 1; }
+	$(MAKE) --no-print-directory image VERSION=$(VERSION) IMAGE_LAYOUT=$(RELEASE_LAYOUT)
+	@for p in $(PLUGIN_PLATFORMS); do \
+	  echo "== kubectl-pool for $$p"; \
+	  CGO_ENABLED=0 GOOS=$${p%/*} GOARCH=$${p#*/} GOGC=$(BUILD_GOGC) $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o _output/plugin/$${p%/*}_$${p#*/}/kubectl-pool ./cmd/poolctl; \
+	done
+	$(RELEASE_TOOL) dist --version $(VERSION) --repository $(IMAGE_REPO) --image-layout $(RELEASE_LAYOUT) --out $(RELEASE_DIR) \
+	  --image-ref-out $(RELEASE_LAYOUT).ref --source-date-epoch $(SOURCE_DATE_EPOCH) \
+	  $(foreach p,$(PLUGIN_PLATFORMS),--plugin $(p)=_output/plugin/$(subst /,_,$(p))/kubectl-pool)
+
+.PHONY: push-image
+push-image: ## Push the release's image layout to IMAGE_REPO (tag VERSION, SBOM referrers); credentials from docker login.
+	$(RELEASE_TOOL) push --layout $(RELEASE_LAYOUT) --repository $(IMAGE_REPO)
 
 # For Docker users: the same image from the Dockerfile (needs a Docker engine; see README).
 .PHONY: docker-image
