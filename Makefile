@@ -54,6 +54,14 @@ binaries: ## Build only the shipped binaries (bin/pool-scheduler, bin/pool-label
 .PHONY: poolctl
 poolctl:
 	GOFLAGS="$(DEV_GOFLAGS)" GOGC=$(BUILD_GOGC) $(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/poolctl ./cmd/poolctl
+	@# The kubectl plugin: `kubectl pool ...` runs kubectl-pool from PATH; poolctl reads its name from argv[0].
+	ln -sf poolctl $(BIN)/kubectl-pool
+
+# kubectl, for the plugin's end-to-end test, from go.mod's tool directive (the pinned Kubernetes).
+.PHONY: kubectl
+kubectl: $(BIN)/kubectl
+$(BIN)/kubectl: go.mod go.sum
+	GOFLAGS="$(DEV_GOFLAGS)" GOGC=$(BUILD_GOGC) $(GO) build -o $(BIN)/kubectl k8s.io/kubernetes/cmd/kubectl
 
 .PHONY: demo
 demo: poolctl ## Simulate the built-in scenarios: default scheduler vs pool-scheduler, side by side.
@@ -99,7 +107,7 @@ integration: etcd ## Plugins in process against kube-apiserver + etcd.
 	$(TEST_ENV) $(GO) test $(GOTEST_FLAGS) -timeout=20m ./test/integration/...
 
 .PHONY: e2e
-e2e: etcd build ## bin/pool-scheduler as a child process against kube-apiserver + etcd.
+e2e: etcd build kubectl ## bin/pool-scheduler as a child process against kube-apiserver + etcd; kubectl pool (bin/poolctl as a kubectl plugin).
 	$(TEST_ENV) POOL_SCHEDULER_BINARY=$(BIN)/pool-scheduler POOL_LABELER_BINARY=$(BIN)/pool-labeler $(GO) test $(GOTEST_FLAGS) -timeout=20m ./test/e2e/...
 
 .PHONY: perf-smoke

@@ -25,6 +25,10 @@ func SchedulerBinary(t *testing.T) string {
 // LabelerBinary returns the built bin/pool-labeler (or $POOL_LABELER_BINARY).
 func LabelerBinary(t *testing.T) string { return binary(t, "pool-labeler", "POOL_LABELER_BINARY") }
 
+// ToolBinary returns a built tool in bin/ (or $env): poolctl (make build), kubectl (make
+// kubectl, from go.mod's tool directive).
+func ToolBinary(t *testing.T, name, env string) string { return binary(t, name, env) }
+
 func binary(t *testing.T, name, env string) string {
 	t.Helper()
 	path := os.Getenv(env)
@@ -32,7 +36,7 @@ func binary(t *testing.T, name, env string) string {
 		path = filepath.Join(RepoRoot(), "bin", name)
 	}
 	if _, err := os.Stat(path); err != nil {
-		t.Fatalf("%s binary %s: %v (run `make build`, or `make e2e`)", name, path, err)
+		t.Fatalf("%s binary %s: %v (run `make build` and `make kubectl`, or `make e2e`)", name, path, err)
 	}
 	return path
 }
