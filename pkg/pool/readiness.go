@@ -1,16 +1,6 @@
 package pool
 
-// UnknownPoolPolicy decides about nodes that carry no pool label.
-type UnknownPoolPolicy string
-
-const (
-	// UnknownPoolAuto rejects nodes without a pool once any NodePoolLabelSet exists.
-	UnknownPoolAuto UnknownPoolPolicy = "Auto"
-	// UnknownPoolReject always rejects nodes without a pool.
-	UnknownPoolReject UnknownPoolPolicy = "Reject"
-	// UnknownPoolAllow always allows nodes without a pool.
-	UnknownPoolAllow UnknownPoolPolicy = "Allow"
-)
+import "github.com/pool-scheduler/pool-scheduler/pkg/apis/config"
 
 // Cause is why a node is not ready for pods. The set is small and fixed so that scheduling
 // events aggregate; details live in Verdict.
@@ -67,7 +57,7 @@ func (v Verdict) Ready() bool { return v.Cause == Ready }
 // safe for concurrent use; Check does not allocate.
 type Gate struct {
 	Identity          Identity
-	UnknownPoolPolicy UnknownPoolPolicy
+	UnknownPoolPolicy config.UnknownPoolPolicy
 	// RequiredLabelKeys must be on every node; PoolRequiredLabelKeys on the nodes of one pool.
 	RequiredLabelKeys     []string
 	PoolRequiredLabelKeys map[string][]string
@@ -114,9 +104,9 @@ func (g *Gate) Check(nodeLabels, nodeAnnotations map[string]string, sets *LabelS
 
 func (g *Gate) rejectsUnknown(sets *LabelSets) bool {
 	switch g.UnknownPoolPolicy {
-	case UnknownPoolAllow:
+	case config.UnknownPoolAllow:
 		return false
-	case UnknownPoolReject:
+	case config.UnknownPoolReject:
 		return true
 	default:
 		return sets.Len() > 0

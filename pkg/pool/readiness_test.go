@@ -6,6 +6,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config"
 	labelsv1alpha1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/labels/v1alpha1"
 )
 
@@ -80,12 +81,12 @@ func TestGateCheck(t *testing.T) {
 		},
 		{
 			name: "Reject: unknown pool rejected with no sets",
-			gate: Gate{UnknownPoolPolicy: UnknownPoolReject}, labels: map[string]string{}, sets: EmptyLabelSets,
+			gate: Gate{UnknownPoolPolicy: config.UnknownPoolReject}, labels: map[string]string{}, sets: EmptyLabelSets,
 			want: Verdict{Cause: UnknownPool},
 		},
 		{
 			name: "Allow: unknown pool allowed with sets",
-			gate: Gate{UnknownPoolPolicy: UnknownPoolAllow}, labels: map[string]string{}, sets: spot,
+			gate: Gate{UnknownPoolPolicy: config.UnknownPoolAllow}, labels: map[string]string{}, sets: spot,
 			want: Verdict{Cause: Ready},
 		},
 		{
@@ -150,7 +151,7 @@ func TestGateCheck(t *testing.T) {
 		},
 		{
 			name:   "required keys apply to nodes without a pool when allowed",
-			gate:   Gate{UnknownPoolPolicy: UnknownPoolAllow, RequiredLabelKeys: []string{"example.com/zone"}},
+			gate:   Gate{UnknownPoolPolicy: config.UnknownPoolAllow, RequiredLabelKeys: []string{"example.com/zone"}},
 			labels: map[string]string{}, sets: spot,
 			want: Verdict{Cause: MissingRequiredLabel, Key: "example.com/zone"},
 		},

@@ -79,7 +79,7 @@ func TestEveryInvalidArgNamesTheField(t *testing.T) {
 		{plugin: "SystemPoolGuard", name: "shipped"},
 		{plugin: "SystemPoolGuard", name: "poolLabelKeys", args: map[string]any{"poolLabelKeys": []any{"a b"}}, want: []string{`"SystemPoolGuard"`, "args.poolLabelKeys[0]", "a b"}},
 		{plugin: "SystemPoolGuard", name: "systemPools invalid name", args: map[string]any{"systemPools": []any{"system", "bad pool"}}, want: []string{`"SystemPoolGuard"`, "args.systemPools[1]", "bad pool"}},
-		{plugin: "SystemPoolGuard", name: "systemPools empty without a selector", args: map[string]any{"systemPools": []any{}}, want: []string{`"SystemPoolGuard"`, "args.systemPools", "systemNodeSelector"}},
+		{plugin: "SystemPoolGuard", name: "systemPools empty without a selector", args: map[string]any{"systemPools": []any{}, "systemNodeSelector": map[string]any{}}, want: []string{`"SystemPoolGuard"`, "args.systemPools", "systemNodeSelector"}},
 		{plugin: "SystemPoolGuard", name: "systemNodeSelector", args: map[string]any{"systemNodeSelector": map[string]any{"matchExpressions": []any{map[string]any{"key": "k", "operator": "Sometimes"}}}}, want: []string{`"SystemPoolGuard"`, "args.systemNodeSelector", "Sometimes"}},
 		{plugin: "SystemPoolGuard", name: "systemNamespaces", args: map[string]any{"systemNamespaces": []any{"Kube_System"}}, want: []string{`"SystemPoolGuard"`, "args.systemNamespaces[0]", "Kube_System"}},
 		{plugin: "SystemPoolGuard", name: "systemPriorityClasses", args: map[string]any{"systemPriorityClasses": []any{"Not A Class"}}, want: []string{`"SystemPoolGuard"`, "args.systemPriorityClasses[0]", "Not A Class"}},

@@ -3,6 +3,7 @@ package simulate
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
@@ -49,7 +50,7 @@ func apiserverErrors(t *testing.T, s *Scenario) []string {
 		p := &s.Pools[i]
 		for _, j := range []int{0, p.Nodes + p.JoiningNodes - 1} {
 			for _, labelled := range []bool{false, true} {
-				node := buildNode(p, j, labelled)
+				node := s.buildNode(p, j, labelled)
 				var in api.Node
 				toInternal(t, node, &in)
 				report("node "+node.Name, corevalidation.ValidateNode(&in))
@@ -153,7 +154,7 @@ func FuzzParseScenario(f *testing.F) {
 			checkErrorLines(t, data, err)
 			return
 		}
-		if fmt.Sprint(s) != fmt.Sprint(s2) {
+		if !reflect.DeepEqual(s, s2) {
 			t.Fatalf("Parse is not deterministic:\n%+v\n%+v", s, s2)
 		}
 		for i, p := range s.Pools {

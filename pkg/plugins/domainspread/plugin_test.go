@@ -26,7 +26,7 @@ import (
 )
 
 const (
-	fdKey   = "topology.kubernetes.azure.com/fault-domain"
+	fdKey   = "topology.pool-scheduler.io/fault-domain"
 	zoneKey = "topology.kubernetes.io/zone"
 	udKey   = "topology.pool-scheduler.io/update-domain"
 )
@@ -70,11 +70,12 @@ func newPlugin(tb testing.TB, ctx context.Context, args *config.DomainSpreadArgs
 	return ds
 }
 
-// node builds a node in fault domain fd and update domain ud (empty: no label).
+// node builds a node in fault domain fd and update domain ud (empty: no label), labelled as
+// cloud-provider-azure labels VMs outside zones: the fault domain in the zone label.
 func node(name, fd, ud string) *v1.Node {
 	n := st.MakeNode().Name(name).Label(v1.LabelHostname, name)
 	if fd != "" {
-		n.Label(fdKey, fd)
+		n.Label(zoneKey, fd)
 	}
 	if ud != "" {
 		n.Label(udKey, ud)
@@ -638,7 +639,7 @@ func TestNodeUpdatesAndDomainChurn(t *testing.T) {
 
 	// Node a moves to fault domain 1 and update domain 1: c now shares its FD, b its UD.
 	moved := nodes[0].DeepCopy()
-	moved.Labels[fdKey], moved.Labels[udKey] = "1", "1"
+	moved.Labels[zoneKey], moved.Labels[udKey] = "1", "1"
 	pl.sharedLister = cache.NewSnapshot(pods, []*v1.Node{moved, nodes[1], nodes[2]})
 	after := scoreAll(t, ctx, pl, pod)
 	if !(after["b"] < after["c"]) {

@@ -19,6 +19,7 @@ import (
 	"k8s.io/kubernetes/test/utils/ktesting"
 
 	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config"
+	configv1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/config/v1"
 	labelsv1alpha1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/labels/v1alpha1"
 	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
 )
@@ -27,7 +28,7 @@ const poolKey = "nodepool.banzaicloud.io/name"
 
 func defaultArgs() *config.NodePoolReadyArgs {
 	return &config.NodePoolReadyArgs{
-		PoolLabelKeys:       pool.DefaultLabelKeys,
+		PoolLabelKeys:       configv1.DefaultPoolLabelKeys,
 		UnknownPoolPolicy:   config.UnknownPoolAuto,
 		IgnoreDaemonSetPods: true,
 	}

@@ -79,12 +79,7 @@ func New(ctx context.Context, obj runtime.Object, h framework.Handle) (framework
 
 func newPlugin(args *config.NodePoolReadyArgs, idx *labelSetIndex) *NodePoolReady {
 	pl := &NodePoolReady{
-		gate: pool.Gate{
-			Identity:              pool.NewIdentity(args.PoolLabelKeys),
-			UnknownPoolPolicy:     args.UnknownPoolPolicy,
-			RequiredLabelKeys:     args.RequiredLabelKeys,
-			PoolRequiredLabelKeys: args.PoolRequiredLabelKeys,
-		},
+		gate:                pool.NewGate(args),
 		labelSets:           idx,
 		ignoreDaemonSetPods: args.IgnoreDaemonSetPods,
 		reactivateAfter:     defaultReactivateAfter,

@@ -8,10 +8,7 @@ import (
 	"fmt"
 
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
@@ -66,22 +63,11 @@ func New(_ context.Context, obj runtime.Object, h framework.Handle) (framework.P
 }
 
 func newPlugin(args *config.SystemPoolGuardArgs) (*SystemPoolGuard, error) {
-	selector := labels.Nothing()
-	if args.SystemNodeSelector != nil {
-		var err error
-		if selector, err = metav1.LabelSelectorAsSelector(args.SystemNodeSelector); err != nil {
-			return nil, fmt.Errorf("%s: args.systemNodeSelector: %w", Name, err)
-		}
+	policy, err := pool.NewSystemPolicy(args)
+	if err != nil {
+		return nil, fmt.Errorf("%s: args.%w", Name, err)
 	}
-	pl := &SystemPoolGuard{policy: pool.SystemPolicy{
-		Identity:        pool.NewIdentity(args.PoolLabelKeys),
-		Pools:           sets.New(args.SystemPools...),
-		NodeSelector:    selector,
-		Namespaces:      sets.New(args.SystemNamespaces...),
-		PriorityClasses: sets.New(args.SystemPriorityClasses...),
-		TolerationKeys:  sets.New(args.SystemTolerationKeys...),
-		DaemonSetPods:   args.DaemonSetPodsAreSystemPods,
-	}}
+	pl := &SystemPoolGuard{policy: policy}
 	pl.systemNodes = pool.NewNodeMemo(func(node *v1.Node, _ struct{}) pool.SystemNodeReason {
 		return pl.policy.SystemNode(node.Labels)
 	})

@@ -24,7 +24,7 @@ import (
 
 func defaultArgs() *config.SystemPoolGuardArgs {
 	return &config.SystemPoolGuardArgs{
-		PoolLabelKeys:              pool.DefaultLabelKeys,
+		PoolLabelKeys:              configv1.DefaultPoolLabelKeys,
 		SystemPools:                configv1.DefaultSystemPools,
 		SystemNamespaces:           configv1.DefaultSystemNamespaces,
 		SystemPriorityClasses:      configv1.DefaultSystemPriorityClasses,
