@@ -273,9 +273,31 @@ func TestHelmChart(t *testing.T) {
 		// check inspects the decoded, validated scheduler configuration.
 		check func(t *testing.T, r *renderedChart, cfg *schedconfig.KubeSchedulerConfiguration)
 	}{{
-		name:  "defaults",
-		want:  concat(schedulerObjects, controllerObjects),
-		check: checkMatchesShippedConfig,
+		name: "defaults",
+		// The domain labeler is on: its affinity keeps it to AKS nodes, its selector to Linux.
+		want: concat(schedulerObjects, controllerObjects, domainObjects),
+		check: func(t *testing.T, r *renderedChart, cfg *schedconfig.KubeSchedulerConfiguration) {
+			checkMatchesShippedConfig(t, r, cfg)
+			ds := r.get(t, "DaemonSet", "pool-labeler-domain")
+			selector, _, _ := unstructured.NestedStringMap(ds.Object, "spec", "template", "spec", "nodeSelector")
+			if diff := cmp.Diff(map[string]string{"kubernetes.io/os": "linux"}, selector); diff != "" {
+				t.Errorf("domain labeler nodeSelector (-want +got):\n%s", diff)
+			}
+			args := util.PluginArgs(t, &cfg.Profiles[0], "SystemPoolGuard").(*config.SystemPoolGuardArgs)
+			if diff := cmp.Diff(&metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.azure.com/mode": "system"}}, args.SystemNodeSelector); diff != "" {
+				t.Errorf("default systemNodeSelector: AKS system-mode pools (-want +got):\n%s", diff)
+			}
+		},
+	}, {
+		name:   "AKS system-mode selector switched off",
+		values: `scheduler: {plugins: {systemPoolGuard: {args: {systemNodeSelector: {}}}}}`,
+		want:   concat(schedulerObjects, controllerObjects, domainObjects),
+		check: func(t *testing.T, _ *renderedChart, cfg *schedconfig.KubeSchedulerConfiguration) {
+			args := util.PluginArgs(t, &cfg.Profiles[0], "SystemPoolGuard").(*config.SystemPoolGuardArgs)
+			if args.SystemNodeSelector == nil || len(args.SystemNodeSelector.MatchLabels)+len(args.SystemNodeSelector.MatchExpressions) != 0 {
+				t.Errorf("systemNodeSelector = %v, want the empty selector (off)", args.SystemNodeSelector)
+			}
+		},
 	}, {
 		name: "everything enabled",
 		values: `
@@ -492,7 +514,9 @@ func TestHelmChartRejectsBadValues(t *testing.T) {
 		{name: "misspelled labeler section", values: `labeler: {controler: {enabled: false}}`, wantErr: "controler"},
 		{name: "both PDB budgets", values: `scheduler: {podDisruptionBudget: {minAvailable: 1, maxUnavailable: 1}}`, wantErr: "not both"},
 		{name: "invalid label key reaches args validation", values: `scheduler: {plugins: {domainSpread: {args: {dimensions: [{name: zone, labelKeys: ["not a key"]}]}}}}`, wantErr: "dimensions[0].labelKeys[0]"},
-		{name: "no system nodes reaches args validation", values: `scheduler: {plugins: {systemPoolGuard: {args: {systemPools: []}}}}`, wantErr: "args.systemPools"},
+		{name: "no system nodes reaches args validation", values: `scheduler: {plugins: {systemPoolGuard: {args: {systemPools: [], systemNodeSelector: {}}}}}`, wantErr: "args.systemPools"},
+		{name: "update domain required, domain labeler off", values: `{labeler: {domain: {enabled: false}}, scheduler: {plugins: {nodePoolReady: {args: {requiredLabelKeys: [topology.pool-scheduler.io/update-domain]}}}}}`, wantErr: "labeler.domain.enabled is false"},
+		{name: "fault domain required for a pool, domain labeler off", values: `{labeler: {domain: {enabled: false}}, scheduler: {plugins: {nodePoolReady: {args: {poolRequiredLabelKeys: {user: [topology.pool-scheduler.io/fault-domain]}}}}}}`, wantErr: "topology.pool-scheduler.io/fault-domain"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -626,8 +650,7 @@ func TestHelmChartValuesCoverPluginArgs(t *testing.T) {
 			if diff := cmp.Diff(fields, keys); diff != "" {
 				t.Errorf("values.yaml scheduler.plugins.%s.args keys differ from the fields of %s (-fields +values):\n%s", tc.plugin, typ.Name(), diff)
 			}
-			// Defaults: the values, decoded into the v1 type, equal the type's own defaults
-			// (an empty or null systemNodeSelector is not rendered, so it means none).
+			// Defaults: the values, decoded into the v1 type, equal the type's own defaults.
 			data, err := yaml.Marshal(values)
 			if err != nil {
 				t.Fatal(err)
@@ -635,6 +658,11 @@ func TestHelmChartValuesCoverPluginArgs(t *testing.T) {
 			got := reflect.New(typ).Interface()
 			if err := yaml.UnmarshalStrict(data, got); err != nil {
 				t.Fatalf("values do not decode into %s: %v", typ.Name(), err)
+			}
+			// A null systemNodeSelector is left out of the rendered config, so the type's default
+			// (AKS system-mode pools) applies.
+			if a, ok := got.(*configv1.SystemPoolGuardArgs); ok && a.SystemNodeSelector == nil {
+				a.SystemNodeSelector = configv1.DefaultSystemNodeSelector()
 			}
 			if diff := cmp.Diff(tc.args, got, cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("values.yaml defaults differ from %s defaults (-type +values):\n%s", typ.Name(), diff)
