@@ -30,7 +30,7 @@ func TestBinaryRefusesBadArgsOfEveryPlugin(t *testing.T) {
 		},
 		{
 			name: "SystemPoolGuard no system nodes", plugin: systempoolguard.Name,
-			edit:         func(a map[string]any) { a["systemPools"] = []string{} },
+			edit:         func(a map[string]any) { a["systemPools"], a["systemNodeSelector"] = []string{}, map[string]any{} },
 			wantInOutput: []string{"SystemPoolGuard", "args.systemPools", "systemNodeSelector"},
 		},
 		{
