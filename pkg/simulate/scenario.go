@@ -213,52 +213,38 @@ const (
 
 func (s *Scenario) setDefaults() {
 	if a := s.Azure; a != nil {
-		if a.ClusterHash == "" {
-			a.ClusterHash = "27255451"
-		}
-		if a.Region == "" {
-			a.Region = "westeurope"
-		}
-		if a.LoadBalancerSKU == "" {
-			a.LoadBalancerSKU = "Standard"
-		}
+		orDefault(&a.ClusterHash, "27255451")
+		orDefault(&a.Region, "westeurope")
+		orDefault(&a.LoadBalancerSKU, "Standard")
 		for i := range s.Pools {
-			if s.Pools[i].VMType == "" {
-				s.Pools[i].VMType = VMTypeAvailabilitySet
-			}
+			orDefault(&s.Pools[i].VMType, VMTypeAvailabilitySet)
 		}
 	}
 	for i := range s.Pools {
 		p := &s.Pools[i]
-		if p.PoolLabelKey == "" {
-			p.PoolLabelKey = "kubernetes.azure.com/agentpool"
-		}
-		if p.CPU == "" {
-			p.CPU = "4"
-		}
-		if p.Memory == "" {
-			p.Memory = "16Gi"
-		}
+		orDefault(&p.PoolLabelKey, "kubernetes.azure.com/agentpool")
+		orDefault(&p.CPU, "4")
+		orDefault(&p.Memory, "16Gi")
 		if p.Pods == 0 {
 			p.Pods = 110
 		}
 	}
 	for i := range s.Workloads {
 		w := &s.Workloads[i]
-		if w.Namespace == "" {
-			w.Namespace = "default"
-		}
-		if w.CPU == "" {
-			w.CPU = "100m"
-		}
+		orDefault(&w.Namespace, "default")
+		orDefault(&w.CPU, "100m")
 		if w.ReplicaSets == 0 {
 			w.ReplicaSets = 1
 		}
 	}
 	for i := range s.Services {
-		if s.Services[i].Namespace == "" {
-			s.Services[i].Namespace = "default"
-		}
+		orDefault(&s.Services[i].Namespace, "default")
+	}
+}
+
+func orDefault(field *string, value string) {
+	if *field == "" {
+		*field = value
 	}
 }
 
