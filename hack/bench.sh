@@ -29,11 +29,13 @@ export GOFLAGS="${GOFLAGS//-gcflags=all=-l/}"
 
 if runs installed; then
   echo "== installed ($INSTALLED, $ROUNDS round(s), count $COUNT)" >&2
+  load_before=$(cut -d' ' -f1-3 /proc/loadavg)
   pattern="^BenchmarkInstalled\$/^($(echo "$INSTALLED" | tr ' ,' '||'))\$"
   ARTIFACTS=$ART go test ./test/installed -run='^$' -bench="$pattern" -benchtime="${ROUNDS}x" -count="$COUNT" -timeout=180m \
     | tee "$ART/installed.txt" >&2
   {
-    echo "Measured $(date -u +%F) on $machine, $(go version | cut -d' ' -f3), k8s.io/kubernetes $(grep '^KUBE_VERSION' hack/versions.env | cut -d= -f2)."
+    echo "Measured $(date -u +%F) on $machine, $(go version | cut -d' ' -f3), k8s.io/kubernetes $(grep '^KUBE_VERSION' hack/versions.env | cut -d= -f2);"
+    echo "load average (1, 5, 15 min) $load_before before, $(cut -d' ' -f1-3 /proc/loadavg) after."
     echo "Command: \`SUITES=\"$SUITES\" INSTALLED=\"$INSTALLED\" ROUNDS=$ROUNDS COUNT=$COUNT make bench\`."
     echo
     go run ./hack/installedreport < "$ART/installed.txt"

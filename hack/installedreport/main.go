@@ -74,7 +74,7 @@ func main() {
 	fmt.Println("| workload | scheduler | pods/s | create-to-bind p50 | p99 |")
 	fmt.Println("|---|---|---|---|---|")
 	for _, w := range workloads {
-		desc := fmt.Sprintf("%s (%.0f nodes, %.0f pods, %d run(s))", w, mean(w, "nodes"), mean(w, "pods"), runs[w])
+		desc := fmt.Sprintf("%s (%.0f nodes, %.0f pods; %.0f round(s) x %d run(s))", w, mean(w, "nodes"), mean(w, "pods"), mean(w, "rounds"), runs[w])
 		for _, v := range variants {
 			fmt.Printf("| %s | %s | %.1f | %.0f ms | %.0f ms |\n", desc, v, mean(w, v+"-pods/s"), mean(w, v+"-p50-ms"), mean(w, v+"-p99-ms"))
 		}

@@ -28,6 +28,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
@@ -161,15 +163,21 @@ func benchmarkWorkload(b *testing.B, w workload) {
 	results := map[string][]burstResult{}
 	round := 0
 	for b.Loop() {
+		var summary []string
 		for i := range variants {
 			v := variants[(round+i)%len(variants)]
-			results[v.name] = append(results[v.name], runBurst(ctx, b, cp, v, w.pods))
+			r := runBurst(ctx, b, cp, v, w.pods)
+			results[v.name] = append(results[v.name], r)
+			summary = append(summary, fmt.Sprintf("%s %.1f pods/s (p50 %v, p99 %v)", v.name, r.podsPerSecond, r.p50.Round(time.Millisecond), r.p99.Round(time.Millisecond)))
 		}
 		round++
+		// One line per round: go test shows only the first lines of a benchmark's log.
+		b.Logf("round %d: %s", round, strings.Join(summary, ", "))
 	}
 
 	b.ReportMetric(float64(w.nodes), "nodes")
 	b.ReportMetric(float64(w.pods), "pods")
+	b.ReportMetric(float64(round), "rounds")
 	throughput := map[string]float64{}
 	for _, v := range variants {
 		var rate, p50, p99 float64
@@ -286,7 +294,14 @@ func runBurst(ctx context.Context, b *testing.B, cp *controlplane.ControlPlane, 
 	if err != nil {
 		b.Fatal(err)
 	}
-	w, err := cs.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+	// On this loaded machine the apiserver closes watchers that fall behind ("unresponsive"); a
+	// RetryWatcher resumes from the last resource version it saw, so no bind is missed (one seen
+	// late only adds to its latency).
+	w, err := watchtools.NewRetryWatcherWithContext(ctx, list.ResourceVersion, &cache.ListWatch{
+		WatchFuncWithContext: func(ctx context.Context, options metav1.ListOptions) (watch.Interface, error) {
+			return cs.CoreV1().Pods(ns).Watch(ctx, options)
+		},
+	})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -363,9 +378,6 @@ func runBurst(ctx context.Context, b *testing.B, cp *controlplane.ControlPlane, 
 		p50:           percentile(latencies, 0.50),
 		p99:           percentile(latencies, 0.99),
 	}
-	b.Logf("%s: %d pods in %v: %.1f pods/s, create-to-bind p50 %v, p99 %v", v.name, pods,
-		last.Sub(first).Round(time.Millisecond), res.podsPerSecond, res.p50.Round(time.Millisecond), res.p99.Round(time.Millisecond))
-
 	proc.Kill(b)
 	// Pods bound to nodes without a kubelet go at once only with a zero grace period.
 	if err := cs.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}, metav1.ListOptions{}); err != nil {
