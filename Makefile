@@ -44,6 +44,13 @@ build: binaries poolctl ## Build bin/pool-scheduler, bin/pool-labeler and bin/po
 binaries: ## Build only the shipped binaries (bin/pool-scheduler, bin/pool-labeler), as the image does.
 	CGO_ENABLED=0 GOGC=$(BUILD_GOGC) $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/pool-scheduler ./cmd/pool-labeler
 
+# The upstream kube-scheduler command of the same Kubernetes version, built like the shipped
+# binaries (the same flags, so it shares their build cache: only its main package and the link
+# are new). The installed benchmark (test/installed) runs it beside bin/pool-scheduler.
+.PHONY: kube-scheduler
+kube-scheduler: ## Build the upstream kube-scheduler ($(KUBE_VERSION)) into bin/, for the installed benchmark.
+	CGO_ENABLED=0 GOGC=$(BUILD_GOGC) $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/kube-scheduler k8s.io/kubernetes/cmd/kube-scheduler
+
 # poolctl is built like the tests are (DEV_GOFLAGS, default cgo, no -trimpath), so it shares
 # their build cache.
 .PHONY: poolctl
@@ -98,13 +105,14 @@ e2e: etcd build ## bin/pool-scheduler as a child process against kube-apiserver 
 	$(TEST_ENV) POOL_SCHEDULER_BINARY=$(BIN)/pool-scheduler POOL_LABELER_BINARY=$(BIN)/pool-labeler $(GO) test $(GOTEST_FLAGS) -timeout=20m ./test/e2e/...
 
 .PHONY: perf-smoke
-perf-smoke: etcd ## scheduler_perf's short workload for every test case: the harness and our profile work.
+perf-smoke: etcd binaries kube-scheduler ## scheduler_perf's short workload for every test case, and the installed benchmark's smoke workload: the harnesses and our profile work.
 	mkdir -p _output/perf-smoke
 	$(TEST_ENV) ARTIFACTS=$(CURDIR)/_output/perf-smoke $(GO) test ./test/perf -run='^$$' -bench=. -benchtime=1ns -timeout=20m \
 	  -perf-scheduling-label-filter=short -data-items-dir=$(CURDIR)/_output/perf-smoke
+	$(TEST_ENV) ARTIFACTS=$(CURDIR)/_output/perf-smoke $(GO) test ./test/installed -run='^$$' -bench='^BenchmarkInstalled$$/^smoke$$' -benchtime=1x -timeout=20m
 
 .PHONY: bench
-bench: etcd ## Plugin microbenchmarks + scheduler_perf (WORKLOADS=1000Nodes COUNT=3) -> docs/performance.md.
+bench: etcd binaries kube-scheduler ## Plugin microbenchmarks, scheduler_perf (WORKLOADS=1000Nodes COUNT=3) and the installed benchmark (INSTALLED="500Nodes 5000Nodes"; SUITES picks) -> docs/performance.md.
 	hack/bench.sh
 
 .PHONY: generate

@@ -8,7 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"k8s.io/client-go/informers"
+	componentbaseconfig "k8s.io/component-base/config"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
 	schedvalidation "k8s.io/kubernetes/pkg/scheduler/apis/config/validation"
 	"k8s.io/kubernetes/pkg/scheduler/backend/cache"
@@ -168,4 +170,29 @@ func pluginArgs(t *testing.T, doc map[string]any, plugin string) map[string]any 
 	}
 	t.Fatalf("no pluginConfig for %s", plugin)
 	return nil
+}
+
+// TestShippedClientConnection decodes manifests/scheduler/config.yaml as the binary does and
+// checks its client settings: the rate limit chosen in the file's comments (docs/performance.md
+// says why), not kube-scheduler's defaults (50 QPS, burst 100), which would hold the scheduler
+// to about 50 bound pods/s; in-cluster credentials; and the protobuf content type the defaults
+// give.
+func TestShippedClientConnection(t *testing.T) {
+	path := filepath.Join("..", "..", "manifests", "scheduler", "config.yaml")
+	cfg, err := options.LoadConfigFromFile(ktesting.Init(t).Logger(), path)
+	if err != nil {
+		t.Fatalf("loading %s: %v", path, err)
+	}
+	if err := schedvalidation.ValidateKubeSchedulerConfiguration(cfg); err != nil {
+		t.Fatalf("%s does not validate: %v", path, err)
+	}
+	want := componentbaseconfig.ClientConnectionConfiguration{
+		Kubeconfig:  "",
+		ContentType: "application/vnd.kubernetes.protobuf",
+		QPS:         1000,
+		Burst:       2000,
+	}
+	if diff := cmp.Diff(want, cfg.ClientConnection); diff != "" {
+		t.Errorf("%s clientConnection (-want +got):\n%s", path, diff)
+	}
 }

@@ -110,8 +110,8 @@ func (b *bindingLog) firstAfter(t time.Time) (time.Time, bool) {
 }
 
 // TestSchedulerHA runs three bin/pool-scheduler replicas with the shipped config (leader election
-// on the Lease pool-scheduler/pool-scheduler; only the lease timing shortened, see haLeaseDuration,
-// and client QPS raised) while 1000 pods are created, SIGKILLs the leader three times (a
+// on the Lease pool-scheduler/pool-scheduler; only the lease timing shortened, see haLeaseDuration)
+// while 1000 pods are created, SIGKILLs the leader three times (a
 // replacement replica starts after each kill, as a Deployment would) and checks:
 //   - a standby takes the Lease over each time and binds pods (takeover times are logged);
 //   - no pod is lost: all 1000 end bound, each to a ready node of the pool;
@@ -145,8 +145,6 @@ func TestSchedulerHA(t *testing.T) {
 	doc := util.ShippedConfigFor(t, cp)
 	le := doc["leaderElection"].(map[string]any)
 	le["leaseDuration"], le["renewDeadline"], le["retryPeriod"] = haLeaseDuration, haRenewDeadline, haRetryPeriod
-	conn := doc["clientConnection"].(map[string]any)
-	conn["qps"], conn["burst"] = 1000, 1000
 	var procs []*util.SchedulerProcess
 	for i := 0; i < 3; i++ {
 		procs = append(procs, util.StartSchedulerBinary(t, doc))

@@ -29,7 +29,7 @@ import (
 const SchedulerName = "pool-scheduler"
 
 // StartControlPlane starts kube-apiserver (etcd from framework.EtcdMain) with the CRDs installed.
-func StartControlPlane(t *testing.T, flags ...string) *controlplane.ControlPlane {
+func StartControlPlane(t testing.TB, flags ...string) *controlplane.ControlPlane {
 	t.Helper()
 	cp, err := controlplane.Start(t, framework.SharedEtcd(), controlplane.Options{Flags: flags})
 	if err != nil {
@@ -39,7 +39,7 @@ func StartControlPlane(t *testing.T, flags ...string) *controlplane.ControlPlane
 }
 
 // CreateNamespace creates a namespace with a unique name.
-func CreateNamespace(ctx context.Context, t *testing.T, cs kubernetes.Interface, prefix string) string {
+func CreateNamespace(ctx context.Context, t testing.TB, cs kubernetes.Interface, prefix string) string {
 	t.Helper()
 	ns, err := cs.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"}}, metav1.CreateOptions{})
 	if err != nil {
@@ -59,7 +59,7 @@ func Node(name string, labels map[string]string) *st.NodeWrapper {
 }
 
 // CreateNode creates node.
-func CreateNode(ctx context.Context, t *testing.T, cs kubernetes.Interface, node *v1.Node) *v1.Node {
+func CreateNode(ctx context.Context, t testing.TB, cs kubernetes.Interface, node *v1.Node) *v1.Node {
 	t.Helper()
 	got, err := cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
 	if err != nil {
@@ -74,7 +74,7 @@ func Pod(namespace, name string) *st.PodWrapper {
 }
 
 // CreatePod creates pod.
-func CreatePod(ctx context.Context, t *testing.T, cs kubernetes.Interface, pod *v1.Pod) *v1.Pod {
+func CreatePod(ctx context.Context, t testing.TB, cs kubernetes.Interface, pod *v1.Pod) *v1.Pod {
 	t.Helper()
 	got, err := cs.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{})
 	if err != nil {
@@ -84,7 +84,7 @@ func CreatePod(ctx context.Context, t *testing.T, cs kubernetes.Interface, pod *
 }
 
 // WaitForPodBound waits until the pod has a node and returns the node's name.
-func WaitForPodBound(ctx context.Context, t *testing.T, cs kubernetes.Interface, namespace, name string, timeout time.Duration) string {
+func WaitForPodBound(ctx context.Context, t testing.TB, cs kubernetes.Interface, namespace, name string, timeout time.Duration) string {
 	t.Helper()
 	var node string
 	err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
@@ -188,7 +188,7 @@ func ApplyLabelSet(ctx context.Context, cp *controlplane.ControlPlane, set *labe
 }
 
 // MustApplyLabelSet is ApplyLabelSet that fails the test on error.
-func MustApplyLabelSet(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, set *labelsv1alpha1.NodePoolLabelSet) {
+func MustApplyLabelSet(ctx context.Context, t testing.TB, cp *controlplane.ControlPlane, set *labelsv1alpha1.NodePoolLabelSet) {
 	t.Helper()
 	if err := ApplyLabelSet(ctx, cp, set); err != nil {
 		t.Fatalf("applying NodePoolLabelSet %s/%s: %v", set.Namespace, set.Name, err)
