@@ -73,7 +73,7 @@ FUZZ_TARGETS := \
   ./pkg/pool:FuzzParseManagedLabels \
   ./pkg/pool:FuzzPoolOf \
   ./pkg/pool:FuzzCompileLabelSets \
-  ./pkg/apis/config/scheme:FuzzDecodePluginArgs \
+  ./pkg/plugins:FuzzDecodePluginArgs \
   ./pkg/simulate:FuzzParseScenario
 FUZZTIME ?= 10s
 FUZZ_SMOKE_TIME ?= 3s
