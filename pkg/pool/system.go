@@ -2,6 +2,7 @@ package pool
 
 import (
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/sets"
 )
@@ -67,11 +68,6 @@ func (p *SystemPolicy) IsSystemPod(pod *v1.Pod) bool {
 
 // IsDaemonSetPod reports whether a DaemonSet controls pod.
 func IsDaemonSetPod(pod *v1.Pod) bool {
-	for i := range pod.OwnerReferences {
-		ref := &pod.OwnerReferences[i]
-		if ref.Controller != nil && *ref.Controller && ref.Kind == "DaemonSet" {
-			return true
-		}
-	}
-	return false
+	ref := metav1.GetControllerOfNoCopy(pod)
+	return ref != nil && ref.Kind == "DaemonSet"
 }

@@ -191,28 +191,19 @@ func pendingReason(p *v1.Pod) string {
 // domainOf returns the node's domain in dimension d: the value of its first key present, or for
 // a joint dimension the values of every dimension up to d, joined by "/".
 func domainOf(dims []Dimension, d int, labels map[string]string) (string, bool) {
-	v, ok := firstValue(dims[d].Keys, labels)
+	v, ok := pool.FirstPresentLabel(dims[d].Keys, labels)
 	if !ok || !dims[d].Joint {
 		return v, ok
 	}
 	parts := make([]string, 0, d+1)
 	for p := 0; p < d; p++ {
-		pv, ok := firstValue(dims[p].Keys, labels)
+		pv, ok := pool.FirstPresentLabel(dims[p].Keys, labels)
 		if !ok {
 			return "", false
 		}
 		parts = append(parts, pv)
 	}
 	return strings.Join(append(parts, v), "/"), true
-}
-
-func firstValue(keys []string, labels map[string]string) (string, bool) {
-	for _, k := range keys {
-		if v, ok := labels[k]; ok {
-			return v, true
-		}
-	}
-	return "", false
 }
 
 // workloads measures each workload's spread over the domains of the pools it runs in: a
@@ -242,7 +233,7 @@ func workloads(pods []*v1.Pod, nodes map[string]*v1.Node, policy Policy) []Workl
 	byOwner := map[string]*acc{}
 	var keys []string
 	for _, p := range pods {
-		ref := metav1.GetControllerOf(p)
+		ref := metav1.GetControllerOfNoCopy(p)
 		node := nodes[p.Spec.NodeName]
 		if ref == nil || ref.Kind == "DaemonSet" || p.DeletionTimestamp != nil || node == nil {
 			continue

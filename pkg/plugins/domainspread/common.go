@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
@@ -27,28 +28,18 @@ type dimension struct {
 	joint bool
 }
 
-// firstValue returns the value of the first key of keys present on the node.
-func firstValue(keys []string, labels map[string]string) (string, bool) {
-	for _, k := range keys {
-		if v, ok := labels[k]; ok {
-			return v, true
-		}
-	}
-	return "", false
-}
-
 // domainOf returns the node's domain in dimension d; false if the node lacks the dimension's keys
 // (or, for a joint dimension, a previous dimension's keys).
 func (pl *DomainSpread) domainOf(d int, labels map[string]string) (domainKey, bool) {
 	var key domainKey
-	v, ok := firstValue(pl.dims[d].keys, labels)
+	v, ok := pool.FirstPresentLabel(pl.dims[d].keys, labels)
 	if !ok {
 		return key, false
 	}
 	key[d] = v
 	if pl.dims[d].joint {
 		for p := 0; p < d; p++ {
-			if key[p], ok = firstValue(pl.dims[p].keys, labels); !ok {
+			if key[p], ok = pool.FirstPresentLabel(pl.dims[p].keys, labels); !ok {
 				return key, false
 			}
 		}
@@ -80,11 +71,10 @@ func (pl *DomainSpread) groupOf(pod *v1.Pod) (group, bool) {
 	return group{namespace: pod.Namespace, uid: uid}, true
 }
 
+// controllerUID returns the UID of the pod's controller.
 func controllerUID(pod *v1.Pod) (types.UID, bool) {
-	for i := range pod.OwnerReferences {
-		if ref := &pod.OwnerReferences[i]; ref.Controller != nil && *ref.Controller {
-			return ref.UID, true
-		}
+	if ref := metav1.GetControllerOfNoCopy(pod); ref != nil {
+		return ref.UID, true
 	}
 	return "", false
 }
