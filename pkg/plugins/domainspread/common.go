@@ -156,7 +156,7 @@ func (t *domainTable) currentEpoch(liveNodes int) uint64 {
 	return t.epoch
 }
 
-// resolve computes a node's domain IDs (the NodeMemo's function).
+// resolve computes a node's domain IDs (the nodememo.Memo's function).
 func (pl *DomainSpread) resolve(node *v1.Node, _ uint64) nodeDomains {
 	var out nodeDomains
 	for d := range out {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config"
 	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config/validation"
+	"github.com/pool-scheduler/pool-scheduler/pkg/plugins/internal/nodememo"
 	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
 )
 
@@ -27,8 +28,8 @@ const ErrReasonSystemPool = "node is in the system pool"
 type SystemPoolGuard struct {
 	policy pool.SystemPolicy
 	// systemNodes remembers policy.SystemNode per node version.
-	systemNodes *pool.NodeMemo[struct{}, pool.SystemNodeReason]
-	snapshot    pool.NodeGetter
+	systemNodes *nodememo.Memo[struct{}, pool.SystemNodeReason]
+	snapshot    nodememo.NodeGetter
 }
 
 var (
@@ -68,7 +69,7 @@ func newPlugin(args *config.SystemPoolGuardArgs) (*SystemPoolGuard, error) {
 		return nil, fmt.Errorf("%s: args.%w", Name, err)
 	}
 	pl := &SystemPoolGuard{policy: policy}
-	pl.systemNodes = pool.NewNodeMemo(func(node *v1.Node, _ struct{}) pool.SystemNodeReason {
+	pl.systemNodes = nodememo.New(func(node *v1.Node, _ struct{}) pool.SystemNodeReason {
 		return pl.policy.SystemNode(node.Labels)
 	})
 	return pl, nil
