@@ -36,8 +36,8 @@ type SystemPolicy struct {
 	DaemonSetPods bool
 }
 
-// SystemNode reports whether a node with these labels is a system node, and why.
-func (p *SystemPolicy) SystemNode(nodeLabels map[string]string) SystemNodeReason {
+// ClassifyNode returns why a node with these labels is a system node, or NotSystemNode.
+func (p *SystemPolicy) ClassifyNode(nodeLabels map[string]string) SystemNodeReason {
 	if name, ok := p.Identity.PoolOf(nodeLabels); ok && p.Pools.Has(name) {
 		return SystemPoolName
 	}

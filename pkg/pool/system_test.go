@@ -26,7 +26,7 @@ func defaultSystemPolicy(t *testing.T) *SystemPolicy {
 	}
 }
 
-func TestSystemNode(t *testing.T) {
+func TestClassifyNode(t *testing.T) {
 	tests := []struct {
 		name   string
 		policy func(*SystemPolicy)
@@ -64,8 +64,8 @@ func TestSystemNode(t *testing.T) {
 			if tt.policy != nil {
 				tt.policy(p)
 			}
-			if got := p.SystemNode(tt.labels); got != tt.want {
-				t.Errorf("SystemNode() = %v, want %v", got, tt.want)
+			if got := p.ClassifyNode(tt.labels); got != tt.want {
+				t.Errorf("ClassifyNode() = %v, want %v", got, tt.want)
 			}
 		})
 	}
@@ -132,8 +132,8 @@ func TestIsSystemPod(t *testing.T) {
 func TestSystemNodeDoesNotAllocate(t *testing.T) {
 	p := defaultSystemPolicy(t)
 	user := map[string]string{"kubernetes.azure.com/agentpool": "user", "kubernetes.azure.com/mode": "user"}
-	if n := testing.AllocsPerRun(100, func() { p.SystemNode(user) }); n != 0 {
-		t.Errorf("SystemNode allocates %v times per call", n)
+	if n := testing.AllocsPerRun(100, func() { p.ClassifyNode(user) }); n != 0 {
+		t.Errorf("ClassifyNode allocates %v times per call", n)
 	}
 }
 

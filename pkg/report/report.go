@@ -83,8 +83,8 @@ type Report struct {
 	Workloads                []Workload `json:"workloads"`
 }
 
-// Findings counts every finding that is a violation (pending pods are not).
-func (r *Report) Findings() int {
+// NumFindings counts every finding that is a violation (pending pods are not).
+func (r *Report) NumFindings() int {
 	return len(r.PodsOnNotReadyNodes) + len(r.UserPodsOnSystemNodes) + len(r.WeakSpread) + len(r.LoadBalancerMismatches)
 }
 
@@ -145,7 +145,7 @@ func Compute(in Inputs, policy Policy) *Report {
 			}
 			r.PodsOnNotReadyNodes = append(r.PodsOnNotReadyNodes, Finding{Object: podKey(p), Node: node.Name, Detail: detail})
 		}
-		if current := nodes[p.Spec.NodeName]; current != nil && policy.System.SystemNode(current.Labels) != pool.NotSystemNode && !policy.System.IsSystemPod(p) {
+		if current := nodes[p.Spec.NodeName]; current != nil && policy.System.ClassifyNode(current.Labels) != pool.NotSystemNode && !policy.System.IsSystemPod(p) {
 			r.UserPodsOnSystemNodes = append(r.UserPodsOnSystemNodes, Finding{Object: podKey(p), Node: current.Name, Detail: "user pod on a system node"})
 		}
 	}
