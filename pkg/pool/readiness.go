@@ -121,8 +121,8 @@ func (g *Gate) checkStale(poolName string, nodeLabels, nodeAnnotations map[strin
 	}
 	stale := ""
 	// The whole annotation is read even after a stale key is found: a malformed annotation is
-	// reported as such whatever precedes the malformed part (found by fuzzing: `["k"` with k on
-	// the node used to be reported as a stale label, `["x",` as malformed).
+	// reported as such whatever precedes the malformed part (`["k"` with k on the node is
+	// malformed, as `["x",` is, not a stale label).
 	err := EachManagedLabel(annotation, func(key string) bool {
 		if stale != "" {
 			return true

@@ -15,8 +15,7 @@ import (
 )
 
 // replicaIndex counts every workload's replicas per node, so that a scheduling cycle reads only
-// the nodes that hold the pod's workload instead of scanning every pod of the snapshot (which
-// cost ~3 ms per cycle at 5000 nodes and 7000 pods, the largest cost of the profile).
+// the nodes that hold the pod's workload instead of scanning every pod of the snapshot.
 //
 // It follows the scheduler's own view of pods: bound pods from the scheduler's pod informer
 // (which leaves out succeeded and failed pods), plus pods this plugin's profile has assumed on a
