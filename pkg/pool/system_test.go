@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/sets"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
+	"k8s.io/utils/ptr"
 )
 
 func defaultSystemPolicy(t *testing.T) *SystemPolicy {
@@ -74,7 +75,7 @@ func TestClassifyNode(t *testing.T) {
 func TestIsSystemPod(t *testing.T) {
 	ds := st.MakePod().Namespace("monitoring").OwnerReference("agent", v1.SchemeGroupVersion.WithKind("DaemonSet")).Obj()
 	dsNotController := st.MakePod().Namespace("monitoring").OwnerReference("agent", v1.SchemeGroupVersion.WithKind("DaemonSet")).Obj()
-	dsNotController.OwnerReferences[0].Controller = ptrTo(false)
+	dsNotController.OwnerReferences[0].Controller = ptr.To(false)
 	rs := st.MakePod().Namespace("default").OwnerReference("web-abc", v1.SchemeGroupVersion.WithKind("ReplicaSet")).Obj()
 
 	tests := []struct {
@@ -136,8 +137,6 @@ func TestSystemNodeDoesNotAllocate(t *testing.T) {
 		t.Errorf("ClassifyNode allocates %v times per call", n)
 	}
 }
-
-func ptrTo[T any](v T) *T { return &v }
 
 func withPriorityClass(p *v1.Pod, name string) *v1.Pod {
 	p.Spec.PriorityClassName = name

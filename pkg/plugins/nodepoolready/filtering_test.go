@@ -22,6 +22,7 @@ import (
 	configv1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/config/v1"
 	labelsv1alpha1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/labels/v1alpha1"
 	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
+	"github.com/pool-scheduler/pool-scheduler/test/util/plugintest"
 )
 
 const poolKey = "nodepool.banzaicloud.io/name"
@@ -50,12 +51,6 @@ func newTestPlugin(t testing.TB, args *config.NodePoolReadyArgs, sets ...*labels
 		idx.upsert(logger, s)
 	}
 	return newPlugin(args, idx)
-}
-
-func nodeInfo(node *v1.Node) fwk.NodeInfo {
-	ni := framework.NewNodeInfo()
-	ni.SetNode(node)
-	return ni
 }
 
 func TestFilter(t *testing.T) {
@@ -146,7 +141,7 @@ func TestFilter(t *testing.T) {
 			if status.IsSkip() {
 				return
 			}
-			got := pl.Filter(ctx, state, tt.pod, nodeInfo(tt.node))
+			got := pl.Filter(ctx, state, tt.pod, plugintest.NodeInfo(tt.node))
 			if diff := cmp.Diff(tt.wantFilter, got); diff != "" {
 				t.Errorf("Filter status (-want +got):\n%s", diff)
 			}
@@ -157,7 +152,7 @@ func TestFilter(t *testing.T) {
 func TestFilterWithoutPreFilterStateIsAnError(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	pl := newTestPlugin(t, defaultArgs())
-	got := pl.Filter(ctx, framework.NewCycleState(), st.MakePod().Obj(), nodeInfo(st.MakeNode().Name("n").Obj()))
+	got := pl.Filter(ctx, framework.NewCycleState(), st.MakePod().Obj(), plugintest.NodeInfo(st.MakeNode().Name("n").Obj()))
 	if got.Code() != fwk.Error {
 		t.Errorf("Filter without PreFilter state = %v, want an Error status", got)
 	}
@@ -175,7 +170,7 @@ func TestFilterCountsRejectionsByReason(t *testing.T) {
 	state := framework.NewCycleState()
 	pod := st.MakePod().Obj()
 	pl.PreFilter(ctx, state, pod, nil)
-	pl.Filter(ctx, state, pod, nodeInfo(st.MakeNode().Name("n").Label(poolKey, "spot").Obj()))
+	pl.Filter(ctx, state, pod, plugintest.NodeInfo(st.MakeNode().Name("n").Label(poolKey, "spot").Obj()))
 	after, err := testutil.GetCounterMetricValue(counter)
 	if err != nil {
 		t.Fatal(err)
@@ -193,7 +188,7 @@ func TestPreFilterPinsTheIndexForTheCycle(t *testing.T) {
 	pl.PreFilter(ctx, state, pod, nil)
 	// A set arriving mid-cycle must not change verdicts within the cycle.
 	pl.labelSets.upsert(logger, labelSet("ns", "spot", "u1", 1, map[string]labelsv1alpha1.LabelValue{"example.com/a": "1"}))
-	if got := pl.Filter(ctx, state, pod, nodeInfo(st.MakeNode().Name("n").Label(poolKey, "spot").Obj())); got != nil {
+	if got := pl.Filter(ctx, state, pod, plugintest.NodeInfo(st.MakeNode().Name("n").Label(poolKey, "spot").Obj())); got != nil {
 		t.Errorf("Filter used the index updated mid-cycle: %v", got)
 	}
 }
@@ -231,7 +226,7 @@ func BenchmarkFilter(b *testing.B) {
 		case 4, 5, 6, 7, 8: // in sync, annotation written by another labeler in another order
 			n.Annotations[pool.ManagedLabelsAnnotation] = `["example.com/tier","example.com/team","example.com/lifecycle"]`
 		}
-		infos[i], objs[i] = nodeInfo(n), n
+		infos[i], objs[i] = plugintest.NodeInfo(n), n
 	}
 	pl.snapshot = cache.NewSnapshot(nil, objs).NodeInfos()
 	// Production verbosity: the -v=4 detail log is off, as it is in a real scheduler.
@@ -264,10 +259,10 @@ func TestFilterDoesNotAllocate(t *testing.T) {
 	stale := st.MakeNode().Name("stale").Label(poolKey, "spot").Label("example.com/a", "1").Label("example.com/old", "1").Label("example.com/zone", "1").Obj()
 	stale.Annotations = map[string]string{pool.ManagedLabelsAnnotation: `["example.com/old","example.com/a"]`}
 	nodes := []fwk.NodeInfo{
-		nodeInfo(st.MakeNode().Name("ready").Label(poolKey, "spot").Label("example.com/a", "1").Label("example.com/zone", "1").Obj()),
-		nodeInfo(st.MakeNode().Name("unlabelled").Label(poolKey, "spot").Obj()),
-		nodeInfo(st.MakeNode().Name("no-pool").Obj()),
-		nodeInfo(stale),
+		plugintest.NodeInfo(st.MakeNode().Name("ready").Label(poolKey, "spot").Label("example.com/a", "1").Label("example.com/zone", "1").Obj()),
+		plugintest.NodeInfo(st.MakeNode().Name("unlabelled").Label(poolKey, "spot").Obj()),
+		plugintest.NodeInfo(st.MakeNode().Name("no-pool").Obj()),
+		plugintest.NodeInfo(stale),
 	}
 	state := framework.NewCycleState()
 	pod := st.MakePod().Obj()
