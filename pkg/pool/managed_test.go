@@ -172,3 +172,25 @@ func FuzzParseManagedLabels(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkEachManagedLabel compares the in-place scanner with encoding/json (the path values
+// with escapes take) on the annotations a labeler writes.
+func BenchmarkEachManagedLabel(b *testing.B) {
+	annotations := map[string]string{
+		"3 keys": `["example.com/lifecycle","example.com/team","example.com/tier"]`,
+		"banzai": `["node.banzaicloud.io/cpu","node.banzaicloud.io/memory","node.banzaicloud.io/ondemand","nodepool.banzaicloud.io/name","node.banzaicloud.io/NetworkPerfCategory"]`,
+	}
+	for name, a := range annotations {
+		for impl, each := range map[string]func(string, func(string) bool) error{
+			"scanner":       EachManagedLabel,
+			"encoding-json": func(a string, fn func(string) bool) error { return eachManagedLabelSlow(trimJSONSpace(a), fn) },
+		} {
+			b.Run(name+"/"+impl, func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					_ = each(a, func(string) bool { return true })
+				}
+			})
+		}
+	}
+}
