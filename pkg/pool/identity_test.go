@@ -80,3 +80,28 @@ func TestPoolOfDoesNotAllocate(t *testing.T) {
 		t.Errorf("PoolOf allocates %v times per call", n)
 	}
 }
+
+func TestFirstPresentLabel(t *testing.T) {
+	keys := []string{"topology.kubernetes.io/zone", "example.com/fault-domain"}
+	tests := []struct {
+		name   string
+		labels map[string]string
+		want   string
+		wantOK bool
+	}{
+		{name: "first key", labels: map[string]string{"topology.kubernetes.io/zone": "z1", "example.com/fault-domain": "0"}, want: "z1", wantOK: true},
+		{name: "second key", labels: map[string]string{"example.com/fault-domain": "0"}, want: "0", wantOK: true},
+		// Unlike PoolOf, an empty value is a value: the key is present.
+		{name: "empty value is present", labels: map[string]string{"topology.kubernetes.io/zone": "", "example.com/fault-domain": "0"}, want: "", wantOK: true},
+		{name: "none", labels: map[string]string{"kubernetes.io/hostname": "n"}, wantOK: false},
+		{name: "nil labels", wantOK: false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok := FirstPresentLabel(keys, tt.labels)
+			if got != tt.want || ok != tt.wantOK {
+				t.Errorf("FirstPresentLabel() = (%q, %v), want (%q, %v)", got, ok, tt.want, tt.wantOK)
+			}
+		})
+	}
+}

@@ -54,7 +54,8 @@ type Verdict struct {
 func (v Verdict) Ready() bool { return v.Cause == Ready }
 
 // Gate decides whether a node's pool state is applied. It is immutable after construction and
-// safe for concurrent use; Check does not allocate.
+// safe for concurrent use; Check allocates only to read a managed-labels annotation that is not
+// the pool's in-sync one (the labeler's format).
 type Gate struct {
 	Identity          Identity
 	UnknownPoolPolicy config.UnknownPoolPolicy
@@ -119,27 +120,17 @@ func (g *Gate) checkStale(poolName string, nodeLabels, nodeAnnotations map[strin
 		// Nothing managed, or exactly the desired keys: no key can be stale.
 		return Verdict{Cause: Ready}
 	}
-	stale := ""
-	// The whole annotation is read even after a stale key is found: a malformed annotation is
-	// reported as such whatever precedes the malformed part (found by fuzzing: `["k"` with k on
-	// the node used to be reported as a stale label, `["x",` as malformed).
-	err := EachManagedLabel(annotation, func(key string) bool {
-		if stale != "" {
-			return true
-		}
-		if _, wanted := desired.Desired(key); wanted {
-			return true
-		}
-		if _, present := nodeLabels[key]; present {
-			stale = key
-		}
-		return true
-	})
+	keys, err := ParseManagedLabels(annotation)
 	if err != nil {
 		return Verdict{Cause: MalformedAnnotation, Pool: poolName, Got: annotation}
 	}
-	if stale != "" {
-		return Verdict{Cause: StaleLabel, Pool: poolName, Key: stale, Got: nodeLabels[stale]}
+	for _, key := range keys {
+		if _, wanted := desired.Desired(key); wanted {
+			continue
+		}
+		if got, present := nodeLabels[key]; present {
+			return Verdict{Cause: StaleLabel, Pool: poolName, Key: key, Got: got}
+		}
 	}
 	return Verdict{Cause: Ready}
 }

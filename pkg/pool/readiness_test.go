@@ -186,16 +186,19 @@ func TestCauseMessagesAreFixedAndDistinct(t *testing.T) {
 	}
 }
 
+// TestGateCheckDoesNotAllocate: Check allocates only to read a managed-labels annotation that is
+// not the pool's in-sync one.
 func TestGateCheckDoesNotAllocate(t *testing.T) {
 	sets := CompileLabelSets([]*labelsv1alpha1.NodePoolLabelSet{
 		labelSet("ns", "spot", map[string]labelsv1alpha1.LabelValue{"example.com/lifecycle": "spot"}),
 	})
 	gate := Gate{RequiredLabelKeys: []string{"example.com/zone"}}
 	ready := map[string]string{poolKey: "spot", "example.com/lifecycle": "spot", "example.com/zone": "1"}
-	stale := map[string]string{poolKey: "spot", "example.com/lifecycle": "spot", "example.com/old": "1"}
-	annotations := map[string]string{ManagedLabelsAnnotation: `["example.com/lifecycle","example.com/old"]`}
-	for name, labels := range map[string]map[string]string{"ready": ready, "stale": stale} {
-		if n := testing.AllocsPerRun(100, func() { gate.Check(labels, annotations, sets) }); n != 0 {
+	notApplied := map[string]string{poolKey: "spot", "example.com/zone": "1"}
+	noZone := map[string]string{poolKey: "spot", "example.com/lifecycle": "spot"}
+	inSync := map[string]string{ManagedLabelsAnnotation: `["example.com/lifecycle"]`}
+	for name, labels := range map[string]map[string]string{"ready": ready, "labels not applied": notApplied, "missing required label": noZone} {
+		if n := testing.AllocsPerRun(100, func() { gate.Check(labels, inSync, sets) }); n != 0 {
 			t.Errorf("%s: Check allocates %v times per call", name, n)
 		}
 	}

@@ -65,8 +65,8 @@ func newAuditCommand() *cobra.Command {
 			} else {
 				writeAuditTable(cmd.OutOrStdout(), r)
 			}
-			if r.Findings() > o.maxFindings {
-				fmt.Fprintf(cmd.ErrOrStderr(), "%d findings, more than --max-findings=%d\n", r.Findings(), o.maxFindings)
+			if r.NumFindings() > o.maxFindings {
+				fmt.Fprintf(cmd.ErrOrStderr(), "%d findings, more than --max-findings=%d\n", r.NumFindings(), o.maxFindings)
 				return errFindings
 			}
 			return nil
@@ -228,6 +228,6 @@ func writeAuditTable(w io.Writer, r *report.Report) {
 	if len(r.LoadBalancerUndetermined) > 0 {
 		section("LOADBALANCER BACKEND POOLS THAT CANNOT BE TOLD (not counted)", r.LoadBalancerUndetermined)
 	}
-	fmt.Fprintf(tw, "TOTAL FINDINGS: %d\n", r.Findings())
+	fmt.Fprintf(tw, "TOTAL FINDINGS: %d\n", r.NumFindings())
 	tw.Flush()
 }

@@ -229,7 +229,7 @@ func systemOnlyBackend(in Inputs, svc *v1.Service, b backend, nodes map[string]*
 		if !b.has(n) {
 			continue
 		}
-		if policy.System.SystemNode(n.Labels) == pool.NotSystemNode {
+		if policy.System.ClassifyNode(n.Labels) == pool.NotSystemNode {
 			return Finding{}, false
 		}
 		inBackend++

@@ -83,8 +83,8 @@ type Report struct {
 	Workloads                []Workload `json:"workloads"`
 }
 
-// Findings counts every finding that is a violation (pending pods are not).
-func (r *Report) Findings() int {
+// NumFindings counts every finding that is a violation (pending pods are not).
+func (r *Report) NumFindings() int {
 	return len(r.PodsOnNotReadyNodes) + len(r.UserPodsOnSystemNodes) + len(r.WeakSpread) + len(r.LoadBalancerMismatches)
 }
 
@@ -145,7 +145,7 @@ func Compute(in Inputs, policy Policy) *Report {
 			}
 			r.PodsOnNotReadyNodes = append(r.PodsOnNotReadyNodes, Finding{Object: podKey(p), Node: node.Name, Detail: detail})
 		}
-		if current := nodes[p.Spec.NodeName]; current != nil && policy.System.SystemNode(current.Labels) != pool.NotSystemNode && !policy.System.IsSystemPod(p) {
+		if current := nodes[p.Spec.NodeName]; current != nil && policy.System.ClassifyNode(current.Labels) != pool.NotSystemNode && !policy.System.IsSystemPod(p) {
 			r.UserPodsOnSystemNodes = append(r.UserPodsOnSystemNodes, Finding{Object: podKey(p), Node: current.Name, Detail: "user pod on a system node"})
 		}
 	}
@@ -191,28 +191,19 @@ func pendingReason(p *v1.Pod) string {
 // domainOf returns the node's domain in dimension d: the value of its first key present, or for
 // a joint dimension the values of every dimension up to d, joined by "/".
 func domainOf(dims []Dimension, d int, labels map[string]string) (string, bool) {
-	v, ok := firstValue(dims[d].Keys, labels)
+	v, ok := pool.FirstPresentLabel(dims[d].Keys, labels)
 	if !ok || !dims[d].Joint {
 		return v, ok
 	}
 	parts := make([]string, 0, d+1)
 	for p := 0; p < d; p++ {
-		pv, ok := firstValue(dims[p].Keys, labels)
+		pv, ok := pool.FirstPresentLabel(dims[p].Keys, labels)
 		if !ok {
 			return "", false
 		}
 		parts = append(parts, pv)
 	}
 	return strings.Join(append(parts, v), "/"), true
-}
-
-func firstValue(keys []string, labels map[string]string) (string, bool) {
-	for _, k := range keys {
-		if v, ok := labels[k]; ok {
-			return v, true
-		}
-	}
-	return "", false
 }
 
 // workloads measures each workload's spread over the domains of the pools it runs in: a
@@ -242,7 +233,7 @@ func workloads(pods []*v1.Pod, nodes map[string]*v1.Node, policy Policy) []Workl
 	byOwner := map[string]*acc{}
 	var keys []string
 	for _, p := range pods {
-		ref := metav1.GetControllerOf(p)
+		ref := metav1.GetControllerOfNoCopy(p)
 		node := nodes[p.Spec.NodeName]
 		if ref == nil || ref.Kind == "DaemonSet" || p.DeletionTimestamp != nil || node == nil {
 			continue

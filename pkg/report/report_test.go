@@ -159,8 +159,8 @@ func TestLoadBalancerFieldReport(t *testing.T) {
 		if len(r.LoadBalancerMismatches) != 0 || len(r.LoadBalancerUndetermined) != 1 || r.LoadBalancerUndetermined[0].Fix != fix {
 			t.Errorf("mismatches %+v, undetermined %+v", r.LoadBalancerMismatches, r.LoadBalancerUndetermined)
 		}
-		if r.Findings() != 0 {
-			t.Errorf("undetermined backends counted as findings: %d", r.Findings())
+		if r.NumFindings() != 0 {
+			t.Errorf("undetermined backends counted as findings: %d", r.NumFindings())
 		}
 	})
 	t.Run("Basic without a known primary set", func(t *testing.T) {

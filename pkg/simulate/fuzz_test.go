@@ -21,6 +21,7 @@ import (
 	api "k8s.io/kubernetes/pkg/apis/core"
 	_ "k8s.io/kubernetes/pkg/apis/core/install"
 	corevalidation "k8s.io/kubernetes/pkg/apis/core/validation"
+	"k8s.io/utils/ptr"
 
 	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
 )
@@ -95,7 +96,7 @@ func apiserverErrors(t *testing.T, s *Scenario) []string {
 		toInternal(t, svc, &in)
 		// The REST strategy sets these before validation; a scenario has no say in them.
 		in.Spec.IPFamilies = []api.IPFamily{api.IPv4Protocol}
-		in.Spec.IPFamilyPolicy = ptrTo(api.IPFamilyPolicySingleStack)
+		in.Spec.IPFamilyPolicy = ptr.To(api.IPFamilyPolicySingleStack)
 		in.Spec.ClusterIP, in.Spec.ClusterIPs = "10.0.0.10", []string{"10.0.0.10"}
 		in.Spec.Ports[0].NodePort = 30000
 		in.Spec.HealthCheckNodePort = 30001
@@ -211,7 +212,5 @@ func TestParseErrorLinePointsAtTheKey(t *testing.T) {
 		t.Fatalf("error = %v, want it on line 7, naming pools[0].labelSet[kubernetes.io/arch]", err)
 	}
 }
-
-func ptrTo[T any](v T) *T { return &v }
 
 func metaWithName(name string) metav1.ObjectMeta { return metav1.ObjectMeta{Name: name} }

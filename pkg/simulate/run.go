@@ -429,7 +429,7 @@ func measure(ctx context.Context, cp *controlplane.ControlPlane, sc *Scenario, m
 	var latencies []time.Duration
 	var last time.Time
 	for _, p := range in.Pods {
-		if p.Namespace == "kube-system" && metav1.GetControllerOf(p) == nil {
+		if p.Namespace == "kube-system" && metav1.GetControllerOfNoCopy(p) == nil {
 			continue
 		}
 		res.Pods++

@@ -270,8 +270,8 @@ func (s *Scenario) validate() field.ErrorList {
 			errs = append(errs, field.Duplicate(fp.Child("name"), p.Name))
 		}
 		pools[p.Name] = true
-		// Each count is bounded before they are added: their sum could overflow (found by fuzzing:
-		// nodes: 9223372036854775807 with joiningNodes: 1 passed).
+		// Each count is bounded before they are added: their sum could overflow (nodes:
+		// 9223372036854775807 with joiningNodes: 1).
 		if p.Nodes < 0 || p.JoiningNodes < 0 || p.Nodes > 5000 || p.JoiningNodes > 5000 || p.Nodes+p.JoiningNodes == 0 || p.Nodes+p.JoiningNodes > 5000 {
 			errs = append(errs, field.Invalid(fp.Child("nodes"), p.Nodes, "nodes + joiningNodes must be 1..5000"))
 		}
@@ -453,7 +453,7 @@ func validateNamespace(ns string, fp *field.Path) field.ErrorList {
 }
 
 // lineCount is the number of lines as YAML counts them: CR LF, CR, LF, NEL, LS and PS all end a
-// line (found by fuzzing: "\r!" has its node on line 2).
+// line ("\r!" has its node on line 2).
 func lineCount(data []byte) int {
 	text := strings.ReplaceAll(string(data), "\r\n", "\n")
 	lines := 1

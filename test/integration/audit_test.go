@@ -122,8 +122,8 @@ func TestAudit(t *testing.T) {
 			t.Errorf("system pod reported as a user pod: %+v", f)
 		}
 	}
-	if got.Findings() != 4 {
-		t.Errorf("%d findings, want 4: %+v", got.Findings(), got)
+	if got.NumFindings() != 4 {
+		t.Errorf("%d findings, want 4: %+v", got.NumFindings(), got)
 	}
 
 	// The table, and the CI exit code.
@@ -220,7 +220,7 @@ func TestAuditFieldReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, table = audit()
-	if len(got.LoadBalancerMismatches)+len(got.LoadBalancerUndetermined) != 0 || got.Findings() != 0 {
+	if len(got.LoadBalancerMismatches)+len(got.LoadBalancerUndetermined) != 0 || got.NumFindings() != 0 {
 		t.Errorf("findings after the fix: %+v %+v\n%s", got.LoadBalancerMismatches, got.LoadBalancerUndetermined, table)
 	}
 }

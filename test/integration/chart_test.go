@@ -24,7 +24,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -807,24 +806,10 @@ func installServiceMonitorCRD(ctx context.Context, t *testing.T, cp *controlplan
 	if err := yaml.UnmarshalStrict(data, crd); err != nil {
 		t.Fatalf("servicemonitor-crd.yaml: %v", err)
 	}
-	client := apiextensionsclient.NewForConfigOrDie(cp.Config)
-	if _, err := client.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{}); err != nil {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := controlplane.ApplyCRDs(ctx, cp.Config, crd); err != nil {
 		t.Fatalf("installing the ServiceMonitor CRD: %v", err)
-	}
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		got, err := client.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{})
-		if err != nil {
-			return false, nil
-		}
-		for _, c := range got.Status.Conditions {
-			if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
-				return true, nil
-			}
-		}
-		return false, nil
-	})
-	if err != nil {
-		t.Fatalf("ServiceMonitor CRD not established: %v", err)
 	}
 }
 

@@ -84,7 +84,7 @@ func TestDomainSpread(t *testing.T) {
 			}
 		}
 	}
-	waitAllBound(tCtx, t, cs, ns, total)
+	util.WaitAllBound(tCtx, t, cs, ns, total, 3*time.Minute)
 	report := checkSpread(tCtx, t, cs, ns, owners, topo)
 	t.Logf("300 ReplicaSets, %d pods:\n%s", total, report)
 
@@ -112,7 +112,7 @@ func TestDomainSpread(t *testing.T) {
 			newTotal++
 		}
 	}
-	waitAllBound(tCtx, t, cs, ns, total+newTotal)
+	util.WaitAllBound(tCtx, t, cs, ns, total+newTotal, 3*time.Minute)
 	report = checkSpread(tCtx, t, cs, ns, newOwners, topo)
 	t.Logf("10 ReplicaSets recreated beside their terminating pods:\n%s", report)
 }
@@ -146,21 +146,6 @@ func createReplica(tCtx ktesting.TContext, t *testing.T, cs kubernetes.Interface
 		pod.Finalizers = []string{holdFinalizer}
 	}
 	util.CreatePod(tCtx, t, cs, pod)
-}
-
-func waitAllBound(tCtx ktesting.TContext, t *testing.T, cs kubernetes.Interface, ns string, want int) {
-	t.Helper()
-	start := time.Now()
-	util.WaitForPods(tCtx, t, cs, ns, 3*time.Minute, func(pods []v1.Pod) (bool, error) {
-		bound := 0
-		for _, p := range pods {
-			if p.Spec.NodeName != "" {
-				bound++
-			}
-		}
-		return bound >= want, nil
-	})
-	t.Logf("%d pods bound after %v", want, time.Since(start).Round(time.Millisecond))
 }
 
 // checkSpread fails the test for any set with skew > 1 on a dimension or, with two or more
@@ -314,7 +299,7 @@ func TestDomainSpreadAzurePools(t *testing.T) {
 			total++
 		}
 	}
-	waitAllBound(tCtx, t, cs, ns, total)
+	util.WaitAllBound(tCtx, t, cs, ns, total, 3*time.Minute)
 
 	args, err := report.LoadArgs(shipped.Config, "")
 	if err != nil {

@@ -5,6 +5,7 @@ package util
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -225,6 +226,44 @@ func WaitForPods(ctx context.Context, t *testing.T, cs kubernetes.Interface, nam
 	if err != nil {
 		t.Fatalf("pods in %s did not reach the wanted state within %v", namespace, timeout)
 	}
+	return last
+}
+
+// WaitAllBound waits until the namespace has n pods, all bound, and names the pending ones if not.
+func WaitAllBound(ctx context.Context, t *testing.T, cs kubernetes.Interface, ns string, n int, timeout time.Duration) []v1.Pod {
+	t.Helper()
+	start := time.Now()
+	var last []v1.Pod
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		list, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		last = list.Items
+		if len(last) != n {
+			return false, nil
+		}
+		for _, p := range last {
+			if p.Spec.NodeName == "" {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		var pending []string
+		for _, p := range last {
+			if p.Spec.NodeName == "" {
+				pending = append(pending, p.Name+" ("+PodScheduledMessage(ctx, cs, ns, p.Name)+")")
+			}
+		}
+		sort.Strings(pending)
+		if len(pending) > 10 {
+			pending = append(pending[:10], "...")
+		}
+		t.Fatalf("%d pods exist, want %d all bound within %v; %d pending: %v", len(last), n, timeout, len(pending), pending)
+	}
+	t.Logf("%d pods bound after %v", n, time.Since(start).Round(time.Millisecond))
 	return last
 }
 

@@ -329,12 +329,12 @@ func TestJointDomainKeys(t *testing.T) {
 		{Name: "fault-domain", LabelKeys: []string{fdKey}, Joint: true},
 	}
 	pl := newTestPlugin(t, ctx, args, nil, nil)
-	a, _ := pl.domainOf(1, map[string]string{zoneKey: "a", fdKey: "0"})
-	b, _ := pl.domainOf(1, map[string]string{zoneKey: "b", fdKey: "0"})
+	a, _ := pl.domainKeyOf(1, map[string]string{zoneKey: "a", fdKey: "0"})
+	b, _ := pl.domainKeyOf(1, map[string]string{zoneKey: "b", fdKey: "0"})
 	if a == b {
 		t.Errorf("joint domains of zones a and b are equal: %v", a)
 	}
-	if _, ok := pl.domainOf(1, map[string]string{fdKey: "0"}); ok {
+	if _, ok := pl.domainKeyOf(1, map[string]string{fdKey: "0"}); ok {
 		t.Error("joint domain without the previous dimension's key was accepted")
 	}
 }
@@ -562,7 +562,7 @@ func TestHints(t *testing.T) {
 		fn       func(klog.Logger, *v1.Pod, any, any) (fwk.QueueingHint, error)
 		want     fwk.QueueingHint
 	}{
-		{name: "group replica deleted", old: rsPod("a1", "rs-a", "fd0-ud0"), fn: pl.isSchedulableAfterPodChange, want: fwk.Queue},
+		{name: "workload replica deleted", old: rsPod("a1", "rs-a", "fd0-ud0"), fn: pl.isSchedulableAfterPodChange, want: fwk.Queue},
 		{name: "other workload's pod deleted", old: rsPod("b1", "rs-b", "fd0-ud0"), fn: pl.isSchedulableAfterPodChange, want: fwk.QueueSkip},
 		{name: "unscheduled replica added", new: rsPod("a2", "rs-a", ""), fn: pl.isSchedulableAfterPodChange, want: fwk.QueueSkip},
 		{name: "node with domains added", new: node("n", "1", "2"), fn: pl.isSchedulableAfterNodeChange, want: fwk.Queue},
@@ -649,7 +649,7 @@ func TestNodeUpdatesAndDomainChurn(t *testing.T) {
 	// Resolve hundreds of short-lived hosts: the next cycle starts a new epoch of domain IDs.
 	epoch := pl.domains.epoch
 	for i := range 500 {
-		pl.domainsOf(node(fmt.Sprintf("gone-%d", i), "0", fmt.Sprint(i)), epoch)
+		pl.domainIDs(node(fmt.Sprintf("gone-%d", i), "0", fmt.Sprint(i)), epoch)
 	}
 	again := scoreAll(t, ctx, pl, pod)
 	if pl.domains.epoch == epoch {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config"
 	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config/validation"
+	"github.com/pool-scheduler/pool-scheduler/pkg/plugins/internal/nodememo"
 	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
 )
 
@@ -30,8 +31,8 @@ type NodePoolReady struct {
 	handle              framework.Handle
 	waiting             waitingPods
 	// verdicts remembers gate.Check per node version and label-set index (nil: ready).
-	verdicts *pool.NodeMemo[*pool.LabelSets, *pool.Verdict]
-	snapshot pool.NodeGetter
+	verdicts *nodememo.Memo[*pool.LabelSets, *pool.Verdict]
+	snapshot nodememo.NodeGetter
 	// reactivateAfter: see activateForNode (0: activate once).
 	reactivateAfter time.Duration
 }
@@ -86,7 +87,7 @@ func newPlugin(args *config.NodePoolReadyArgs, idx *labelSetIndex) *NodePoolRead
 	}
 	// A ready node is remembered as nil: small map entries keep the lookup that Filter does
 	// for every node in every cycle in cache.
-	pl.verdicts = pool.NewNodeMemo(func(node *v1.Node, sets *pool.LabelSets) *pool.Verdict {
+	pl.verdicts = nodememo.New(func(node *v1.Node, sets *pool.LabelSets) *pool.Verdict {
 		if v := pl.gate.Check(node.Labels, node.Annotations, sets); !v.Ready() {
 			return &v
 		}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config"
 	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config/validation"
+	"github.com/pool-scheduler/pool-scheduler/pkg/plugins/internal/nodememo"
 	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
 )
 
@@ -26,9 +27,9 @@ const ErrReasonSystemPool = "node is in the system pool"
 // SystemPoolGuard filters system nodes out for user pods and steers system pods to them.
 type SystemPoolGuard struct {
 	policy pool.SystemPolicy
-	// systemNodes remembers policy.SystemNode per node version.
-	systemNodes *pool.NodeMemo[struct{}, pool.SystemNodeReason]
-	snapshot    pool.NodeGetter
+	// classes remembers policy.ClassifyNode per node version.
+	classes  *nodememo.Memo[struct{}, pool.SystemNodeReason]
+	snapshot nodememo.NodeGetter
 }
 
 var (
@@ -68,20 +69,20 @@ func newPlugin(args *config.SystemPoolGuardArgs) (*SystemPoolGuard, error) {
 		return nil, fmt.Errorf("%s: args.%w", Name, err)
 	}
 	pl := &SystemPoolGuard{policy: policy}
-	pl.systemNodes = pool.NewNodeMemo(func(node *v1.Node, _ struct{}) pool.SystemNodeReason {
-		return pl.policy.SystemNode(node.Labels)
+	pl.classes = nodememo.New(func(node *v1.Node, _ struct{}) pool.SystemNodeReason {
+		return pl.policy.ClassifyNode(node.Labels)
 	})
 	return pl, nil
 }
 
-// systemNode is policy.SystemNode for the node, remembered per node version.
-func (pl *SystemPoolGuard) systemNode(node *v1.Node) pool.SystemNodeReason {
-	return pl.systemNodes.Get(node, struct{}{})
+// classify is policy.ClassifyNode for the node, remembered per node version.
+func (pl *SystemPoolGuard) classify(node *v1.Node) pool.SystemNodeReason {
+	return pl.classes.Get(node, struct{}{})
 }
 
 // compact folds node versions classified in earlier cycles into the memo's read map.
 func (pl *SystemPoolGuard) compact() {
 	if pl.snapshot != nil {
-		pl.systemNodes.Compact(pl.snapshot)
+		pl.classes.Compact(pl.snapshot)
 	}
 }

@@ -47,9 +47,9 @@ type SystemPoolGuardArgs struct {
 	PoolLabelKeys []string `json:"poolLabelKeys,omitempty"`
 	// SystemPools are the names of the system pools. Default: [system]. Set [] to rely on the selector only.
 	//
-	// The lists below are defaulted only when absent, so [] must survive encoding: no omitempty
-	// (found by fuzzing: an explicit [] was dropped when kube-scheduler wrote the loaded
-	// configuration back out, --write-config-to, and read back as the default).
+	// The lists below are defaulted only when absent, so [] must survive encoding: no omitempty.
+	// kube-scheduler writes the loaded configuration back out (--write-config-to, its startup
+	// log), and a dropped [] would read back as the default.
 	SystemPools []string `json:"systemPools"`
 	// SystemNodeSelector also marks system nodes. Default: matchLabels
 	// {kubernetes.azure.com/mode: system}, AKS's system-mode pools; {} (an empty selector)

@@ -1,4 +1,4 @@
-package scheduler
+package app
 
 import (
 	"context"
@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	shipped "github.com/pool-scheduler/pool-scheduler/manifests/scheduler"
+	"github.com/pool-scheduler/pool-scheduler/pkg/plugins"
 )
 
 // loadLikeTheBinary loads a configuration file as pool-scheduler does at startup: kube-scheduler's
@@ -43,7 +44,7 @@ func loadLikeTheBinary(ctx context.Context, t *testing.T, path, plugin string) e
 	}
 	for _, pc := range cfg.Profiles[0].PluginConfig {
 		if pc.Name == plugin {
-			if _, err := Registry()[plugin](ctx, pc.Args, handle); err != nil {
+			if _, err := plugins.Registry()[plugin](ctx, pc.Args, handle); err != nil {
 				// As the framework reports it.
 				return fmt.Errorf("initializing plugin %q: %w", plugin, err)
 			}
