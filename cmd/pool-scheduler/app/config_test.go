@@ -179,7 +179,7 @@ func pluginArgs(t *testing.T, doc map[string]any, plugin string) map[string]any 
 // to about 50 bound pods/s; in-cluster credentials; and the protobuf content type the defaults
 // give.
 func TestShippedClientConnection(t *testing.T) {
-	path := filepath.Join("..", "..", "manifests", "scheduler", "config.yaml")
+	path := filepath.Join("..", "..", "..", "manifests", "scheduler", "config.yaml")
 	cfg, err := options.LoadConfigFromFile(ktesting.Init(t).Logger(), path)
 	if err != nil {
 		t.Fatalf("loading %s: %v", path, err)
