@@ -23,15 +23,13 @@ IMAGE   ?= $(IMAGE_REPO):$(VERSION)
 REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
 # Test and tool builds skip inlining and DWARF (-gcflags='all=-l -dwarf=false'): compiling
-# Kubernetes dominates their cost. Measured for poolctl from an empty build cache on 2 cores:
-# ~430 s with default flags, 348 s without inlining, 314 s also without DWARF (binaries are
-# linked with -s -w, which drops DWARF anyway; stack traces and pprof do not need it). Shipped
-# binaries (make build) and benchmarks (make bench) are compiled normally. GOFLAGS takes the
-# quoted value as one flag.
+# Kubernetes dominates their cost, and both add to it (binaries are linked with -s -w, which
+# drops DWARF anyway; stack traces and pprof do not need it). Shipped binaries (make build) and
+# benchmarks (make bench) are compiled normally. GOFLAGS takes the quoted value as one flag.
 DEV_GOFLAGS := $(strip $(GOFLAGS) '-gcflags=all=-l -dwarf=false')
-# The compiler is a Go program: with GOGC=400 it collects garbage less often (a cold compile of
-# 382 Kubernetes packages on 2 cores: 53.4 s -> 51.7 s, 94 -> 86 s user, peak RSS 0.45 GB). Only
-# `go build` gets it: test binaries and benchmarks run with the default GOGC.
+# The compiler is a Go program: with GOGC=400 it collects garbage less often, and compiles
+# faster for a little more memory. Only `go build` gets it: test binaries and benchmarks run
+# with the default GOGC.
 BUILD_GOGC ?= 400
 # Tests that start kube-apiserver find etcd on PATH.
 TEST_ENV := PATH="$(BIN):$$PATH" GOFLAGS="$(DEV_GOFLAGS)"
@@ -48,6 +46,13 @@ build: binaries poolctl ## Build bin/pool-scheduler, bin/pool-labeler and bin/po
 .PHONY: binaries
 binaries: ## Build only the shipped binaries (bin/pool-scheduler, bin/pool-labeler), as the image does.
 	CGO_ENABLED=0 GOGC=$(BUILD_GOGC) $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/pool-scheduler ./cmd/pool-labeler
+
+# The upstream kube-scheduler command of the same Kubernetes version, built like the shipped
+# binaries (the same flags, so it shares their build cache: only its main package and the link
+# are new). The installed benchmark (test/installed) runs it beside bin/pool-scheduler.
+.PHONY: kube-scheduler
+kube-scheduler: ## Build the upstream kube-scheduler ($(KUBE_VERSION)) into bin/, for the installed benchmark.
+	CGO_ENABLED=0 GOGC=$(BUILD_GOGC) $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/kube-scheduler k8s.io/kubernetes/cmd/kube-scheduler
 
 # poolctl is built like the tests are (DEV_GOFLAGS, default cgo, no -trimpath), so it shares
 # their build cache.
@@ -86,7 +91,7 @@ FUZZ_TARGETS := \
   ./pkg/pool:FuzzParseManagedLabels \
   ./pkg/pool:FuzzPoolOf \
   ./pkg/pool:FuzzCompileLabelSets \
-  ./pkg/apis/config/scheme:FuzzDecodePluginArgs \
+  ./pkg/plugins:FuzzDecodePluginArgs \
   ./pkg/simulate:FuzzParseScenario
 FUZZTIME ?= 10s
 FUZZ_SMOKE_TIME ?= 3s
@@ -111,13 +116,14 @@ e2e: etcd build kubectl ## bin/pool-scheduler as a child process against kube-ap
 	$(TEST_ENV) POOL_SCHEDULER_BINARY=$(BIN)/pool-scheduler POOL_LABELER_BINARY=$(BIN)/pool-labeler $(GO) test $(GOTEST_FLAGS) -timeout=20m ./test/e2e/...
 
 .PHONY: perf-smoke
-perf-smoke: etcd ## scheduler_perf's short workload for every test case: the harness and our profile work.
+perf-smoke: etcd binaries kube-scheduler ## scheduler_perf's short workload for every test case, and the installed benchmark's smoke workload: the harnesses and our profile work.
 	mkdir -p _output/perf-smoke
 	$(TEST_ENV) ARTIFACTS=$(CURDIR)/_output/perf-smoke $(GO) test ./test/perf -run='^$$' -bench=. -benchtime=1ns -timeout=20m \
 	  -perf-scheduling-label-filter=short -data-items-dir=$(CURDIR)/_output/perf-smoke
+	$(TEST_ENV) ARTIFACTS=$(CURDIR)/_output/perf-smoke $(GO) test ./test/installed -run='^$$' -bench='^BenchmarkInstalled$$/^smoke$$' -benchtime=1x -timeout=20m
 
 .PHONY: bench
-bench: etcd ## Plugin microbenchmarks + scheduler_perf (WORKLOADS=1000Nodes COUNT=3) -> docs/performance.md.
+bench: etcd binaries kube-scheduler ## Plugin microbenchmarks, scheduler_perf (WORKLOADS=1000Nodes COUNT=3) and the installed benchmark (INSTALLED="500Nodes 5000Nodes"; SUITES picks) -> docs/performance.md.
 	hack/bench.sh
 
 .PHONY: generate

@@ -1,18 +1,52 @@
 #!/usr/bin/env bash
-# make bench: the plugins' Go microbenchmarks (5000 nodes) and the scheduler_perf suite, written
-# to docs/performance.md. WORKLOADS selects scheduler_perf workloads (default 1000Nodes; add
-# 5000Nodes for the full goals), COUNT the runs per case (default 3).
+# make bench: the plugins' Go microbenchmarks (5000 nodes), the scheduler_perf suite and the
+# installed benchmark (test/installed), written to docs/performance.md.
+#   SUITES     what to run: "scheduler_perf" (microbenchmarks, scheduler_perf, churn) and/or
+#              "installed" (default both); each rewrites only its own part of the document.
+#   WORKLOADS  scheduler_perf workloads (default 1000Nodes; add 5000Nodes for the full goals).
+#   INSTALLED  installed-benchmark workloads (default "500Nodes 5000Nodes"; also smoke).
+#   ROUNDS     rounds of every scheduler per installed run (default 1).
+#   COUNT      runs per case (default 3).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+SUITES=${SUITES:-scheduler_perf installed}
 WORKLOADS=${WORKLOADS:-1000Nodes}
+INSTALLED=${INSTALLED:-500Nodes 5000Nodes}
+ROUNDS=${ROUNDS:-1}
 COUNT=${COUNT:-3}
+for s in $SUITES; do
+  case $s in scheduler_perf|installed) ;; *) echo "SUITES: unknown suite $s (scheduler_perf, installed)" >&2; exit 2 ;; esac
+done
+runs() { [[ " $SUITES " == *" $1 "* ]]; }
 ART=$PWD/artifacts/bench
 rm -rf "$ART" && mkdir -p "$ART"
+machine="$(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'))"
 export PATH="$PWD/bin:$PATH"
 # Measure optimised code: drop make's test-build flags (no inlining) if inherited.
 GOFLAGS="${GOFLAGS:-}"
 GOFLAGS="${GOFLAGS//\'-gcflags=all=-l -dwarf=false\'/}"
 export GOFLAGS="${GOFLAGS//-gcflags=all=-l/}"
+
+if runs installed; then
+  echo "== installed ($INSTALLED, $ROUNDS round(s), count $COUNT)" >&2
+  load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+  pattern="^BenchmarkInstalled\$/^($(echo "$INSTALLED" | tr ' ,' '||'))\$"
+  ARTIFACTS=$ART go test ./test/installed -run='^$' -bench="$pattern" -benchtime="${ROUNDS}x" -count="$COUNT" -timeout=180m \
+    | tee "$ART/installed.txt" >&2
+  {
+    echo "Measured $(date -u +%F) on $machine, $(go version | cut -d' ' -f3), k8s.io/kubernetes $(grep '^KUBE_VERSION' hack/versions.env | cut -d= -f2);"
+    echo "load average (1, 5, 15 min) $load_before before, $(cut -d' ' -f1-3 /proc/loadavg) after."
+    echo "Command: \`SUITES=\"$SUITES\" INSTALLED=\"$INSTALLED\" ROUNDS=$ROUNDS COUNT=$COUNT make bench\`."
+    echo
+    go run ./hack/installedreport < "$ART/installed.txt"
+  } > "$ART/installed.md"
+  # Replace what lies between the installed markers.
+  INSTALLED_MD=$ART/installed.md perl -0pi -e '
+    BEGIN { open my $f, "<", $ENV{INSTALLED_MD} or die; local $/; $new = <$f> }
+    s/(<!-- installed:begin -->\n).*?(<!-- installed:end -->)/$1\n$new\n$2/s or die "no installed markers in docs/performance.md\n"' docs/performance.md
+  echo "wrote the installed results to docs/performance.md" >&2
+fi
+runs scheduler_perf || exit 0
 
 echo "== microbenchmarks" >&2
 # Log records of the fakes the benchmarks build (klog writes to the same stream) can land in the
@@ -47,8 +81,8 @@ fi
 {
   sed -n '1,/^<!-- results -->$/p' docs/performance.md
   echo
-  echo "Measured $(date -u +%F) on $(nproc) cores, $(go version | cut -d' ' -f3), k8s.io/kubernetes $(grep '^KUBE_VERSION' hack/versions.env | cut -d= -f2)."
-  echo "Command: \`WORKLOADS=\"$WORKLOADS\" COUNT=$COUNT make bench\`."
+  echo "Measured $(date -u +%F) on $machine, $(go version | cut -d' ' -f3), k8s.io/kubernetes $(grep '^KUBE_VERSION' hack/versions.env | cut -d= -f2)."
+  echo "Command: \`SUITES=\"$SUITES\" WORKLOADS=\"$WORKLOADS\" COUNT=$COUNT make bench\`."
   cat "$ART/perf.md"
   echo
   echo "### Churn: gated pods, label-to-bind latency (\`BenchmarkChurn\`, \`test/perf/config/churn.yaml\`)"

@@ -11,9 +11,9 @@ import (
 	_ "k8s.io/component-base/metrics/prometheus/clientgo"
 	_ "k8s.io/component-base/metrics/prometheus/version"
 
-	"github.com/pool-scheduler/pool-scheduler/pkg/scheduler"
+	"github.com/pool-scheduler/pool-scheduler/cmd/pool-scheduler/app"
 )
 
 func main() {
-	os.Exit(cli.Run(scheduler.NewCommand()))
+	os.Exit(cli.Run(app.NewCommand()))
 }

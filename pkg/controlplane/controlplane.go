@@ -115,13 +115,19 @@ func CRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
 	return out, err
 }
 
-// InstallCRDs creates (or updates) the shipped CRDs and waits until they are Established.
+// InstallCRDs creates (or updates) the shipped CRDs and waits until they are served.
 func InstallCRDs(ctx context.Context, cfg *rest.Config) error {
-	client, err := apiextensionsclient.NewForConfig(cfg)
+	defs, err := CRDs()
 	if err != nil {
 		return err
 	}
-	defs, err := CRDs()
+	return ApplyCRDs(ctx, cfg, defs...)
+}
+
+// ApplyCRDs creates (or updates) CRDs and waits until they are Established and dynamic clients
+// can list their resources.
+func ApplyCRDs(ctx context.Context, cfg *rest.Config, defs ...*apiextensionsv1.CustomResourceDefinition) error {
+	client, err := apiextensionsclient.NewForConfig(cfg)
 	if err != nil {
 		return err
 	}

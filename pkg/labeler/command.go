@@ -21,6 +21,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	configv1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/config/v1"
+	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config/validation"
 	labelsv1alpha1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/labels/v1alpha1"
 	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
 	"github.com/pool-scheduler/pool-scheduler/pkg/version"
@@ -79,7 +81,7 @@ func newControllerCommand(kubeconfig *string) *cobra.Command {
 		Use:   "controller",
 		Short: "Reconcile every node towards its pool's NodePoolLabelSet (leader-elected Deployment)",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if errs := pool.ValidateLabelKeys(poolLabelKeys, nil); len(errs) > 0 {
+			if errs := validation.ValidateLabelKeys(poolLabelKeys, nil); len(errs) > 0 {
 				return fmt.Errorf("--pool-label-keys: %v", errs.ToAggregate())
 			}
 			if err := validateLeaderElection(leaseDuration, renewDeadline, retryPeriod); err != nil {
@@ -129,7 +131,7 @@ func newControllerCommand(kubeconfig *string) *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringSliceVar(&namespaces, "namespaces", nil, "namespaces whose NodePoolLabelSets are applied; empty: all")
-	f.StringSliceVar(&poolLabelKeys, "pool-label-keys", pool.DefaultLabelKeys, "ordered node label keys naming a node's pool")
+	f.StringSliceVar(&poolLabelKeys, "pool-label-keys", configv1.DefaultPoolLabelKeys, "ordered node label keys naming a node's pool")
 	f.BoolVar(&overwrite, "overwrite-conflicts", false, "apply desired labels over values set by someone else (default: report the conflict in status and events)")
 	f.BoolVar(&leaderElect, "leader-elect", true, "elect a leader on the Lease pool-labeler, so replicas can run side by side")
 	f.StringVar(&leaderElectNamespace, "leader-elect-namespace", "", "namespace of the Lease; empty: the pod's namespace")

@@ -30,9 +30,11 @@ const (
 // not an Azure compute document. Retrying does not help.
 var ErrNotAzure = errors.New("instance metadata endpoint is not Azure's")
 
-// Domains is a node's platform fault and update domain.
+// Domains is a node's platform fault and update domain, and its availability zone ("" for a
+// VM outside zones).
 type Domains struct {
 	FaultDomain, UpdateDomain string
+	Zone                      string
 }
 
 // DomainOptions configure the domain mode.
@@ -113,6 +115,7 @@ func fetchOnce(ctx context.Context, client *http.Client, opts DomainOptions) (Do
 	var doc struct {
 		PlatformFaultDomain  *json.RawMessage `json:"platformFaultDomain"`
 		PlatformUpdateDomain *json.RawMessage `json:"platformUpdateDomain"`
+		Zone                 *json.RawMessage `json:"zone"`
 	}
 	if err := json.Unmarshal(body, &doc); err != nil {
 		return Domains{}, fmt.Errorf("%w: response is not JSON: %v", ErrNotAzure, err)
@@ -125,7 +128,30 @@ func fetchOnce(ctx context.Context, client *http.Client, opts DomainOptions) (Do
 	if err != nil {
 		return Domains{}, fmt.Errorf("%w: platformUpdateDomain: %v", ErrNotAzure, err)
 	}
-	return Domains{FaultDomain: fd, UpdateDomain: ud}, nil
+	zone, err := zoneName(doc.Zone)
+	if err != nil {
+		return Domains{}, fmt.Errorf("%w: zone: %v", ErrNotAzure, err)
+	}
+	return Domains{FaultDomain: fd, UpdateDomain: ud, Zone: zone}, nil
+}
+
+// zoneName accepts the compute document's zone: absent or "" (a VM outside zones) or a zone
+// number such as "1".
+func zoneName(raw *json.RawMessage) (string, error) {
+	if raw == nil {
+		return "", nil
+	}
+	var s string
+	if err := json.Unmarshal(*raw, &s); err != nil {
+		return "", fmt.Errorf("not a string: %s", *raw)
+	}
+	if s == "" {
+		return "", nil
+	}
+	if _, err := strconv.ParseUint(s, 10, 16); err != nil {
+		return "", fmt.Errorf("not a zone number: %q", s)
+	}
+	return s, nil
 }
 
 // domainNumber accepts "3" or 3 and returns the decimal string; anything else is refused, so
@@ -150,19 +176,30 @@ func domainNumber(raw *json.RawMessage) (string, error) {
 }
 
 // LabelNodeDomains patches the node's domain labels if they differ; it reports whether it patched.
+//
+// On a zonal VM the fault-domain label is not written (and removed if an earlier version wrote
+// it): Azure numbers fault domains within each zone, so the values repeat in every zone, and
+// under a zonal scale set's default max spreading every VM reports the same one. A label with
+// those values would let anything that reads it alone treat nodes of different zones as one
+// fault domain. The node's zone label (cloud-provider-azure's <region>-<zone>) is the fault
+// boundary there; outside zones cloud-provider-azure writes the fault domain into the zone
+// label, and this label repeats it for clusters whose nodes lack a zone label.
 func LabelNodeDomains(ctx context.Context, cs kubernetes.Interface, opts DomainOptions, d Domains) (bool, error) {
 	node, err := cs.CoreV1().Nodes().Get(ctx, opts.NodeName, metav1.GetOptions{})
 	if err != nil {
 		return false, fmt.Errorf("reading node %s: %w", opts.NodeName, err)
 	}
-	want := map[string]string{opts.UpdateDomainKey: d.UpdateDomain}
-	if opts.FaultDomainKey != "" {
-		want[opts.FaultDomainKey] = d.FaultDomain
-	}
 	labels := map[string]any{}
-	for k, v := range want {
-		if node.Labels[k] != v {
-			labels[k] = v
+	if node.Labels[opts.UpdateDomainKey] != d.UpdateDomain {
+		labels[opts.UpdateDomainKey] = d.UpdateDomain
+	}
+	if opts.FaultDomainKey != "" {
+		current, has := node.Labels[opts.FaultDomainKey]
+		switch {
+		case d.Zone != "" && has:
+			labels[opts.FaultDomainKey] = nil // a merge patch's null removes the label
+		case d.Zone == "" && current != d.FaultDomain:
+			labels[opts.FaultDomainKey] = d.FaultDomain
 		}
 	}
 	if len(labels) == 0 {
@@ -191,7 +228,7 @@ func RunDomainMode(ctx context.Context, cs kubernetes.Interface, opts DomainOpti
 		}
 		return err
 	}
-	logger.Info("Read platform domains", "node", opts.NodeName, "faultDomain", d.FaultDomain, "updateDomain", d.UpdateDomain)
+	logger.Info("Read platform domains", "node", opts.NodeName, "faultDomain", d.FaultDomain, "updateDomain", d.UpdateDomain, "zone", d.Zone)
 	var lastErr error
 	wait.UntilWithContext(ctx, func(ctx context.Context) {
 		patched, err := LabelNodeDomains(ctx, cs, opts, d)

@@ -15,6 +15,9 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config"
+	configv1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/config/v1"
+	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config/validation"
 	labelsv1alpha1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/labels/v1alpha1"
 )
 
@@ -40,7 +43,7 @@ func parseLabels(s string) map[string]string {
 // refPoolOf is the definition of a node's pool, written as plainly as possible.
 func refPoolOf(keys []string, labels map[string]string) (string, bool) {
 	if len(keys) == 0 {
-		keys = DefaultLabelKeys
+		keys = configv1.DefaultPoolLabelKeys
 	}
 	for _, k := range keys {
 		if labels[k] != "" {
@@ -88,7 +91,7 @@ func FuzzPoolOf(f *testing.F) {
 		keys = splitLines(keyText)
 
 		// Valid key lists have no duplicates (a duplicate would be a silent no-op in the list).
-		if errs := ValidateLabelKeys(keys, field.NewPath("keys")); len(errs) == 0 {
+		if errs := validation.ValidateLabelKeys(keys, field.NewPath("keys")); len(errs) == 0 {
 			seen := map[string]bool{}
 			for _, k := range keys {
 				if seen[k] {
@@ -100,7 +103,7 @@ func FuzzPoolOf(f *testing.F) {
 
 		// The gate with no NodePoolLabelSets: its verdict follows from PoolOf and the annotation.
 		annotations := map[string]string{ManagedLabelsAnnotation: annotation}
-		for _, policy := range []UnknownPoolPolicy{UnknownPoolAuto, UnknownPoolReject, UnknownPoolAllow} {
+		for _, policy := range []config.UnknownPoolPolicy{config.UnknownPoolAuto, config.UnknownPoolReject, config.UnknownPoolAllow} {
 			g := Gate{Identity: id, UnknownPoolPolicy: policy}
 			v := g.Check(labels, annotations, nil)
 			if v.Pool != wantName && v.Cause != UnknownPool {
@@ -116,7 +119,7 @@ func FuzzPoolOf(f *testing.F) {
 			}
 			want := Ready
 			switch {
-			case !ok && policy == UnknownPoolReject:
+			case !ok && policy == config.UnknownPoolReject:
 				want = UnknownPool
 			case err != nil:
 				want = MalformedAnnotation
@@ -315,7 +318,7 @@ func FuzzCompileLabelSets(f *testing.F) {
 				for k, v := range want {
 					nodeLabels[k] = v
 				}
-				g := Gate{Identity: NewIdentity([]string{fuzzPoolKey}), UnknownPoolPolicy: UnknownPoolReject}
+				g := Gate{Identity: NewIdentity([]string{fuzzPoolKey}), UnknownPoolPolicy: config.UnknownPoolReject}
 				annotations := map[string]string{ManagedLabelsAnnotation: p.ManagedLabelsAnnotation()}
 				if v := g.Check(nodeLabels, annotations, got); !v.Ready() {
 					t.Fatalf("pool %q: a node with exactly the desired labels is not ready: %+v", name, v)

@@ -1,33 +1,17 @@
 package pool
 
 import (
-	"fmt"
-
-	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/apimachinery/pkg/util/validation/field"
+	configv1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/config/v1"
 )
 
-// DefaultLabelKeys is the ordered list of node label keys that name a node's pool on the
-// platforms pool-scheduler supports. The first key with a non-empty value wins.
-var DefaultLabelKeys = []string{
-	"nodepool.banzaicloud.io/name",
-	"node.banzaicloud.io/nodepool",
-	"kubernetes.azure.com/agentpool",
-	"agentpool",
-	"cloud.google.com/gke-nodepool",
-	"eks.amazonaws.com/nodegroup",
-	"karpenter.sh/nodepool",
-	"doks.digitalocean.com/node-pool",
-}
-
-// Identity resolves a node's pool from its labels. The zero value uses DefaultLabelKeys.
+// Identity resolves a node's pool from its labels. The zero value uses configv1.DefaultPoolLabelKeys.
 // It is immutable and safe for concurrent use.
 type Identity struct {
 	keys []string
 }
 
 // NewIdentity returns an Identity that reads the given label keys in order. An empty list means
-// DefaultLabelKeys. The keys must be valid label keys (see ValidateLabelKeys).
+// configv1.DefaultPoolLabelKeys. The keys must be valid label keys (validation.ValidateLabelKeys).
 func NewIdentity(keys []string) Identity {
 	if len(keys) == 0 {
 		return Identity{}
@@ -38,13 +22,14 @@ func NewIdentity(keys []string) Identity {
 // LabelKeys returns the ordered keys this Identity reads.
 func (id Identity) LabelKeys() []string {
 	if len(id.keys) == 0 {
-		return DefaultLabelKeys
+		return configv1.DefaultPoolLabelKeys
 	}
 	return id.keys
 }
 
 // PoolOf returns the node's pool: the value of the first key in the list that has a non-empty
-// value. ok is false when the node carries none of them (its pool is unknown).
+// value. ok is false when the node carries none of them (its pool is unknown). An empty value
+// names no pool, so PoolOf reads on to the next key, where FirstPresentLabel would stop.
 // It does not allocate.
 func (id Identity) PoolOf(nodeLabels map[string]string) (name string, ok bool) {
 	for _, k := range id.LabelKeys() {
@@ -55,30 +40,15 @@ func (id Identity) PoolOf(nodeLabels map[string]string) (name string, ok bool) {
 	return "", false
 }
 
-// ValidateLabelKeys checks a configured pool label key list: keys must be valid, distinct label keys.
-func ValidateLabelKeys(keys []string, path *field.Path) field.ErrorList {
-	var errs field.ErrorList
-	seen := make(map[string]bool, len(keys))
-	for i, k := range keys {
-		for _, msg := range validation.IsQualifiedName(k) {
-			errs = append(errs, field.Invalid(path.Index(i), k, msg))
+// FirstPresentLabel returns the value of the first of keys that labels carry, and whether there
+// is one. A present key counts even with an empty value, as a topology key does for
+// PodTopologySpread (an empty value is a domain of its own); PoolOf, which skips empty values,
+// is the rule for pool names. It does not allocate.
+func FirstPresentLabel(keys []string, labels map[string]string) (string, bool) {
+	for _, k := range keys {
+		if v, ok := labels[k]; ok {
+			return v, true
 		}
-		if seen[k] {
-			errs = append(errs, field.Duplicate(path.Index(i), k))
-		}
-		seen[k] = true
 	}
-	return errs
-}
-
-// ValidateName checks a pool name as it appears in configuration: a valid label value, not empty.
-func ValidateName(name string, path *field.Path) field.ErrorList {
-	if name == "" {
-		return field.ErrorList{field.Required(path, "pool name must not be empty")}
-	}
-	var errs field.ErrorList
-	for _, msg := range validation.IsValidLabelValue(name) {
-		errs = append(errs, field.Invalid(path, name, fmt.Sprintf("not a valid pool name (pool names are node label values): %s", msg)))
-	}
-	return errs
+	return "", false
 }

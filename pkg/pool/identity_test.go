@@ -4,7 +4,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	configv1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/config/v1"
 )
 
 func TestPoolOf(t *testing.T) {
@@ -58,7 +59,7 @@ func TestPoolOf(t *testing.T) {
 }
 
 func TestZeroIdentityUsesDefaults(t *testing.T) {
-	if diff := cmp.Diff(DefaultLabelKeys, Identity{}.LabelKeys()); diff != "" {
+	if diff := cmp.Diff(configv1.DefaultPoolLabelKeys, Identity{}.LabelKeys()); diff != "" {
 		t.Errorf("zero Identity keys (-want +got):\n%s", diff)
 	}
 }
@@ -80,46 +81,27 @@ func TestPoolOfDoesNotAllocate(t *testing.T) {
 	}
 }
 
-func TestValidateLabelKeys(t *testing.T) {
+func TestFirstPresentLabel(t *testing.T) {
+	keys := []string{"topology.kubernetes.io/zone", "example.com/fault-domain"}
 	tests := []struct {
-		name string
-		keys []string
-		want field.ErrorList
+		name   string
+		labels map[string]string
+		want   string
+		wantOK bool
 	}{
-		{name: "valid", keys: []string{"agentpool", "example.com/pool"}},
-		{
-			name: "invalid key",
-			keys: []string{"ok", "bad key"},
-			want: field.ErrorList{field.Invalid(field.NewPath("keys").Index(1), "bad key", "")},
-		},
-		{
-			name: "duplicate",
-			keys: []string{"a", "a"},
-			want: field.ErrorList{field.Duplicate(field.NewPath("keys").Index(1), "a")},
-		},
+		{name: "first key", labels: map[string]string{"topology.kubernetes.io/zone": "z1", "example.com/fault-domain": "0"}, want: "z1", wantOK: true},
+		{name: "second key", labels: map[string]string{"example.com/fault-domain": "0"}, want: "0", wantOK: true},
+		// Unlike PoolOf, an empty value is a value: the key is present.
+		{name: "empty value is present", labels: map[string]string{"topology.kubernetes.io/zone": "", "example.com/fault-domain": "0"}, want: "", wantOK: true},
+		{name: "none", labels: map[string]string{"kubernetes.io/hostname": "n"}, wantOK: false},
+		{name: "nil labels", wantOK: false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := ValidateLabelKeys(tt.keys, field.NewPath("keys"))
-			if diff := cmp.Diff(tt.want, got, ignoreErrorDetail); diff != "" {
-				t.Errorf("ValidateLabelKeys (-want +got):\n%s", diff)
+			got, ok := FirstPresentLabel(keys, tt.labels)
+			if got != tt.want || ok != tt.wantOK {
+				t.Errorf("FirstPresentLabel() = (%q, %v), want (%q, %v)", got, ok, tt.want, tt.wantOK)
 			}
 		})
-	}
-}
-
-var ignoreErrorDetail = cmp.Transformer("errorTypeAndField", func(e *field.Error) string {
-	return string(e.Type) + " " + e.Field
-})
-
-func TestValidateName(t *testing.T) {
-	if errs := ValidateName("system", field.NewPath("p")); len(errs) != 0 {
-		t.Errorf("valid name: %v", errs)
-	}
-	if errs := ValidateName("", field.NewPath("p")); len(errs) != 1 || errs[0].Type != field.ErrorTypeRequired {
-		t.Errorf("empty name: %v", errs)
-	}
-	if errs := ValidateName("no spaces", field.NewPath("p")); len(errs) != 1 || errs[0].Type != field.ErrorTypeInvalid {
-		t.Errorf("invalid name: %v", errs)
 	}
 }

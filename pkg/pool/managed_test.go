@@ -4,10 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
 func TestParseManagedLabels(t *testing.T) {
@@ -54,20 +54,6 @@ func TestParseManagedLabels(t *testing.T) {
 	}
 }
 
-func TestEachManagedLabelStopsEarly(t *testing.T) {
-	var seen []string
-	err := EachManagedLabel(`["a","b","c"]`, func(k string) bool {
-		seen = append(seen, k)
-		return k != "b"
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff([]string{"a", "b"}, seen); diff != "" {
-		t.Errorf("keys visited (-want +got):\n%s", diff)
-	}
-}
-
 func TestFormatManagedLabelsRoundTrip(t *testing.T) {
 	for _, keys := range [][]string{nil, {}, {"a"}, {"example.com/a", "b"}} {
 		got, err := ParseManagedLabels(FormatManagedLabels(keys))
@@ -86,20 +72,9 @@ func TestFormatManagedLabelsRoundTrip(t *testing.T) {
 	}
 }
 
-func TestEachManagedLabelDoesNotAllocate(t *testing.T) {
-	annotation := `["example.com/a","example.com/b","example.com/c"]`
-	n := 0
-	if allocs := testing.AllocsPerRun(100, func() {
-		_ = EachManagedLabel(annotation, func(string) bool { n++; return true })
-	}); allocs != 0 {
-		t.Errorf("EachManagedLabel allocates %v times per call", allocs)
-	}
-}
-
-// FuzzParseManagedLabels checks the in-place scanner against encoding/json: both must accept
-// the same values (a JSON array of strings; null, a null entry or anything else is refused) and
-// yield the same keys, and neither may panic. EachManagedLabel, which the scheduler calls, must
-// agree with ParseManagedLabels, and what it accepts must survive FormatManagedLabels.
+// FuzzParseManagedLabels checks ParseManagedLabels against encoding/json: it accepts exactly a
+// JSON array of strings (null, a null entry or anything else is refused) with the same keys,
+// never panics, and what it accepts survives FormatManagedLabels.
 func FuzzParseManagedLabels(f *testing.F) {
 	for _, seed := range []string{"", "[]", `["a"]`, `["a","b"]`, `["a\/b"]`, `[1]`, `null`, `{"a":1}`, `["a",`, " [ \"a\" ] ", "[\"\x01\"]",
 		`[null]`, `["a",null]`, `["a","\u00e9"]`, "[\"\xff\"]", `[["a"]]`, `["a"] ["b"]`, "\ufeff[]", `["example.com/a","example.com/b"]`} {
@@ -119,7 +94,7 @@ func FuzzParseManagedLabels(f *testing.F) {
 			hasNull = hasNull || k == nil
 		}
 		switch {
-		case trimJSONSpace(s) == "":
+		case strings.Trim(s, jsonSpace) == "":
 			if err != nil || got != nil {
 				t.Fatalf("blank %q: got %v, %v", s, got, err)
 			}
@@ -140,27 +115,7 @@ func FuzzParseManagedLabels(f *testing.F) {
 			}
 		}
 
-		// EachManagedLabel, the allocation-free path, fails exactly when the parser does and
-		// visits exactly the parsed keys (leading keys possibly twice, as documented).
-		seen := map[string]bool{}
-		eachErr := EachManagedLabel(s, func(k string) bool { seen[k] = true; return true })
-		if (eachErr != nil) != (err != nil) {
-			t.Fatalf("%q: EachManagedLabel error %v, ParseManagedLabels error %v", s, eachErr, err)
-		}
 		if err == nil {
-			want := map[string]bool{}
-			for _, k := range got {
-				want[k] = true
-			}
-			if len(want) != len(seen) || (len(seen) > 0 && !reflect.DeepEqual(want, seen)) {
-				t.Fatalf("%q: keys visited by EachManagedLabel (-parsed +visited):\n%s", s, cmp.Diff(want, seen, cmpopts.EquateEmpty()))
-			}
-			// Stopping at the first key stops there.
-			var first []string
-			_ = EachManagedLabel(s, func(k string) bool { first = append(first, k); return false })
-			if len(got) > 0 && (len(first) == 0 || first[len(first)-1] != got[0]) {
-				t.Fatalf("%q: stopping at the first key visited %q, want it to end with %q", s, first, got[0])
-			}
 			// What the parser read, the labeler writes back unchanged.
 			again, err := ParseManagedLabels(FormatManagedLabels(got))
 			if err != nil {

@@ -1,16 +1,6 @@
 package pool
 
-// UnknownPoolPolicy decides about nodes that carry no pool label.
-type UnknownPoolPolicy string
-
-const (
-	// UnknownPoolAuto rejects nodes without a pool once any NodePoolLabelSet exists.
-	UnknownPoolAuto UnknownPoolPolicy = "Auto"
-	// UnknownPoolReject always rejects nodes without a pool.
-	UnknownPoolReject UnknownPoolPolicy = "Reject"
-	// UnknownPoolAllow always allows nodes without a pool.
-	UnknownPoolAllow UnknownPoolPolicy = "Allow"
-)
+import "github.com/pool-scheduler/pool-scheduler/pkg/apis/config"
 
 // Cause is why a node is not ready for pods. The set is small and fixed so that scheduling
 // events aggregate; details live in Verdict.
@@ -64,10 +54,11 @@ type Verdict struct {
 func (v Verdict) Ready() bool { return v.Cause == Ready }
 
 // Gate decides whether a node's pool state is applied. It is immutable after construction and
-// safe for concurrent use; Check does not allocate.
+// safe for concurrent use; Check allocates only to read a managed-labels annotation that is not
+// the pool's in-sync one (the labeler's format).
 type Gate struct {
 	Identity          Identity
-	UnknownPoolPolicy UnknownPoolPolicy
+	UnknownPoolPolicy config.UnknownPoolPolicy
 	// RequiredLabelKeys must be on every node; PoolRequiredLabelKeys on the nodes of one pool.
 	RequiredLabelKeys     []string
 	PoolRequiredLabelKeys map[string][]string
@@ -114,9 +105,9 @@ func (g *Gate) Check(nodeLabels, nodeAnnotations map[string]string, sets *LabelS
 
 func (g *Gate) rejectsUnknown(sets *LabelSets) bool {
 	switch g.UnknownPoolPolicy {
-	case UnknownPoolAllow:
+	case config.UnknownPoolAllow:
 		return false
-	case UnknownPoolReject:
+	case config.UnknownPoolReject:
 		return true
 	default:
 		return sets.Len() > 0
@@ -129,27 +120,17 @@ func (g *Gate) checkStale(poolName string, nodeLabels, nodeAnnotations map[strin
 		// Nothing managed, or exactly the desired keys: no key can be stale.
 		return Verdict{Cause: Ready}
 	}
-	stale := ""
-	// The whole annotation is read even after a stale key is found: a malformed annotation is
-	// reported as such whatever precedes the malformed part (found by fuzzing: `["k"` with k on
-	// the node used to be reported as a stale label, `["x",` as malformed).
-	err := EachManagedLabel(annotation, func(key string) bool {
-		if stale != "" {
-			return true
-		}
-		if _, wanted := desired.Desired(key); wanted {
-			return true
-		}
-		if _, present := nodeLabels[key]; present {
-			stale = key
-		}
-		return true
-	})
+	keys, err := ParseManagedLabels(annotation)
 	if err != nil {
 		return Verdict{Cause: MalformedAnnotation, Pool: poolName, Got: annotation}
 	}
-	if stale != "" {
-		return Verdict{Cause: StaleLabel, Pool: poolName, Key: stale, Got: nodeLabels[stale]}
+	for _, key := range keys {
+		if _, wanted := desired.Desired(key); wanted {
+			continue
+		}
+		if got, present := nodeLabels[key]; present {
+			return Verdict{Cause: StaleLabel, Pool: poolName, Key: key, Got: got}
+		}
 	}
 	return Verdict{Cause: Ready}
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config"
 	labelsv1alpha1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/labels/v1alpha1"
 )
 
@@ -80,12 +81,12 @@ func TestGateCheck(t *testing.T) {
 		},
 		{
 			name: "Reject: unknown pool rejected with no sets",
-			gate: Gate{UnknownPoolPolicy: UnknownPoolReject}, labels: map[string]string{}, sets: EmptyLabelSets,
+			gate: Gate{UnknownPoolPolicy: config.UnknownPoolReject}, labels: map[string]string{}, sets: EmptyLabelSets,
 			want: Verdict{Cause: UnknownPool},
 		},
 		{
 			name: "Allow: unknown pool allowed with sets",
-			gate: Gate{UnknownPoolPolicy: UnknownPoolAllow}, labels: map[string]string{}, sets: spot,
+			gate: Gate{UnknownPoolPolicy: config.UnknownPoolAllow}, labels: map[string]string{}, sets: spot,
 			want: Verdict{Cause: Ready},
 		},
 		{
@@ -150,7 +151,7 @@ func TestGateCheck(t *testing.T) {
 		},
 		{
 			name:   "required keys apply to nodes without a pool when allowed",
-			gate:   Gate{UnknownPoolPolicy: UnknownPoolAllow, RequiredLabelKeys: []string{"example.com/zone"}},
+			gate:   Gate{UnknownPoolPolicy: config.UnknownPoolAllow, RequiredLabelKeys: []string{"example.com/zone"}},
 			labels: map[string]string{}, sets: spot,
 			want: Verdict{Cause: MissingRequiredLabel, Key: "example.com/zone"},
 		},
@@ -185,16 +186,19 @@ func TestCauseMessagesAreFixedAndDistinct(t *testing.T) {
 	}
 }
 
+// TestGateCheckDoesNotAllocate: Check allocates only to read a managed-labels annotation that is
+// not the pool's in-sync one.
 func TestGateCheckDoesNotAllocate(t *testing.T) {
 	sets := CompileLabelSets([]*labelsv1alpha1.NodePoolLabelSet{
 		labelSet("ns", "spot", map[string]labelsv1alpha1.LabelValue{"example.com/lifecycle": "spot"}),
 	})
 	gate := Gate{RequiredLabelKeys: []string{"example.com/zone"}}
 	ready := map[string]string{poolKey: "spot", "example.com/lifecycle": "spot", "example.com/zone": "1"}
-	stale := map[string]string{poolKey: "spot", "example.com/lifecycle": "spot", "example.com/old": "1"}
-	annotations := map[string]string{ManagedLabelsAnnotation: `["example.com/lifecycle","example.com/old"]`}
-	for name, labels := range map[string]map[string]string{"ready": ready, "stale": stale} {
-		if n := testing.AllocsPerRun(100, func() { gate.Check(labels, annotations, sets) }); n != 0 {
+	notApplied := map[string]string{poolKey: "spot", "example.com/zone": "1"}
+	noZone := map[string]string{poolKey: "spot", "example.com/lifecycle": "spot"}
+	inSync := map[string]string{ManagedLabelsAnnotation: `["example.com/lifecycle"]`}
+	for name, labels := range map[string]map[string]string{"ready": ready, "labels not applied": notApplied, "missing required label": noZone} {
+		if n := testing.AllocsPerRun(100, func() { gate.Check(labels, inSync, sets) }); n != 0 {
 			t.Errorf("%s: Check allocates %v times per call", name, n)
 		}
 	}

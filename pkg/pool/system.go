@@ -2,6 +2,7 @@ package pool
 
 import (
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/sets"
 )
@@ -35,8 +36,8 @@ type SystemPolicy struct {
 	DaemonSetPods bool
 }
 
-// SystemNode reports whether a node with these labels is a system node, and why.
-func (p *SystemPolicy) SystemNode(nodeLabels map[string]string) SystemNodeReason {
+// ClassifyNode returns why a node with these labels is a system node, or NotSystemNode.
+func (p *SystemPolicy) ClassifyNode(nodeLabels map[string]string) SystemNodeReason {
 	if name, ok := p.Identity.PoolOf(nodeLabels); ok && p.Pools.Has(name) {
 		return SystemPoolName
 	}
@@ -67,11 +68,6 @@ func (p *SystemPolicy) IsSystemPod(pod *v1.Pod) bool {
 
 // IsDaemonSetPod reports whether a DaemonSet controls pod.
 func IsDaemonSetPod(pod *v1.Pod) bool {
-	for i := range pod.OwnerReferences {
-		ref := &pod.OwnerReferences[i]
-		if ref.Controller != nil && *ref.Controller && ref.Kind == "DaemonSet" {
-			return true
-		}
-	}
-	return false
+	ref := metav1.GetControllerOfNoCopy(pod)
+	return ref != nil && ref.Kind == "DaemonSet"
 }

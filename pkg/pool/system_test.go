@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/sets"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
+	"k8s.io/utils/ptr"
 )
 
 func defaultSystemPolicy(t *testing.T) *SystemPolicy {
@@ -26,7 +27,7 @@ func defaultSystemPolicy(t *testing.T) *SystemPolicy {
 	}
 }
 
-func TestSystemNode(t *testing.T) {
+func TestClassifyNode(t *testing.T) {
 	tests := []struct {
 		name   string
 		policy func(*SystemPolicy)
@@ -64,8 +65,8 @@ func TestSystemNode(t *testing.T) {
 			if tt.policy != nil {
 				tt.policy(p)
 			}
-			if got := p.SystemNode(tt.labels); got != tt.want {
-				t.Errorf("SystemNode() = %v, want %v", got, tt.want)
+			if got := p.ClassifyNode(tt.labels); got != tt.want {
+				t.Errorf("ClassifyNode() = %v, want %v", got, tt.want)
 			}
 		})
 	}
@@ -74,7 +75,7 @@ func TestSystemNode(t *testing.T) {
 func TestIsSystemPod(t *testing.T) {
 	ds := st.MakePod().Namespace("monitoring").OwnerReference("agent", v1.SchemeGroupVersion.WithKind("DaemonSet")).Obj()
 	dsNotController := st.MakePod().Namespace("monitoring").OwnerReference("agent", v1.SchemeGroupVersion.WithKind("DaemonSet")).Obj()
-	dsNotController.OwnerReferences[0].Controller = ptrTo(false)
+	dsNotController.OwnerReferences[0].Controller = ptr.To(false)
 	rs := st.MakePod().Namespace("default").OwnerReference("web-abc", v1.SchemeGroupVersion.WithKind("ReplicaSet")).Obj()
 
 	tests := []struct {
@@ -132,12 +133,10 @@ func TestIsSystemPod(t *testing.T) {
 func TestSystemNodeDoesNotAllocate(t *testing.T) {
 	p := defaultSystemPolicy(t)
 	user := map[string]string{"kubernetes.azure.com/agentpool": "user", "kubernetes.azure.com/mode": "user"}
-	if n := testing.AllocsPerRun(100, func() { p.SystemNode(user) }); n != 0 {
-		t.Errorf("SystemNode allocates %v times per call", n)
+	if n := testing.AllocsPerRun(100, func() { p.ClassifyNode(user) }); n != 0 {
+		t.Errorf("ClassifyNode allocates %v times per call", n)
 	}
 }
-
-func ptrTo[T any](v T) *T { return &v }
 
 func withPriorityClass(p *v1.Pod, name string) *v1.Pod {
 	p.Spec.PriorityClassName = name

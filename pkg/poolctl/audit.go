@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -16,11 +18,11 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
+	shipped "github.com/pool-scheduler/pool-scheduler/manifests/scheduler"
 	labelsv1alpha1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/labels/v1alpha1"
 	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
 	"github.com/pool-scheduler/pool-scheduler/pkg/report"
@@ -29,11 +31,15 @@ import (
 type auditOptions struct {
 	// kubectl's connection flags (--kubeconfig, --context, --namespace, --server, --as, ...), so
 	// `kubectl pool audit` takes what kubectl takes.
-	cluster     *genericclioptions.ConfigFlags
-	output      string
-	maxFindings int
-	systemPools []string
-	timeout     time.Duration
+	cluster       *genericclioptions.ConfigFlags
+	output        string
+	maxFindings   int
+	systemPools   []string
+	timeout       time.Duration
+	config        string
+	schedulerName string
+	lbSKU         string
+	primaryVMSet  string
 }
 
 func newAuditCommand() *cobra.Command {
@@ -62,8 +68,8 @@ func newAuditCommand() *cobra.Command {
 			} else {
 				writeAuditTable(cmd.OutOrStdout(), r)
 			}
-			if r.Findings() > o.maxFindings {
-				fmt.Fprintf(cmd.ErrOrStderr(), "%d findings, more than --max-findings=%d\n", r.Findings(), o.maxFindings)
+			if r.NumFindings() > o.maxFindings {
+				fmt.Fprintf(cmd.ErrOrStderr(), "%d findings, more than --max-findings=%d\n", r.NumFindings(), o.maxFindings)
 				return errFindings
 			}
 			return nil
@@ -73,12 +79,54 @@ func newAuditCommand() *cobra.Command {
 	o.cluster.AddFlags(f)
 	f.StringVarP(&o.output, "output", "o", "table", "table or json")
 	f.IntVar(&o.maxFindings, "max-findings", 0, "exit 1 when there are more findings than this")
-	f.StringSliceVar(&o.systemPools, "system-pools", []string{"system"}, "pool names of the system pool")
+	f.StringVar(&o.config, "config", "", "the deployed KubeSchedulerConfiguration file (the config.yaml key of the scheduler's ConfigMap); default: the shipped manifests/scheduler/config.yaml")
+	f.StringVar(&o.schedulerName, "scheduler-name", "pool-scheduler", "the profile of --config to measure against")
+	f.StringSliceVar(&o.systemPools, "system-pools", nil, "override the profile's SystemPoolGuard systemPools")
+	f.StringVar(&o.lbSKU, "azure-load-balancer-sku", report.SKUStandard, "Azure load balancer SKU: Standard (every node not labelled "+report.ExcludeFromLoadBalancersLabel+" is a backend) or Basic (one availability set or scale set)")
+	f.StringVar(&o.primaryVMSet, "azure-primary-vmset", "", "Basic SKU: cloud-provider-azure's primaryAvailabilitySetName or primaryScaleSetName, the backend of Services without "+report.AzureLoadBalancerModeAnnotation)
 	f.DurationVar(&o.timeout, "timeout", 30*time.Second, "timeout for reading the cluster")
 	return cmd
 }
 
+// auditPolicy builds the policy from the scheduler configuration the cluster runs, so the audit
+// judges what the scheduler enforces.
+func auditPolicy(o auditOptions) (report.Policy, error) {
+	data, source := shipped.Config, "the shipped configuration"
+	if o.config != "" {
+		var err error
+		if data, err = os.ReadFile(o.config); err != nil {
+			return report.Policy{}, fmt.Errorf("--config: %w", err)
+		}
+		source = o.config
+	}
+	args, err := report.LoadArgs(data, o.schedulerName)
+	if err != nil {
+		return report.Policy{}, fmt.Errorf("--config %s: %w", source, err)
+	}
+	if o.systemPools != nil {
+		args.SystemPoolGuard.SystemPools = o.systemPools
+	}
+	policy, err := report.NewPolicy(args)
+	if err != nil {
+		return report.Policy{}, fmt.Errorf("--config %s: %w", source, err)
+	}
+	switch {
+	case strings.EqualFold(o.lbSKU, report.SKUStandard):
+		policy.LoadBalancer.AzureSKU = report.SKUStandard
+	case strings.EqualFold(o.lbSKU, report.SKUBasic):
+		policy.LoadBalancer.AzureSKU = report.SKUBasic
+	default:
+		return report.Policy{}, fmt.Errorf("--azure-load-balancer-sku: %q is not Standard or Basic", o.lbSKU)
+	}
+	policy.LoadBalancer.AzurePrimaryVMSet = o.primaryVMSet
+	return policy, nil
+}
+
 func audit(ctx context.Context, o auditOptions) (*report.Report, error) {
+	policy, err := auditPolicy(o)
+	if err != nil {
+		return nil, err
+	}
 	cfg, err := o.cluster.ToRESTConfig()
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig: %w", err)
@@ -133,16 +181,6 @@ func audit(ctx context.Context, o auditOptions) (*report.Report, error) {
 		return nil, explain(cfg.Host, err)
 	}
 	in.LabelSets = pool.CompileLabelSets(sets)
-	policy := report.Policy{
-		Gate: pool.Gate{UnknownPoolPolicy: pool.UnknownPoolAuto},
-		System: pool.SystemPolicy{
-			Pools:           setOf(o.systemPools),
-			Namespaces:      setOf([]string{"kube-system"}),
-			PriorityClasses: setOf([]string{"system-cluster-critical", "system-node-critical"}),
-			TolerationKeys:  setOf([]string{"CriticalAddonsOnly"}),
-			DaemonSetPods:   true,
-		},
-	}
 	return report.Compute(in, policy), nil
 }
 
@@ -181,20 +219,24 @@ func explain(host string, err error) error {
 	return fmt.Errorf("reading the cluster at %s: %w", host, err)
 }
 
-func setOf(items []string) sets.Set[string] { return sets.New(items...) }
-
 func writeAuditTable(w io.Writer, r *report.Report) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	section := func(title string, findings []report.Finding) {
 		fmt.Fprintf(tw, "%s: %d\n", title, len(findings))
 		for _, f := range findings {
 			fmt.Fprintf(tw, "  %s\t%s\t%s\n", f.Object, f.Node, f.Detail)
+			if f.Fix != "" {
+				fmt.Fprintf(tw, "  \t\tfix: %s\n", f.Fix)
+			}
 		}
 	}
 	section("PODS ON NODES WHOSE POOL LABELS ARE NOT APPLIED", r.PodsOnNotReadyNodes)
 	section("USER PODS ON SYSTEM POOLS", r.UserPodsOnSystemNodes)
-	section("WORKLOADS WITH WEAK FAULT/UPDATE-DOMAIN SPREAD", r.WeakSpread)
-	section("LOADBALANCER ENDPOINTS OUTSIDE THE BACKEND POOL (externalTrafficPolicy: Local)", r.LoadBalancerMismatches)
-	fmt.Fprintf(tw, "TOTAL FINDINGS: %d\n", r.Findings())
+	section("WORKLOADS WITH WEAK SPREAD (skew > 1, or all replicas in one domain)", r.WeakSpread)
+	section("LOADBALANCER SERVICES WHOSE ENDPOINTS GET NO TRAFFIC (externalTrafficPolicy: Local)", r.LoadBalancerMismatches)
+	if len(r.LoadBalancerUndetermined) > 0 {
+		section("LOADBALANCER BACKEND POOLS THAT CANNOT BE TOLD (not counted)", r.LoadBalancerUndetermined)
+	}
+	fmt.Fprintf(tw, "TOTAL FINDINGS: %d\n", r.NumFindings())
 	tw.Flush()
 }

@@ -17,32 +17,22 @@ import (
 	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
 )
 
-// Dimension is a topology dimension: the first of Keys present on a node gives its domain.
+// Dimension is a topology dimension, as DomainSpread's: the first of Keys present on a node
+// gives its domain; a joint dimension's domain is the tuple with every previous dimension's.
 type Dimension struct {
-	Name string   `json:"name"`
-	Keys []string `json:"keys"`
+	Name  string   `json:"name"`
+	Keys  []string `json:"keys"`
+	Joint bool     `json:"joint,omitempty"`
 }
 
-// DefaultDimensions are the fault and update domain, as DomainSpread's defaults.
-var DefaultDimensions = []Dimension{
-	{Name: "fault-domain", Keys: []string{"topology.kubernetes.azure.com/fault-domain", "topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone"}},
-	{Name: "update-domain", Keys: []string{"topology.pool-scheduler.io/update-domain"}},
-}
-
-// Load-balancer annotations naming the backend pools of a Service.
-const (
-	// AzureLoadBalancerModeAnnotation lists the availability sets / scale sets (on AKS, the
-	// agent pools) behind an Azure load balancer, or __auto__.
-	AzureLoadBalancerModeAnnotation = "service.beta.kubernetes.io/azure-load-balancer-mode"
-	// LoadBalancerPoolsAnnotation is pool-scheduler's provider-neutral equivalent.
-	LoadBalancerPoolsAnnotation = "pool-scheduler.io/load-balancer-pools"
-)
-
-// Policy is what the cluster is measured against.
+// Policy is what the cluster is measured against: build it with NewPolicy from the scheduler's
+// args, so the report judges what the scheduler enforces.
 type Policy struct {
 	Gate       pool.Gate
 	System     pool.SystemPolicy
 	Dimensions []Dimension
+	// LoadBalancer says how the cloud builds load-balancer backend pools.
+	LoadBalancer LoadBalancerModel
 }
 
 // Inputs is a cluster's state.
@@ -57,11 +47,12 @@ type Inputs struct {
 	NodeAtBinding func(pod *v1.Pod) *v1.Node
 }
 
-// Finding is one problem, with what to look at.
+// Finding is one problem, with what to look at and, where known, what fixes it.
 type Finding struct {
 	Object string `json:"object"`
 	Node   string `json:"node,omitempty"`
 	Detail string `json:"detail"`
+	Fix    string `json:"fix,omitempty"`
 }
 
 // Workload is the measured spread of one workload (the pods of one controller).
@@ -84,12 +75,16 @@ type Report struct {
 	UserPodsOnSystemNodes  []Finding   `json:"userPodsOnSystemNodes"`
 	WeakSpread             []Finding   `json:"weakSpread"`
 	LoadBalancerMismatches []Finding   `json:"loadBalancerMismatches"`
-	PendingPods            []Finding   `json:"pendingPods"`
-	Workloads              []Workload  `json:"workloads"`
+	// LoadBalancerUndetermined are Local-traffic Services whose backend pool cannot be told
+	// from the cluster (Azure's __auto__ mode, an unknown primary availability set): not counted
+	// as findings.
+	LoadBalancerUndetermined []Finding  `json:"loadBalancerUndetermined,omitempty"`
+	PendingPods              []Finding  `json:"pendingPods"`
+	Workloads                []Workload `json:"workloads"`
 }
 
-// Findings counts every finding that is a violation (pending pods are not).
-func (r *Report) Findings() int {
+// NumFindings counts every finding that is a violation (pending pods are not).
+func (r *Report) NumFindings() int {
 	return len(r.PodsOnNotReadyNodes) + len(r.UserPodsOnSystemNodes) + len(r.WeakSpread) + len(r.LoadBalancerMismatches)
 }
 
@@ -120,7 +115,7 @@ func podKey(p *v1.Pod) string { return p.Namespace + "/" + p.Name }
 // Compute measures the cluster.
 func Compute(in Inputs, policy Policy) *Report {
 	if policy.Dimensions == nil {
-		policy.Dimensions = DefaultDimensions
+		policy.Dimensions = DefaultPolicy().Dimensions
 	}
 	r := &Report{Dimensions: policy.Dimensions}
 	nodes := make(map[string]*v1.Node, len(in.Nodes))
@@ -150,7 +145,7 @@ func Compute(in Inputs, policy Policy) *Report {
 			}
 			r.PodsOnNotReadyNodes = append(r.PodsOnNotReadyNodes, Finding{Object: podKey(p), Node: node.Name, Detail: detail})
 		}
-		if current := nodes[p.Spec.NodeName]; current != nil && policy.System.SystemNode(current.Labels) != pool.NotSystemNode && !policy.System.IsSystemPod(p) {
+		if current := nodes[p.Spec.NodeName]; current != nil && policy.System.ClassifyNode(current.Labels) != pool.NotSystemNode && !policy.System.IsSystemPod(p) {
 			r.UserPodsOnSystemNodes = append(r.UserPodsOnSystemNodes, Finding{Object: podKey(p), Node: current.Name, Detail: "user pod on a system node"})
 		}
 	}
@@ -168,14 +163,19 @@ func Compute(in Inputs, policy Policy) *Report {
 			r.WeakSpread = append(r.WeakSpread, Finding{Object: w.Name, Detail: strings.Join(problems, ", ")})
 		}
 	}
-	r.LoadBalancerMismatches = loadBalancerMismatches(in, nodes, policy)
-	sortFindings(r.PodsOnNotReadyNodes, r.UserPodsOnSystemNodes, r.WeakSpread, r.LoadBalancerMismatches, r.PendingPods)
+	r.LoadBalancerMismatches, r.LoadBalancerUndetermined = loadBalancerFindings(in, nodes, policy)
+	sortFindings(r.PodsOnNotReadyNodes, r.UserPodsOnSystemNodes, r.WeakSpread, r.LoadBalancerMismatches, r.LoadBalancerUndetermined, r.PendingPods)
 	return r
 }
 
 func sortFindings(lists ...[]Finding) {
 	for _, l := range lists {
-		sort.Slice(l, func(i, j int) bool { return l[i].Object < l[j].Object })
+		sort.SliceStable(l, func(i, j int) bool {
+			if l[i].Object != l[j].Object {
+				return l[i].Object < l[j].Object
+			}
+			return l[i].Node < l[j].Node
+		})
 	}
 }
 
@@ -188,14 +188,22 @@ func pendingReason(p *v1.Pod) string {
 	return "not scheduled yet"
 }
 
-// domainOf returns the node's domain in dim.
-func domainOf(dim Dimension, labels map[string]string) (string, bool) {
-	for _, k := range dim.Keys {
-		if v, ok := labels[k]; ok {
-			return v, true
-		}
+// domainOf returns the node's domain in dimension d: the value of its first key present, or for
+// a joint dimension the values of every dimension up to d, joined by "/".
+func domainOf(dims []Dimension, d int, labels map[string]string) (string, bool) {
+	v, ok := pool.FirstPresentLabel(dims[d].Keys, labels)
+	if !ok || !dims[d].Joint {
+		return v, ok
 	}
-	return "", false
+	parts := make([]string, 0, d+1)
+	for p := 0; p < d; p++ {
+		pv, ok := pool.FirstPresentLabel(dims[p].Keys, labels)
+		if !ok {
+			return "", false
+		}
+		parts = append(parts, pv)
+	}
+	return strings.Join(append(parts, v), "/"), true
 }
 
 // workloads measures each workload's spread over the domains of the pools it runs in: a
@@ -213,7 +221,7 @@ func workloads(pods []*v1.Pod, nodes map[string]*v1.Node, policy Policy) []Workl
 			}
 		}
 		for d := range dims {
-			if v, ok := domainOf(dims[d], n.Labels); ok {
+			if v, ok := domainOf(dims, d, n.Labels); ok {
 				poolDomains[p][d][v] = true
 			}
 		}
@@ -225,7 +233,7 @@ func workloads(pods []*v1.Pod, nodes map[string]*v1.Node, policy Policy) []Workl
 	byOwner := map[string]*acc{}
 	var keys []string
 	for _, p := range pods {
-		ref := metav1.GetControllerOf(p)
+		ref := metav1.GetControllerOfNoCopy(p)
 		node := nodes[p.Spec.NodeName]
 		if ref == nil || ref.Kind == "DaemonSet" || p.DeletionTimestamp != nil || node == nil {
 			continue
@@ -244,7 +252,7 @@ func workloads(pods []*v1.Pod, nodes map[string]*v1.Node, policy Policy) []Workl
 		pl, _ := policy.Gate.Identity.PoolOf(node.Labels)
 		a.pools[pl] = true
 		for d := range dims {
-			if v, ok := domainOf(dims[d], node.Labels); ok {
+			if v, ok := domainOf(dims, d, node.Labels); ok {
 				a.w.Domains[d][v]++
 			}
 		}
@@ -282,54 +290,6 @@ func workloads(pods []*v1.Pod, nodes map[string]*v1.Node, policy Policy) []Workl
 	return out
 }
 
-// backendPools returns the pools behind a Service's load balancer, or nil when every node is.
-func backendPools(svc *v1.Service) map[string]bool {
-	value := svc.Annotations[LoadBalancerPoolsAnnotation]
-	if value == "" {
-		value = svc.Annotations[AzureLoadBalancerModeAnnotation]
-	}
-	if value == "" || value == "__auto__" {
-		return nil
-	}
-	pools := map[string]bool{}
-	for _, p := range strings.Split(value, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			pools[p] = true
-		}
-	}
-	return pools
-}
-
-// loadBalancerMismatches finds LoadBalancer Services with externalTrafficPolicy Local whose
-// ready endpoints sit on nodes outside the load balancer's backend pools: with Local traffic
-// those endpoints get no traffic, and the rest get all of it.
-func loadBalancerMismatches(in Inputs, nodes map[string]*v1.Node, policy Policy) []Finding {
-	var out []Finding
-	for _, svc := range in.Services {
-		if svc.Spec.Type != v1.ServiceTypeLoadBalancer || svc.Spec.ExternalTrafficPolicy != v1.ServiceExternalTrafficPolicyLocal {
-			continue
-		}
-		backends := backendPools(svc)
-		if backends == nil {
-			continue
-		}
-		for _, nodeName := range endpointNodes(in, svc) {
-			node := nodes[nodeName]
-			if node == nil {
-				continue
-			}
-			p, _ := policy.Gate.Identity.PoolOf(node.Labels)
-			if !backends[p] {
-				out = append(out, Finding{
-					Object: svc.Namespace + "/" + svc.Name, Node: nodeName,
-					Detail: fmt.Sprintf("endpoint on pool %q, outside the load balancer's backend pools %v: it receives no traffic", p, sortedKeys(backends)),
-				})
-			}
-		}
-	}
-	return out
-}
-
 // endpointNodes returns the nodes of a Service's ready endpoints, from its EndpointSlices, or,
 // where none exist (no endpoint controller, as in the simulator), from the bound pods its
 // selector matches.
@@ -357,13 +317,4 @@ func endpointNodes(in Inputs, svc *v1.Service) []string {
 		}
 	}
 	return nodes
-}
-
-func sortedKeys(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

@@ -2,6 +2,7 @@ package simulate
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -10,37 +11,90 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	configv1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/config/v1"
 	labelsv1alpha1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/labels/v1alpha1"
 	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
+	"github.com/pool-scheduler/pool-scheduler/pkg/report"
 )
 
-// Label keys the scenario nodes carry for their domains: the zone key stands for the fault
-// domain (as on a non-zonal AKS cluster), the update domain is what pool-labeler writes.
+// Label keys the scenario nodes carry for their domains, as on AKS: the zone label holds the
+// zone on zonal pools and the platform fault domain elsewhere (cloud-provider-azure's rule);
+// pool-labeler's domain mode writes the update domain, and the fault domain outside zones.
 const (
-	FaultDomainKey  = "topology.kubernetes.io/zone"
-	UpdateDomainKey = "topology.pool-scheduler.io/update-domain"
+	ZoneKey         = configv1.ZoneLabelKey
+	FaultDomainKey  = configv1.FaultDomainLabelKey
+	UpdateDomainKey = configv1.UpdateDomainLabelKey
 	holdFinalizer   = "pool-scheduler.io/simulated-termination"
 	labelSetNS      = "pool-scheduler"
+	// A made-up subscription and node resource group for Azure providerIDs.
+	azureResourcePrefix = "azure:///subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/mc_simulate/providers/Microsoft.Compute/"
 )
 
-// nodeName names the i-th node of a pool.
-func nodeName(p *Pool, i int) string { return fmt.Sprintf("%s-%03d", p.Name, i) }
+// nodeName names the i-th node of a pool: as AKS does with azure (aks-<pool>-<hash>-<index> in
+// an availability set, aks-<pool>-<hash>-vmss<base-36 instance, 6 characters> in a scale set).
+func (s *Scenario) nodeName(p *Pool, i int) string {
+	if s.Azure == nil {
+		return fmt.Sprintf("%s-%03d", p.Name, i)
+	}
+	if p.VMType == VMTypeScaleSet {
+		return fmt.Sprintf("%s%06s", s.scaleSetName(p), strconv.FormatInt(int64(i), 36))
+	}
+	return fmt.Sprintf("aks-%s-%s-%d", p.Name, s.Azure.ClusterHash, i)
+}
+
+// VMSetName is the availability set or scale set AKS creates for a pool ("" without azure).
+func (s *Scenario) VMSetName(p *Pool) string {
+	switch {
+	case s.Azure == nil:
+		return ""
+	case p.VMType == VMTypeScaleSet:
+		return s.scaleSetName(p)
+	default:
+		return fmt.Sprintf("%s-availabilitySet-%s", p.Name, s.Azure.ClusterHash)
+	}
+}
+
+func (s *Scenario) scaleSetName(p *Pool) string {
+	return fmt.Sprintf("aks-%s-%s-vmss", p.Name, s.Azure.ClusterHash)
+}
+
+func (s *Scenario) providerID(p *Pool, i int) string {
+	switch {
+	case s.Azure == nil:
+		return ""
+	case p.VMType == VMTypeScaleSet:
+		return fmt.Sprintf("%svirtualMachineScaleSets/%s/virtualMachines/%d", azureResourcePrefix, s.scaleSetName(p), i)
+	default:
+		return azureResourcePrefix + "virtualMachines/" + s.nodeName(p, i)
+	}
+}
 
 // buildNode returns the i-th node of the pool; labelled says whether the NodePoolLabelSet's
 // labels are already applied (with the managed-labels annotation, as the labeler leaves it).
-func buildNode(p *Pool, i int, labelled bool) *v1.Node {
-	name := nodeName(p, i)
+func (s *Scenario) buildNode(p *Pool, i int, labelled bool) *v1.Node {
+	name := s.nodeName(p, i)
 	labels := map[string]string{p.PoolLabelKey: p.Name, v1.LabelHostname: name, v1.LabelOSStable: "linux"}
 	for k, v := range p.Labels {
 		labels[k] = v
 	}
-	if p.FaultDomains > 0 {
-		labels[FaultDomainKey] = fmt.Sprint(i % p.FaultDomains)
+	perDomain := 1
+	switch {
+	case p.Zones > 0:
+		region := "region"
+		if s.Azure != nil {
+			region = s.Azure.Region
+		}
+		labels[ZoneKey] = fmt.Sprintf("%s-%d", region, 1+i%p.Zones)
+		perDomain = p.Zones
+	case p.FaultDomains > 0:
+		labels[ZoneKey] = fmt.Sprint(i % p.FaultDomains)
+		labels[FaultDomainKey] = labels[ZoneKey]
+		perDomain = p.FaultDomains
 	}
 	if p.UpdateDomains > 0 {
-		labels[UpdateDomainKey] = fmt.Sprint(i / max(p.FaultDomains, 1) % p.UpdateDomains)
+		labels[UpdateDomainKey] = fmt.Sprint(i / perDomain % p.UpdateDomains)
 	}
-	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}, Spec: v1.NodeSpec{ProviderID: s.providerID(p, i)}}
 	if labelled && len(p.LabelSet) > 0 {
 		applyLabelSet(node, p)
 	}
@@ -143,8 +197,14 @@ func service(s *Service) *v1.Service {
 			Ports:                 []v1.ServicePort{{Name: "http", Port: 80}},
 		},
 	}
+	if len(s.BackendPools) > 0 || len(s.Annotations) > 0 {
+		svc.Annotations = map[string]string{}
+	}
 	if len(s.BackendPools) > 0 {
-		svc.Annotations = map[string]string{"service.beta.kubernetes.io/azure-load-balancer-mode": strings.Join(s.BackendPools, ",")}
+		svc.Annotations[report.LoadBalancerPoolsAnnotation] = strings.Join(s.BackendPools, ",")
+	}
+	for k, v := range s.Annotations {
+		svc.Annotations[k] = v
 	}
 	return svc
 }

@@ -3,6 +3,7 @@ package simulate
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
@@ -20,6 +21,7 @@ import (
 	api "k8s.io/kubernetes/pkg/apis/core"
 	_ "k8s.io/kubernetes/pkg/apis/core/install"
 	corevalidation "k8s.io/kubernetes/pkg/apis/core/validation"
+	"k8s.io/utils/ptr"
 
 	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
 )
@@ -49,7 +51,7 @@ func apiserverErrors(t *testing.T, s *Scenario) []string {
 		p := &s.Pools[i]
 		for _, j := range []int{0, p.Nodes + p.JoiningNodes - 1} {
 			for _, labelled := range []bool{false, true} {
-				node := buildNode(p, j, labelled)
+				node := s.buildNode(p, j, labelled)
 				var in api.Node
 				toInternal(t, node, &in)
 				report("node "+node.Name, corevalidation.ValidateNode(&in))
@@ -94,7 +96,7 @@ func apiserverErrors(t *testing.T, s *Scenario) []string {
 		toInternal(t, svc, &in)
 		// The REST strategy sets these before validation; a scenario has no say in them.
 		in.Spec.IPFamilies = []api.IPFamily{api.IPv4Protocol}
-		in.Spec.IPFamilyPolicy = ptrTo(api.IPFamilyPolicySingleStack)
+		in.Spec.IPFamilyPolicy = ptr.To(api.IPFamilyPolicySingleStack)
 		in.Spec.ClusterIP, in.Spec.ClusterIPs = "10.0.0.10", []string{"10.0.0.10"}
 		in.Spec.Ports[0].NodePort = 30000
 		in.Spec.HealthCheckNodePort = 30001
@@ -153,7 +155,7 @@ func FuzzParseScenario(f *testing.F) {
 			checkErrorLines(t, data, err)
 			return
 		}
-		if fmt.Sprint(s) != fmt.Sprint(s2) {
+		if !reflect.DeepEqual(s, s2) {
 			t.Fatalf("Parse is not deterministic:\n%+v\n%+v", s, s2)
 		}
 		for i, p := range s.Pools {
@@ -210,7 +212,5 @@ func TestParseErrorLinePointsAtTheKey(t *testing.T) {
 		t.Fatalf("error = %v, want it on line 7, naming pools[0].labelSet[kubernetes.io/arch]", err)
 	}
 }
-
-func ptrTo[T any](v T) *T { return &v }
 
 func metaWithName(name string) metav1.ObjectMeta { return metav1.ObjectMeta{Name: name} }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/pool-scheduler/pool-scheduler/pkg/report"
 )
 
 // Comparison is one scenario run under every mode.
@@ -34,16 +36,38 @@ func ms(d time.Duration) string {
 	return fmt.Sprintf("%d ms", d.Milliseconds())
 }
 
+// rowsFor lists the table's rows; spread rows come one per dimension of the policy (the shipped
+// profile's DomainSpread dimensions).
+func rowsFor(c *Comparison) []row {
+	var dims []report.Dimension
+	if len(c.Results) > 0 && c.Results[0].Report != nil {
+		dims = c.Results[0].Report.Dimensions
+	}
+	out := []row{
+		{label: "pods bound to nodes whose pool labels were not applied", violation: true, value: func(r *Result) string { return count(len(r.Report.PodsOnNotReadyNodes)) }},
+		{label: "user pods on system pools", violation: true, value: func(r *Result) string { return count(len(r.Report.UserPodsOnSystemNodes)) }},
+		{label: "load-balancer findings (Local traffic)", violation: true, value: func(r *Result) string { return count(len(r.Report.LoadBalancerMismatches)) }},
+	}
+	names := make([]string, len(dims))
+	for d, dim := range dims {
+		d := d
+		names[d] = dim.Name
+		out = append(out, row{label: "replica sets confined to one " + dim.Name, violation: true, value: func(r *Result) string { return count(r.Report.ConfinedWorkloads(d)) }})
+	}
+	out = append(out,
+		row{label: "replica sets with skew > 1", violation: true, value: func(r *Result) string { return count(skewed(r)) }},
+		row{label: "max skew: " + strings.Join(names, " / "), value: func(r *Result) string {
+			skews := make([]string, len(names))
+			for d := range names {
+				skews[d] = count(r.Report.MaxSkew(d))
+			}
+			return strings.Join(skews, " / ")
+		}},
+	)
+	return append(out, rows...)
+}
+
 var rows = []row{
-	{label: "pods bound to nodes whose pool labels were not applied", violation: true, value: func(r *Result) string { return count(len(r.Report.PodsOnNotReadyNodes)) }},
-	{label: "user pods on system pools", violation: true, value: func(r *Result) string { return count(len(r.Report.UserPodsOnSystemNodes)) }},
-	{label: "LB endpoints outside the backend pool (Local traffic)", violation: true, value: func(r *Result) string { return count(len(r.Report.LoadBalancerMismatches)) }},
-	{label: "replica sets confined to one fault domain", violation: true, value: func(r *Result) string { return count(r.Report.ConfinedWorkloads(0)) }},
-	{label: "replica sets confined to one update domain", violation: true, value: func(r *Result) string { return count(r.Report.ConfinedWorkloads(1)) }},
-	{label: "replica sets with skew > 1", violation: true, value: func(r *Result) string { return count(skewed(r)) }},
-	{label: "max skew: fault domain / update domain", value: func(r *Result) string {
-		return fmt.Sprintf("%d / %d", r.Report.MaxSkew(0), r.Report.MaxSkew(1))
-	}},
 	{label: "pods bound / created", value: func(r *Result) string { return fmt.Sprintf("%d / %d", r.Bound, r.Pods) }},
 	{label: "pods pending (reason)", value: func(r *Result) string { return pendingSummary(r) }},
 	{label: "label-to-bind latency p50 / p99", value: func(r *Result) string {
@@ -101,7 +125,7 @@ func WriteTable(w io.Writer, comparisons []*Comparison) error {
 			fmt.Fprintf(tw, "%s\t", strings.ToUpper(r.Mode))
 		}
 		fmt.Fprintln(tw)
-		for _, row := range rows {
+		for _, row := range rowsFor(c) {
 			fmt.Fprintf(tw, "  %s\t", row.label)
 			for _, r := range c.Results {
 				fmt.Fprintf(tw, "%s\t", row.value(r))
@@ -121,8 +145,11 @@ func WriteJSON(w io.Writer, comparisons []*Comparison) error {
 
 // Violations sums the violation rows of a result.
 func Violations(r *Result) int {
-	return len(r.Report.PodsOnNotReadyNodes) + len(r.Report.UserPodsOnSystemNodes) + len(r.Report.LoadBalancerMismatches) +
-		r.Report.ConfinedWorkloads(0) + r.Report.ConfinedWorkloads(1) + skewed(r)
+	n := len(r.Report.PodsOnNotReadyNodes) + len(r.Report.UserPodsOnSystemNodes) + len(r.Report.LoadBalancerMismatches) + skewed(r)
+	for d := range r.Report.Dimensions {
+		n += r.Report.ConfinedWorkloads(d)
+	}
+	return n
 }
 
 // WriteHTML writes a self-contained page: the table, and per scenario a bar chart (inline SVG)
@@ -148,7 +175,7 @@ func WriteHTML(w io.Writer, comparisons []*Comparison) error {
 		for _, r := range c.Results {
 			s.Modes = append(s.Modes, r.Mode)
 		}
-		for _, rw := range rows {
+		for _, rw := range rowsFor(c) {
 			tr := tableRow{Label: rw.label}
 			for _, r := range c.Results {
 				v := rw.value(r)

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 
+	shipped "github.com/pool-scheduler/pool-scheduler/manifests/scheduler"
 	labelsv1alpha1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/labels/v1alpha1"
 	"github.com/pool-scheduler/pool-scheduler/pkg/controlplane"
 	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
@@ -174,7 +175,7 @@ func Run(ctx context.Context, sc *Scenario, mode Mode, opts Options) (*Result, e
 	for i := range sc.Pools {
 		p := &sc.Pools[i]
 		for j := 0; j < p.Nodes; j++ {
-			if _, err := cs.CoreV1().Nodes().Create(ctx, buildNode(p, j, true), metav1.CreateOptions{}); err != nil {
+			if _, err := cs.CoreV1().Nodes().Create(ctx, sc.buildNode(p, j, true), metav1.CreateOptions{}); err != nil {
 				return nil, err
 			}
 		}
@@ -203,7 +204,7 @@ func Run(ctx context.Context, sc *Scenario, mode Mode, opts Options) (*Result, e
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := join(ctx, cs, p, start, &labelledAt); err != nil {
+			if err := sc.join(ctx, cs, p, start, &labelledAt); err != nil {
 				errs <- err
 			}
 		}()
@@ -269,12 +270,12 @@ func namespaces(sc *Scenario) []string {
 
 // join adds a pool's joining nodes with only their pool label, then applies the pool's labels
 // after the delay, as an asynchronous labeler would.
-func join(ctx context.Context, cs kubernetes.Interface, p *Pool, start time.Time, labelledAt *sync.Map) error {
+func (sc *Scenario) join(ctx context.Context, cs kubernetes.Interface, p *Pool, start time.Time, labelledAt *sync.Map) error {
 	if err := sleepUntil(ctx, start.Add(p.JoinAfter.Duration)); err != nil {
 		return nil
 	}
 	for j := p.Nodes; j < p.Nodes+p.JoiningNodes; j++ {
-		if _, err := cs.CoreV1().Nodes().Create(ctx, buildNode(p, j, false), metav1.CreateOptions{}); err != nil {
+		if _, err := cs.CoreV1().Nodes().Create(ctx, sc.buildNode(p, j, false), metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("joining node: %w", err)
 		}
 	}
@@ -285,7 +286,7 @@ func join(ctx context.Context, cs kubernetes.Interface, p *Pool, start time.Time
 		return nil
 	}
 	for j := p.Nodes; j < p.Nodes+p.JoiningNodes; j++ {
-		name := nodeName(p, j)
+		name := sc.nodeName(p, j)
 		node, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -418,13 +419,17 @@ func measure(ctx context.Context, cp *controlplane.ControlPlane, sc *Scenario, m
 		}
 		return rec.nodeAt(b.node, b.rv)
 	}
-	rep := report.Compute(in, Policy())
+	policy, err := sc.Policy()
+	if err != nil {
+		return nil, err
+	}
+	rep := report.Compute(in, policy)
 
 	res := &Result{Scenario: sc.Name, Mode: mode.Name, Report: rep, Elapsed: elapsed}
 	var latencies []time.Duration
 	var last time.Time
 	for _, p := range in.Pods {
-		if p.Namespace == "kube-system" && metav1.GetControllerOf(p) == nil {
+		if p.Namespace == "kube-system" && metav1.GetControllerOfNoCopy(p) == nil {
 			continue
 		}
 		res.Pods++
@@ -451,20 +456,24 @@ func measure(ctx context.Context, cp *controlplane.ControlPlane, sc *Scenario, m
 	return res, nil
 }
 
-// Policy is what the simulator measures against: the shipped profile's defaults.
-func Policy() report.Policy {
-	return report.Policy{
-		Gate: pool.Gate{UnknownPoolPolicy: pool.UnknownPoolAuto},
-		System: pool.SystemPolicy{
-			Pools:           sets.New("system"),
-			Namespaces:      sets.New("kube-system"),
-			PriorityClasses: sets.New("system-cluster-critical", "system-node-critical"),
-			TolerationKeys:  sets.New("CriticalAddonsOnly"),
-			DaemonSetPods:   true,
-		},
-		Dimensions: []report.Dimension{
-			{Name: "fault-domain", Keys: []string{FaultDomainKey}},
-			{Name: "update-domain", Keys: []string{UpdateDomainKey}},
-		},
+// Policy is what the simulator measures against: the shipped profile's args (what
+// pool-scheduler enforces), and the scenario's load balancer.
+func (sc *Scenario) Policy() (report.Policy, error) {
+	args, err := report.LoadArgs(shipped.Config, "")
+	if err != nil {
+		return report.Policy{}, fmt.Errorf("manifests/scheduler/config.yaml: %w", err)
 	}
+	policy, err := report.NewPolicy(args)
+	if err != nil {
+		return report.Policy{}, err
+	}
+	if a := sc.Azure; a != nil {
+		policy.LoadBalancer.AzureSKU = a.LoadBalancerSKU
+		for i := range sc.Pools {
+			if sc.Pools[i].Name == a.PrimaryPool {
+				policy.LoadBalancer.AzurePrimaryVMSet = sc.VMSetName(&sc.Pools[i])
+			}
+		}
+	}
+	return policy, nil
 }

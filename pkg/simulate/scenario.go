@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	configvalidation "github.com/pool-scheduler/pool-scheduler/pkg/apis/config/validation"
 	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
 )
 
@@ -34,8 +35,24 @@ type Scenario struct {
 	Pools       []Pool     `yaml:"pools"`
 	Workloads   []Workload `yaml:"workloads"`
 	Services    []Service  `yaml:"services"`
+	// Azure, if set, names nodes and their availability sets / scale sets as AKS does, gives
+	// them Azure providerIDs and models Azure's load balancer for the report.
+	Azure *Azure `yaml:"azure"`
 
 	source string
+}
+
+// Azure describes the scenario's cluster as AKS builds it.
+type Azure struct {
+	// ClusterHash is the 8-digit suffix AKS puts in node and availability-set names (default 27255451).
+	ClusterHash string `yaml:"clusterHash"`
+	// Region prefixes zone labels of zonal pools: <region>-<zone> (default westeurope).
+	Region string `yaml:"region"`
+	// LoadBalancerSKU is Standard (default) or Basic.
+	LoadBalancerSKU string `yaml:"loadBalancerSku"`
+	// PrimaryPool is the pool whose availability set or scale set a Basic load balancer uses
+	// when a Service names none (cloud-provider-azure's primaryAvailabilitySetName).
+	PrimaryPool string `yaml:"primaryPool"`
 }
 
 // Pool is a set of identical nodes.
@@ -53,9 +70,16 @@ type Pool struct {
 	// LabelSet is the pool's NodePoolLabelSet: desired labels.
 	LabelSet map[string]string `yaml:"labelSet"`
 	Taints   []Taint           `yaml:"taints"`
-	// FaultDomains and UpdateDomains number the nodes round-robin (0: no label).
+	// FaultDomains and UpdateDomains number the nodes round-robin (0: no label). Fault domains
+	// go to the zone label, as cloud-provider-azure writes them for VMs outside zones, and to
+	// pool-labeler's fault-domain label.
 	FaultDomains  int `yaml:"faultDomains"`
 	UpdateDomains int `yaml:"updateDomains"`
+	// Zones makes the pool zonal: nodes round-robin over zones <region>-1..<region>-N (the zone
+	// label as cloud-provider-azure writes it); pool-labeler writes no fault-domain label there.
+	Zones int `yaml:"zones"`
+	// VMType is availabilitySet (default) or scaleSet, with azure: how nodes and sets are named.
+	VMType string `yaml:"vmType"`
 	// CPU, Memory and Pods are each node's capacity (defaults 4, 16Gi, 110).
 	CPU    string `yaml:"cpu"`
 	Memory string `yaml:"memory"`
@@ -98,8 +122,11 @@ type Service struct {
 	Name      string `yaml:"name"`
 	Namespace string `yaml:"namespace"`
 	Workload  string `yaml:"workload"`
-	// BackendPools are the pools behind the load balancer (the Azure load-balancer-mode annotation).
+	// BackendPools are the pools behind the load balancer, written as pool-scheduler's
+	// provider-neutral annotation pool-scheduler.io/load-balancer-pools.
 	BackendPools []string `yaml:"backendPools"`
+	// Annotations are added to the Service, e.g. service.beta.kubernetes.io/azure-load-balancer-mode.
+	Annotations map[string]string `yaml:"annotations"`
 }
 
 // Duration is a time.Duration written as "2s" in YAML.
@@ -178,38 +205,46 @@ func Parse(source string, data []byte) (*Scenario, error) {
 	return s, nil
 }
 
+// Pool VM types with azure.
+const (
+	VMTypeAvailabilitySet = "availabilitySet"
+	VMTypeScaleSet        = "scaleSet"
+)
+
 func (s *Scenario) setDefaults() {
+	if a := s.Azure; a != nil {
+		orDefault(&a.ClusterHash, "27255451")
+		orDefault(&a.Region, "westeurope")
+		orDefault(&a.LoadBalancerSKU, "Standard")
+		for i := range s.Pools {
+			orDefault(&s.Pools[i].VMType, VMTypeAvailabilitySet)
+		}
+	}
 	for i := range s.Pools {
 		p := &s.Pools[i]
-		if p.PoolLabelKey == "" {
-			p.PoolLabelKey = "kubernetes.azure.com/agentpool"
-		}
-		if p.CPU == "" {
-			p.CPU = "4"
-		}
-		if p.Memory == "" {
-			p.Memory = "16Gi"
-		}
+		orDefault(&p.PoolLabelKey, "kubernetes.azure.com/agentpool")
+		orDefault(&p.CPU, "4")
+		orDefault(&p.Memory, "16Gi")
 		if p.Pods == 0 {
 			p.Pods = 110
 		}
 	}
 	for i := range s.Workloads {
 		w := &s.Workloads[i]
-		if w.Namespace == "" {
-			w.Namespace = "default"
-		}
-		if w.CPU == "" {
-			w.CPU = "100m"
-		}
+		orDefault(&w.Namespace, "default")
+		orDefault(&w.CPU, "100m")
 		if w.ReplicaSets == 0 {
 			w.ReplicaSets = 1
 		}
 	}
 	for i := range s.Services {
-		if s.Services[i].Namespace == "" {
-			s.Services[i].Namespace = "default"
-		}
+		orDefault(&s.Services[i].Namespace, "default")
+	}
+}
+
+func orDefault(field *string, value string) {
+	if *field == "" {
+		*field = value
 	}
 }
 
@@ -224,9 +259,9 @@ func (s *Scenario) validate() field.ErrorList {
 	pools := map[string]bool{}
 	for i, p := range s.Pools {
 		fp := field.NewPath("pools").Index(i)
-		errs = append(errs, pool.ValidateName(p.Name, fp.Child("name"))...)
+		errs = append(errs, configvalidation.ValidatePoolName(p.Name, fp.Child("name"))...)
 		// The pool name also names its NodePoolLabelSet and, with a suffix, its nodes.
-		if len(pool.ValidateName(p.Name, fp.Child("name"))) == 0 {
+		if len(configvalidation.ValidatePoolName(p.Name, fp.Child("name"))) == 0 {
 			for _, msg := range validation.IsDNS1123Label(p.Name) {
 				errs = append(errs, field.Invalid(fp.Child("name"), p.Name, "pool names name nodes here: "+msg))
 			}
@@ -235,8 +270,8 @@ func (s *Scenario) validate() field.ErrorList {
 			errs = append(errs, field.Duplicate(fp.Child("name"), p.Name))
 		}
 		pools[p.Name] = true
-		// Each count is bounded before they are added: their sum could overflow (found by fuzzing:
-		// nodes: 9223372036854775807 with joiningNodes: 1 passed).
+		// Each count is bounded before they are added: their sum could overflow (nodes:
+		// 9223372036854775807 with joiningNodes: 1).
 		if p.Nodes < 0 || p.JoiningNodes < 0 || p.Nodes > 5000 || p.JoiningNodes > 5000 || p.Nodes+p.JoiningNodes == 0 || p.Nodes+p.JoiningNodes > 5000 {
 			errs = append(errs, field.Invalid(fp.Child("nodes"), p.Nodes, "nodes + joiningNodes must be 1..5000"))
 		}
@@ -245,6 +280,18 @@ func (s *Scenario) validate() field.ErrorList {
 		}
 		if p.UpdateDomains < 0 {
 			errs = append(errs, field.Invalid(fp.Child("updateDomains"), p.UpdateDomains, "must not be negative"))
+		}
+		if p.Zones < 0 || p.Zones > 10 {
+			errs = append(errs, field.Invalid(fp.Child("zones"), p.Zones, "must be 0..10"))
+		}
+		if p.Zones > 0 && p.FaultDomains > 0 {
+			errs = append(errs, field.Invalid(fp.Child("faultDomains"), p.FaultDomains, "a zonal pool's zone label holds its zone, not a fault domain: set zones or faultDomains"))
+		}
+		switch {
+		case s.Azure == nil && p.VMType != "":
+			errs = append(errs, field.Forbidden(fp.Child("vmType"), "needs the scenario's azure settings"))
+		case s.Azure != nil && p.VMType != VMTypeAvailabilitySet && p.VMType != VMTypeScaleSet:
+			errs = append(errs, field.NotSupported(fp.Child("vmType"), p.VMType, []string{VMTypeAvailabilitySet, VMTypeScaleSet}))
 		}
 		if p.Pods < 0 {
 			errs = append(errs, field.Invalid(fp.Child("pods"), p.Pods, "must not be negative"))
@@ -331,6 +378,37 @@ func (s *Scenario) validate() field.ErrorList {
 				errs = append(errs, field.NotFound(fp.Child("backendPools").Index(j), p))
 			}
 		}
+		keys := make([]string, 0, len(svc.Annotations))
+		for k := range svc.Annotations {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			for _, msg := range validation.IsQualifiedName(k) {
+				errs = append(errs, field.Invalid(fp.Child("annotations").Key(k), k, msg))
+			}
+		}
+	}
+	if a := s.Azure; a != nil {
+		fp := field.NewPath("azure")
+		if len(a.ClusterHash) != 8 || strings.Trim(a.ClusterHash, "0123456789") != "" {
+			errs = append(errs, field.Invalid(fp.Child("clusterHash"), a.ClusterHash, "8 digits, as in AKS node names"))
+		}
+		for _, msg := range validation.IsDNS1123Label(a.Region) {
+			errs = append(errs, field.Invalid(fp.Child("region"), a.Region, msg))
+		}
+		if a.LoadBalancerSKU != "Standard" && a.LoadBalancerSKU != "Basic" {
+			errs = append(errs, field.NotSupported(fp.Child("loadBalancerSku"), a.LoadBalancerSKU, []string{"Basic", "Standard"}))
+		}
+		if a.PrimaryPool != "" && !pools[a.PrimaryPool] {
+			errs = append(errs, field.NotFound(fp.Child("primaryPool"), a.PrimaryPool))
+		}
+		for i, p := range s.Pools {
+			// aks-<pool>-<hash>-vmss<6 characters>: a node name is a DNS subdomain whose labels are at most 63.
+			if len(p.Name) > 63-len("aks--12345678-vmss000000") {
+				errs = append(errs, field.TooLong(field.NewPath("pools").Index(i).Child("name"), p.Name, 63-len("aks--12345678-vmss000000")))
+			}
+		}
 	}
 	return errs
 }
@@ -375,7 +453,7 @@ func validateNamespace(ns string, fp *field.Path) field.ErrorList {
 }
 
 // lineCount is the number of lines as YAML counts them: CR LF, CR, LF, NEL, LS and PS all end a
-// line (found by fuzzing: "\r!" has its node on line 2).
+// line ("\r!" has its node on line 2).
 func lineCount(data []byte) int {
 	text := strings.ReplaceAll(string(data), "\r\n", "\n")
 	lines := 1

@@ -13,7 +13,7 @@ import (
 // TestBinaryRefusesBadArgsOfEveryPlugin complements TestBinaryRefusesBadArgs (NodePoolReady):
 // an invalid arg of SystemPoolGuard or DomainSpread stops the built binary with a non-zero exit
 // and a message naming the plugin and the field. Every arg of every plugin is covered at unit
-// level, through the same loading path, by pkg/scheduler's TestEveryInvalidArgNamesTheField.
+// level, through the same loading path, by cmd/pool-scheduler/app's TestEveryInvalidArgNamesTheField.
 func TestBinaryRefusesBadArgsOfEveryPlugin(t *testing.T) {
 	cp := util.StartControlPlane(t)
 	tests := []struct {
@@ -30,7 +30,7 @@ func TestBinaryRefusesBadArgsOfEveryPlugin(t *testing.T) {
 		},
 		{
 			name: "SystemPoolGuard no system nodes", plugin: systempoolguard.Name,
-			edit:         func(a map[string]any) { a["systemPools"] = []string{} },
+			edit:         func(a map[string]any) { a["systemPools"], a["systemNodeSelector"] = []string{}, map[string]any{} },
 			wantInOutput: []string{"SystemPoolGuard", "args.systemPools", "systemNodeSelector"},
 		},
 		{

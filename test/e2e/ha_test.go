@@ -3,7 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -11,7 +11,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -31,9 +30,6 @@ const (
 )
 
 // acquiredLease is what client-go's leader election logs when a process becomes leader.
-func acquiredLease(namespace, name string) string {
-	return "successfully acquired lease " + namespace + "/" + name
-}
 
 // bindingLog records, from a watch on the pods of a namespace, when each pod was first seen
 // bound and to which node, and any pod whose nodeName changed after it was set.
@@ -110,8 +106,8 @@ func (b *bindingLog) firstAfter(t time.Time) (time.Time, bool) {
 }
 
 // TestSchedulerHA runs three bin/pool-scheduler replicas with the shipped config (leader election
-// on the Lease pool-scheduler/pool-scheduler; only the lease timing shortened, see haLeaseDuration,
-// and client QPS raised) while 1000 pods are created, SIGKILLs the leader three times (a
+// on the Lease pool-scheduler/pool-scheduler; only the lease timing shortened, see haLeaseDuration)
+// while 1000 pods are created, SIGKILLs the leader three times (a
 // replacement replica starts after each kill, as a Deployment would) and checks:
 //   - a standby takes the Lease over each time and binds pods (takeover times are logged);
 //   - no pod is lost: all 1000 end bound, each to a ready node of the pool;
@@ -145,15 +141,13 @@ func TestSchedulerHA(t *testing.T) {
 	doc := util.ShippedConfigFor(t, cp)
 	le := doc["leaderElection"].(map[string]any)
 	le["leaseDuration"], le["renewDeadline"], le["retryPeriod"] = haLeaseDuration, haRenewDeadline, haRetryPeriod
-	conn := doc["clientConnection"].(map[string]any)
-	conn["qps"], conn["burst"] = 1000, 1000
-	var procs []*util.SchedulerProcess
-	for i := 0; i < 3; i++ {
-		procs = append(procs, util.StartSchedulerBinary(t, doc))
-	}
 	const leaseNS, leaseName = "pool-scheduler", "pool-scheduler"
-	acquired := acquiredLease(leaseNS, leaseName)
-	holder, _ := util.WaitForLeaseHolder(tCtx, t, cs, leaseNS, leaseName, "", 60*time.Second)
+	replicas := &util.Replicas{
+		Client: cs, LeaseNamespace: leaseNS, LeaseName: leaseName,
+		Start:          func() *util.SchedulerProcess { return util.StartSchedulerBinary(t, doc) },
+		FirstWorkAfter: bindings.firstAfter,
+	}
+	replicas.StartReplicas(tCtx, t, 3)
 
 	// Create the pods at a steady pace (~40/s, ~25 s in all) so that the kills happen while they
 	// are being created.
@@ -180,53 +174,27 @@ func TestSchedulerHA(t *testing.T) {
 		created <- nil
 	}()
 
-	var killed []*util.SchedulerProcess
 	var takeovers []string
 	for k := 1; k <= 3; k++ {
 		// The current leader is the live replica that logged acquiring the Lease; it must be
 		// binding pods before it is killed.
-		var leader *util.SchedulerProcess
 		base := bindings.count()
-		err := wait.PollUntilContextTimeout(tCtx, 20*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
-			leader = nil
-			for _, p := range procs {
-				if !p.Exited() && strings.Contains(p.Output(), acquired) {
-					if leader != nil {
-						return false, fmt.Errorf("two live replicas logged %q", acquired)
-					}
-					leader = p
-				}
-			}
-			return leader != nil && bindings.count() >= base+20, nil
-		})
+		leader, err := replicas.Leader(tCtx, 60*time.Second, func() bool { return bindings.count() >= base+20 })
 		if err != nil {
 			t.Fatalf("kill %d: no live leader binding pods (bound so far %d): %v", k, bindings.count(), err)
 		}
-		if h := util.LeaseHolder(tCtx, cs, leaseNS, leaseName); h != holder {
-			t.Fatalf("kill %d: Lease holder %q, want the leader seen so far %q", k, h, holder)
+		if h := util.LeaseHolder(tCtx, cs, leaseNS, leaseName); h != replicas.Holder {
+			t.Fatalf("kill %d: Lease holder %q, want the leader seen so far %q", k, h, replicas.Holder)
 		}
 		boundAtKill := bindings.count()
-		killedAt := time.Now()
-		leader.Kill(t)
-		killed = append(killed, leader)
-		// A replacement replica, as the Deployment's ReplicaSet would start.
-		procs = append(procs, util.StartSchedulerBinary(t, doc))
-
-		newHolder, leaseAt := util.WaitForLeaseHolder(tCtx, t, cs, leaseNS, leaseName, holder, 60*time.Second)
-		var bindAt time.Time
-		err = wait.PollUntilContextTimeout(tCtx, 10*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
-			var ok bool
-			bindAt, ok = bindings.firstAfter(leaseAt)
-			return ok, nil
-		})
+		took, err := replicas.KillLeader(tCtx, t, leader, 60*time.Second)
 		if err != nil {
-			t.Fatalf("kill %d: new leader %s bound no pod within 60s of taking the Lease", k, newHolder)
+			t.Fatalf("kill %d: no pod bound: %v", k, err)
 		}
 		msg := fmt.Sprintf("kill %d: new holder %s after %v, first new binding after %v (%d pods bound before the kill)",
-			k, newHolder, leaseAt.Sub(killedAt).Round(time.Millisecond), bindAt.Sub(killedAt).Round(time.Millisecond), boundAtKill)
+			k, took.Holder, took.Lease.Round(time.Millisecond), took.FirstWork.Round(time.Millisecond), boundAtKill)
 		t.Log(msg)
 		takeovers = append(takeovers, msg)
-		holder = newHolder
 	}
 
 	select {
@@ -238,7 +206,7 @@ func TestSchedulerHA(t *testing.T) {
 		t.Fatal("pods not created within 2 minutes")
 	}
 	t.Logf("all %d pods created; %d bound so far", pods, bindings.count())
-	list := waitAllBound(tCtx, t, cs, ns, pods, 2*time.Minute)
+	list := util.WaitAllBound(tCtx, t, cs, ns, pods, 2*time.Minute)
 
 	for _, p := range list {
 		if !ready[p.Spec.NodeName] {
@@ -250,14 +218,14 @@ func TestSchedulerHA(t *testing.T) {
 		t.Errorf("pods whose nodeName changed: %v", bindings.changed)
 	}
 	bindings.mu.Unlock()
-	for i, p := range procs {
+	for i, p := range replicas.Procs {
 		if strings.Contains(p.Output(), "already assigned") {
 			t.Errorf("replica %d tried to bind a pod that was already bound:\n%s", i, grepLines(p.Output(), "already assigned", 5))
 		}
 	}
 	checkSchedulingEvents(tCtx, t, cs, ns)
-	for i, p := range procs {
-		if isIn(p, killed) {
+	for i, p := range replicas.Procs {
+		if slices.Contains(replicas.Killed, p) {
 			continue
 		}
 		if p.Exited() {
@@ -272,42 +240,6 @@ func TestSchedulerHA(t *testing.T) {
 		t.Errorf("Lease transitions %v, want >= 3", lease.Spec.LeaseTransitions)
 	}
 	t.Logf("takeovers (lease %s/%s/%s):\n  %s", haLeaseDuration, haRenewDeadline, haRetryPeriod, strings.Join(takeovers, "\n  "))
-}
-
-// waitAllBound waits until the namespace has n pods, all bound, and names the pending ones if not.
-func waitAllBound(ctx context.Context, t *testing.T, cs kubernetes.Interface, ns string, n int, timeout time.Duration) []v1.Pod {
-	t.Helper()
-	var last []v1.Pod
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		list, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, nil
-		}
-		last = list.Items
-		if len(last) != n {
-			return false, nil
-		}
-		for _, p := range last {
-			if p.Spec.NodeName == "" {
-				return false, nil
-			}
-		}
-		return true, nil
-	})
-	if err != nil {
-		var pending []string
-		for _, p := range last {
-			if p.Spec.NodeName == "" {
-				pending = append(pending, p.Name+" ("+util.PodScheduledMessage(ctx, cs, ns, p.Name)+")")
-			}
-		}
-		sort.Strings(pending)
-		if len(pending) > 10 {
-			pending = append(pending[:10], "...")
-		}
-		t.Fatalf("%d pods exist, want %d all bound within %v; %d pending: %v", len(last), n, timeout, len(pending), pending)
-	}
-	return last
 }
 
 // checkSchedulingEvents fails the test if a pod has more than one Scheduled event or a binding
@@ -334,15 +266,6 @@ func checkSchedulingEvents(ctx context.Context, t *testing.T, cs kubernetes.Inte
 		}
 	}
 	t.Logf("%d pods have a Scheduled event, none more than one", len(scheduled))
-}
-
-func isIn(p *util.SchedulerProcess, list []*util.SchedulerProcess) bool {
-	for _, q := range list {
-		if p == q {
-			return true
-		}
-	}
-	return false
 }
 
 func grepLines(s, sub string, max int) string {

@@ -71,7 +71,7 @@ func TestKubectlPoolAudit(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
 		t.Fatalf("kubectl pool audit -o json: %v\n%s", err, out)
 	}
-	if len(r.UserPodsOnSystemNodes) != 1 || !strings.HasSuffix(r.UserPodsOnSystemNodes[0].Object, "/user-on-system") || r.Findings() != 1 {
+	if len(r.UserPodsOnSystemNodes) != 1 || !strings.HasSuffix(r.UserPodsOnSystemNodes[0].Object, "/user-on-system") || r.NumFindings() != 1 {
 		t.Errorf("kubectl pool audit found %+v, want the one user pod on system-0", r)
 	}
 	// The CI contract holds through kubectl: more findings than allowed exits non-zero.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -75,13 +76,8 @@ func TestLabelerHA(t *testing.T) {
 			// Shorter than the 15s/10s/2s defaults, so the takeovers take seconds, not ~17 s each.
 			"--leader-elect-lease-duration=6s", "--leader-elect-renew-deadline=5s", "--leader-elect-retry-period=1s")
 	}
-	var procs []*util.SchedulerProcess
-	for i := 0; i < 3; i++ {
-		procs = append(procs, start())
-	}
-	const leaseName = "pool-labeler"
-	acquired := acquiredLease(ns, leaseName)
-	holder, _ := util.WaitForLeaseHolder(tCtx, t, cs, ns, leaseName, "", 60*time.Second)
+	replicas := &util.Replicas{Client: cs, LeaseNamespace: ns, LeaseName: "pool-labeler", Start: start, FirstWorkAfter: writes.firstAfter}
+	replicas.StartReplicas(tCtx, t, 3)
 
 	// Change sets and nodes every 250 ms until the kills are done, from one goroutine, so the
 	// sequence of changes is always the same.
@@ -130,46 +126,22 @@ func TestLabelerHA(t *testing.T) {
 		}
 	}()
 
-	var killed []*util.SchedulerProcess
 	var takeovers []string
 	for k := 1; k <= 2; k++ {
-		var leader *util.SchedulerProcess
-		err := wait.PollUntilContextTimeout(tCtx, 20*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
-			leader = nil
-			for _, p := range procs {
-				if !p.Exited() && strings.Contains(p.Output(), acquired) {
-					if leader != nil {
-						return false, fmt.Errorf("two live replicas logged %q", acquired)
-					}
-					leader = p
-				}
-			}
-			return leader != nil, nil
-		})
+		leader, err := replicas.Leader(tCtx, 60*time.Second, func() bool { return true })
 		if err != nil {
 			t.Fatalf("kill %d: no live leader: %v", k, err)
 		}
 		// Let the leader work for a moment.
 		time.Sleep(2 * time.Second)
-		killedAt := time.Now()
-		leader.Kill(t)
-		killed = append(killed, leader)
-		procs = append(procs, start())
-		newHolder, leaseAt := util.WaitForLeaseHolder(tCtx, t, cs, ns, leaseName, holder, 60*time.Second)
-		var writeAt time.Time
-		err = wait.PollUntilContextTimeout(tCtx, 10*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-			var ok bool
-			writeAt, ok = writes.firstAfter(leaseAt)
-			return ok, nil
-		})
+		took, err := replicas.KillLeader(tCtx, t, leader, 30*time.Second)
 		if err != nil {
-			t.Fatalf("kill %d: new leader %s wrote no node labels within 30s of taking the Lease", k, newHolder)
+			t.Fatalf("kill %d: no node labels written: %v", k, err)
 		}
 		msg := fmt.Sprintf("kill %d: new holder %s after %v, first label write after %v",
-			k, newHolder, leaseAt.Sub(killedAt).Round(time.Millisecond), writeAt.Sub(killedAt).Round(time.Millisecond))
+			k, took.Holder, took.Lease.Round(time.Millisecond), took.FirstWork.Round(time.Millisecond))
 		t.Log(msg)
 		takeovers = append(takeovers, msg)
-		holder = newHolder
 	}
 	// One more round of changes for the last leader, then stop.
 	time.Sleep(2 * time.Second)
@@ -187,12 +159,12 @@ func TestLabelerHA(t *testing.T) {
 	if err != nil {
 		t.Fatalf("nodes not labelled as their pools want within 60s:\n  %s", strings.Join(problems, "\n  "))
 	}
-	for i, p := range procs {
-		if !isIn(p, killed) && p.Exited() {
+	for i, p := range replicas.Procs {
+		if !slices.Contains(replicas.Killed, p) && p.Exited() {
 			t.Errorf("replica %d exited without being killed: %s", i, p.Output())
 		}
 	}
-	t.Logf("%d nodes labelled correctly after %d leader kills; takeovers (lease 6s/5s/1s):\n  %s", nodes, len(killed), strings.Join(takeovers, "\n  "))
+	t.Logf("%d nodes labelled correctly after %d leader kills; takeovers (lease 6s/5s/1s):\n  %s", nodes, len(replicas.Killed), strings.Join(takeovers, "\n  "))
 }
 
 // labelProblems compares every node with its pool's NodePoolLabelSet. Nodes are created with

@@ -95,7 +95,7 @@ func TestLeastPrivilege(t *testing.T) {
 	for i := 0; i < 6; i++ {
 		util.CreatePod(tCtx, t, admin, util.Pod(user, fmt.Sprintf("p-%d", i)).Obj())
 	}
-	list := waitAllBound(tCtx, t, admin, user, 6, 60*time.Second)
+	list := util.WaitAllBound(tCtx, t, admin, user, 6, 60*time.Second)
 	for _, p := range list {
 		node, err := admin.CoreV1().Nodes().Get(tCtx, p.Spec.NodeName, metav1.GetOptions{})
 		if err != nil {

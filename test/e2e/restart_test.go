@@ -118,7 +118,7 @@ func TestSchedulerSurvivesControlPlaneRestart(t *testing.T) {
 		t.Fatal("pods not created within 3 minutes")
 	}
 	start := time.Now()
-	list := waitAllBound(tCtx, t, cs, ns, pods, 2*time.Minute)
+	list := util.WaitAllBound(tCtx, t, cs, ns, pods, 2*time.Minute)
 	for _, p := range list {
 		if p.Spec.NodeName == "spot-unlabelled" {
 			t.Errorf("pod %s bound to the unlabelled node", p.Name)

@@ -12,6 +12,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -78,7 +79,7 @@ func TestAudit(t *testing.T) {
 	bound(ns, "web-b", "user-0", map[string]string{"app": "web"}, rs)
 
 	if _, err := cs.CoreV1().Services(ns).Create(tCtx, &v1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: "ingress", Annotations: map[string]string{report.AzureLoadBalancerModeAnnotation: "user"}},
+		ObjectMeta: metav1.ObjectMeta{Name: "ingress", Annotations: map[string]string{report.LoadBalancerPoolsAnnotation: "user"}},
 		Spec: v1.ServiceSpec{Type: v1.ServiceTypeLoadBalancer, ExternalTrafficPolicy: v1.ServiceExternalTrafficPolicyLocal,
 			Selector: map[string]string{"app": "ingress"}, Ports: []v1.ServicePort{{Port: 80}}},
 	}, metav1.CreateOptions{}); err != nil {
@@ -123,8 +124,8 @@ func TestAudit(t *testing.T) {
 			t.Errorf("system pod reported as a user pod: %+v", f)
 		}
 	}
-	if got.Findings() != 4 {
-		t.Errorf("%d findings, want 4: %+v", got.Findings(), got)
+	if got.NumFindings() != 4 {
+		t.Errorf("%d findings, want 4: %+v", got.NumFindings(), got)
 	}
 
 	// The table, and the CI exit code.
@@ -166,8 +167,8 @@ func TestAudit(t *testing.T) {
 			if err := json.Unmarshal([]byte(out), &r); err != nil {
 				t.Fatal(err)
 			}
-			if r.Findings() != tc.findings {
-				t.Errorf("%d findings, want %d: %+v", r.Findings(), tc.findings, r)
+			if r.NumFindings() != tc.findings {
+				t.Errorf("%d findings, want %d: %+v", r.NumFindings(), tc.findings, r)
 			}
 		})
 	}
@@ -193,6 +194,95 @@ func kubeconfigWithContexts(t *testing.T, kubeconfig, namespace string) string {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// TestAuditFieldReport is the field report's AKS cluster, read by `poolctl audit` from a real
+// apiserver: aks-pool-1-27255451-0 and aks-system-27255451-0 (availability-set VMs), a Basic
+// load balancer whose default backend is the system pool's set, and echo-service
+// (externalTrafficPolicy Local) whose three pods run on pool-1, where SystemPoolGuard keeps
+// them. Without the annotation the audit finds that no endpoint gets traffic and prints the
+// report's fix; with that fix applied it finds nothing.
+func TestAuditFieldReport(t *testing.T) {
+	tCtx := ktesting.Init(t)
+	cp := util.StartControlPlane(t)
+	cs := cp.Client
+	ns := util.CreateNamespace(tCtx, t, cs, "echo")
+	for _, pool := range []string{"pool-1", "system"} {
+		name := "aks-" + pool + "-27255451-0"
+		labels := map[string]string{"kubernetes.azure.com/agentpool": pool, "agentpool": pool, "topology.kubernetes.io/zone": "0"}
+		if pool == "system" {
+			labels["kubernetes.azure.com/mode"] = "system"
+		}
+		node := util.Node(name, labels).Obj()
+		node.Spec.ProviderID = "azure:///subscriptions/sub/resourceGroups/mc_pipeline_westeurope/providers/Microsoft.Compute/virtualMachines/" + name
+		util.CreateNode(tCtx, t, cs, node)
+	}
+	rs, err := cs.AppsV1().ReplicaSets(ns).Create(tCtx, &appsv1.ReplicaSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "echo-deployment-575658b97c"},
+		Spec: appsv1.ReplicaSetSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "echo-pod"}},
+			Template: v1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "echo-pod"}}, Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c", Image: "i"}}}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, suffix := range []string{"5tvfb", "lxn4h", "nmgmn"} {
+		p := util.Pod(ns, "echo-deployment-575658b97c-"+suffix).Node("aks-pool-1-27255451-0").Labels(map[string]string{"app": "echo-pod"}).Obj()
+		p.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(rs, appsv1.SchemeGroupVersion.WithKind("ReplicaSet"))}
+		util.CreatePod(tCtx, t, cs, p)
+	}
+	svc, err := cs.CoreV1().Services(ns).Create(tCtx, &v1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "echo-service"},
+		Spec: v1.ServiceSpec{Type: v1.ServiceTypeLoadBalancer, ExternalTrafficPolicy: v1.ServiceExternalTrafficPolicyLocal,
+			Selector: map[string]string{"app": "echo-pod"}, Ports: []v1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := controlplane.WriteKubeconfig(cp.Config, kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	audit := func() (report.Report, string) {
+		t.Helper()
+		args := []string{"audit", "--kubeconfig", kubeconfig, "--azure-load-balancer-sku", "Basic", "--azure-primary-vmset", "system-availabilitySet-27255451", "--max-findings", "100"}
+		stdout, stderr, err := runPoolctl(t, append(args, "-o", "json")...)
+		if err != nil {
+			t.Fatalf("audit: %v\n%s", err, stderr)
+		}
+		var got report.Report
+		if err := json.Unmarshal([]byte(stdout), &got); err != nil {
+			t.Fatalf("audit -o json is not JSON: %v\n%s", err, stdout)
+		}
+		table, _, err := runPoolctl(t, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got, table
+	}
+
+	const fix = "annotate the Service service.beta.kubernetes.io/azure-load-balancer-mode: pool-1-availabilitySet-27255451"
+	got, table := audit()
+	if len(got.LoadBalancerMismatches) != 4 {
+		t.Fatalf("want 3 endpoints without traffic and the system-only backend, got %+v", got.LoadBalancerMismatches)
+	}
+	for _, f := range got.LoadBalancerMismatches {
+		if f.Object != ns+"/echo-service" || f.Fix != fix {
+			t.Errorf("finding %+v, want the fix %q", f, fix)
+		}
+	}
+	if !strings.Contains(table, "fix: "+fix) {
+		t.Errorf("the table does not print the fix:\n%s", table)
+	}
+
+	// The report's fix.
+	svc.Annotations = map[string]string{report.AzureLoadBalancerModeAnnotation: "pool-1-availabilitySet-27255451"}
+	if _, err := cs.CoreV1().Services(ns).Update(tCtx, svc, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got, table = audit()
+	if len(got.LoadBalancerMismatches)+len(got.LoadBalancerUndetermined) != 0 || got.NumFindings() != 0 {
+		t.Errorf("findings after the fix: %+v %+v\n%s", got.LoadBalancerMismatches, got.LoadBalancerUndetermined, table)
+	}
 }
 
 func TestAuditConnectionErrors(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -21,8 +22,8 @@ import (
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/engine"
 	v1 "k8s.io/api/core/v1"
+	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -32,6 +33,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
 	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
@@ -273,9 +275,31 @@ func TestHelmChart(t *testing.T) {
 		// check inspects the decoded, validated scheduler configuration.
 		check func(t *testing.T, r *renderedChart, cfg *schedconfig.KubeSchedulerConfiguration)
 	}{{
-		name:  "defaults",
-		want:  concat(schedulerObjects, controllerObjects),
-		check: checkMatchesShippedConfig,
+		name: "defaults",
+		// The domain labeler is on: its affinity keeps it to AKS nodes, its selector to Linux.
+		want: concat(schedulerObjects, controllerObjects, domainObjects),
+		check: func(t *testing.T, r *renderedChart, cfg *schedconfig.KubeSchedulerConfiguration) {
+			checkMatchesShippedConfig(t, r, cfg)
+			ds := r.get(t, "DaemonSet", "pool-labeler-domain")
+			selector, _, _ := unstructured.NestedStringMap(ds.Object, "spec", "template", "spec", "nodeSelector")
+			if diff := cmp.Diff(map[string]string{"kubernetes.io/os": "linux"}, selector); diff != "" {
+				t.Errorf("domain labeler nodeSelector (-want +got):\n%s", diff)
+			}
+			args := util.PluginArgs(t, &cfg.Profiles[0], "SystemPoolGuard").(*config.SystemPoolGuardArgs)
+			if diff := cmp.Diff(&metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.azure.com/mode": "system"}}, args.SystemNodeSelector); diff != "" {
+				t.Errorf("default systemNodeSelector: AKS system-mode pools (-want +got):\n%s", diff)
+			}
+		},
+	}, {
+		name:   "AKS system-mode selector switched off",
+		values: `scheduler: {plugins: {systemPoolGuard: {args: {systemNodeSelector: {}}}}}`,
+		want:   concat(schedulerObjects, controllerObjects, domainObjects),
+		check: func(t *testing.T, _ *renderedChart, cfg *schedconfig.KubeSchedulerConfiguration) {
+			args := util.PluginArgs(t, &cfg.Profiles[0], "SystemPoolGuard").(*config.SystemPoolGuardArgs)
+			if args.SystemNodeSelector == nil || len(args.SystemNodeSelector.MatchLabels)+len(args.SystemNodeSelector.MatchExpressions) != 0 {
+				t.Errorf("systemNodeSelector = %v, want the empty selector (off)", args.SystemNodeSelector)
+			}
+		},
 	}, {
 		name: "everything enabled",
 		values: `
@@ -285,7 +309,10 @@ labeler:
 scheduler:
   service: {enabled: true}
   podDisruptionBudget: {minAvailable: null, maxUnavailable: 1}
-  extraArgs: [--kube-api-qps=100]
+  extraArgs: [--tls-min-version=VersionTLS13]
+  # A burst of a million renders as an integer, not as 1e+06 (which would not decode).
+  clientConnection: {qps: 300.5, burst: 1000000}
+  flowSchema: {enabled: true}
   plugins:
     nodePoolReady:
       args:
@@ -313,8 +340,15 @@ scheduler:
 monitoring:
   serviceMonitor: {enabled: true, labels: {release: prometheus}}
 `,
-		want: concat(schedulerObjects, controllerObjects, domainObjects, monitoringObjects),
+		want: concat(schedulerObjects, controllerObjects, domainObjects, monitoringObjects,
+			[]string{"FlowSchema pool-scheduler", "FlowSchema pool-scheduler-leader-election"}),
 		check: func(t *testing.T, r *renderedChart, cfg *schedconfig.KubeSchedulerConfiguration) {
+			if got := [2]any{cfg.ClientConnection.QPS, cfg.ClientConnection.Burst}; got != [2]any{float32(300.5), int32(1000000)} {
+				t.Errorf("clientConnection qps, burst = %v, want [300.5 1000000] from values", got)
+			}
+			if args := containerArgs(t, r.get(t, "Deployment", "pool-scheduler")); !containsString(args, "--tls-min-version=VersionTLS13") {
+				t.Errorf("scheduler args %q lack extraArgs", args)
+			}
 			want := []any{
 				&config.NodePoolReadyArgs{
 					PoolLabelKeys:         defaultPoolLabelKeys(),
@@ -492,7 +526,16 @@ func TestHelmChartRejectsBadValues(t *testing.T) {
 		{name: "misspelled labeler section", values: `labeler: {controler: {enabled: false}}`, wantErr: "controler"},
 		{name: "both PDB budgets", values: `scheduler: {podDisruptionBudget: {minAvailable: 1, maxUnavailable: 1}}`, wantErr: "not both"},
 		{name: "invalid label key reaches args validation", values: `scheduler: {plugins: {domainSpread: {args: {dimensions: [{name: zone, labelKeys: ["not a key"]}]}}}}`, wantErr: "dimensions[0].labelKeys[0]"},
-		{name: "no system nodes reaches args validation", values: `scheduler: {plugins: {systemPoolGuard: {args: {systemPools: []}}}}`, wantErr: "args.systemPools"},
+		{name: "no system nodes reaches args validation", values: `scheduler: {plugins: {systemPoolGuard: {args: {systemPools: [], systemNodeSelector: {}}}}}`, wantErr: "args.systemPools"},
+		{name: "update domain required, domain labeler off", values: `{labeler: {domain: {enabled: false}}, scheduler: {plugins: {nodePoolReady: {args: {requiredLabelKeys: [topology.pool-scheduler.io/update-domain]}}}}}`, wantErr: "labeler.domain.enabled is false"},
+		{name: "fault domain required for a pool, domain labeler off", values: `{labeler: {domain: {enabled: false}}, scheduler: {plugins: {nodePoolReady: {args: {poolRequiredLabelKeys: {user: [topology.pool-scheduler.io/fault-domain]}}}}}}`, wantErr: "topology.pool-scheduler.io/fault-domain"},
+		{name: "client qps zero", values: `scheduler: {clientConnection: {qps: 0}}`, wantErr: "/scheduler/clientConnection/qps"},
+		{name: "client qps a string", values: `scheduler: {clientConnection: {qps: fast}}`, wantErr: "/scheduler/clientConnection/qps"},
+		{name: "client burst zero", values: `scheduler: {clientConnection: {burst: 0}}`, wantErr: "/scheduler/clientConnection/burst"},
+		{name: "client burst fractional", values: `scheduler: {clientConnection: {burst: 1.5}}`, wantErr: "/scheduler/clientConnection/burst"},
+		{name: "misspelled client setting", values: `scheduler: {clientConnection: {qsp: 100}}`, wantErr: "qsp"},
+		{name: "client qps as a flag", values: `scheduler: {extraArgs: [--kube-api-qps=100]}`, wantErr: "set scheduler.clientConnection"},
+		{name: "client burst as a flag", values: `scheduler: {extraArgs: [--v=3, --kube-api-burst, "200"]}`, wantErr: "--kube-api-burst is ignored"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -626,8 +669,7 @@ func TestHelmChartValuesCoverPluginArgs(t *testing.T) {
 			if diff := cmp.Diff(fields, keys); diff != "" {
 				t.Errorf("values.yaml scheduler.plugins.%s.args keys differ from the fields of %s (-fields +values):\n%s", tc.plugin, typ.Name(), diff)
 			}
-			// Defaults: the values, decoded into the v1 type, equal the type's own defaults
-			// (an empty or null systemNodeSelector is not rendered, so it means none).
+			// Defaults: the values, decoded into the v1 type, equal the type's own defaults.
 			data, err := yaml.Marshal(values)
 			if err != nil {
 				t.Fatal(err)
@@ -635,6 +677,11 @@ func TestHelmChartValuesCoverPluginArgs(t *testing.T) {
 			got := reflect.New(typ).Interface()
 			if err := yaml.UnmarshalStrict(data, got); err != nil {
 				t.Fatalf("values do not decode into %s: %v", typ.Name(), err)
+			}
+			// A null systemNodeSelector is left out of the rendered config, so the type's default
+			// (AKS system-mode pools) applies.
+			if a, ok := got.(*configv1.SystemPoolGuardArgs); ok && a.SystemNodeSelector == nil {
+				a.SystemNodeSelector = configv1.DefaultSystemNodeSelector()
 			}
 			if diff := cmp.Diff(tc.args, got, cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("values.yaml defaults differ from %s defaults (-type +values):\n%s", typ.Name(), diff)
@@ -759,23 +806,106 @@ func installServiceMonitorCRD(ctx context.Context, t *testing.T, cp *controlplan
 	if err := yaml.UnmarshalStrict(data, crd); err != nil {
 		t.Fatalf("servicemonitor-crd.yaml: %v", err)
 	}
-	client := apiextensionsclient.NewForConfigOrDie(cp.Config)
-	if _, err := client.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{}); err != nil {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := controlplane.ApplyCRDs(ctx, cp.Config, crd); err != nil {
 		t.Fatalf("installing the ServiceMonitor CRD: %v", err)
 	}
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		got, err := client.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{})
+}
+
+// TestHelmChartFlowSchema: API Priority and Fairness matches the scheduler's ServiceAccount by
+// the built-in service-accounts FlowSchema (priority level workload-low), unlike kube-scheduler
+// (workload-high); with scheduler.flowSchema.enabled its requests get workload-high and its Lease
+// requests leader-election, as kube-scheduler's do. The apiserver names the FlowSchema and the
+// priority level that matched a request in the X-Kubernetes-PF-* response headers.
+func TestHelmChartFlowSchema(t *testing.T) {
+	tCtx := ktesting.Init(t)
+	cp := util.StartControlPlane(t)
+	r, err := renderChart(t, chartNamespace, `scheduler: {flowSchema: {enabled: true}}`)
+	if err != nil {
+		t.Fatalf("rendering: %v", err)
+	}
+	ensureNamespace(tCtx, t, cp, chartNamespace)
+	sa := r.get(t, "ServiceAccount", "pool-scheduler")
+	if _, err := cp.Client.CoreV1().ServiceAccounts(chartNamespace).Create(tCtx, &v1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa.GetName()}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cfg, _ := util.ServiceAccountConfig(tCtx, t, cp, chartNamespace, sa.GetName(), nil)
+	client, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// matched returns the names of the FlowSchema and the priority level that classified a GET of path.
+	matched := func(path string) (string, string, error) {
+		req, err := http.NewRequestWithContext(tCtx, http.MethodGet, cfg.Host+path, nil)
 		if err != nil {
-			return false, nil
+			return "", "", err
 		}
-		for _, c := range got.Status.Conditions {
-			if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
-				return true, nil
+		resp, err := client.Do(req)
+		if err != nil {
+			return "", "", err
+		}
+		resp.Body.Close()
+		fsUID := resp.Header.Get(flowcontrolv1.ResponseHeaderMatchedFlowSchemaUID)
+		plUID := resp.Header.Get(flowcontrolv1.ResponseHeaderMatchedPriorityLevelConfigurationUID)
+		var fs, pl string
+		schemas, err := cp.Client.FlowcontrolV1().FlowSchemas().List(tCtx, metav1.ListOptions{})
+		if err != nil {
+			return "", "", err
+		}
+		for _, s := range schemas.Items {
+			if string(s.UID) == fsUID {
+				fs = s.Name
 			}
 		}
-		return false, nil
-	})
-	if err != nil {
-		t.Fatalf("ServiceMonitor CRD not established: %v", err)
+		levels, err := cp.Client.FlowcontrolV1().PriorityLevelConfigurations().List(tCtx, metav1.ListOptions{})
+		if err != nil {
+			return "", "", err
+		}
+		for _, l := range levels.Items {
+			if string(l.UID) == plUID {
+				pl = l.Name
+			}
+		}
+		return fs, pl, nil
+	}
+	requests := []struct {
+		path string
+		// want are FlowSchema and priority level without, then with, the chart's FlowSchemas.
+		want, wantWith [2]string
+	}{
+		{path: "/api/v1/pods", want: [2]string{"service-accounts", "workload-low"}, wantWith: [2]string{"pool-scheduler", "workload-high"}},
+		{path: "/api/v1/nodes", want: [2]string{"service-accounts", "workload-low"}, wantWith: [2]string{"pool-scheduler", "workload-high"}},
+		{path: "/apis/coordination.k8s.io/v1/namespaces/pool-scheduler/leases/pool-scheduler", want: [2]string{"service-accounts", "workload-low"}, wantWith: [2]string{"pool-scheduler-leader-election", "leader-election"}},
+	}
+	// The apiserver's flow-control configuration follows the API objects asynchronously.
+	waitClassified := func(path string, want [2]string) {
+		t.Helper()
+		var got [2]string
+		err := wait.PollUntilContextTimeout(tCtx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+			fs, pl, err := matched(path)
+			if err != nil {
+				return false, err
+			}
+			got = [2]string{fs, pl}
+			return got == want, nil
+		})
+		if err != nil {
+			t.Errorf("GET %s as the scheduler's ServiceAccount: matched FlowSchema, priority level = %v, want %v (%v)", path, got, want, err)
+		}
+	}
+	for _, req := range requests {
+		waitClassified(req.path, req.want)
+	}
+	for _, o := range r.objects {
+		if o.GetKind() != "FlowSchema" {
+			continue
+		}
+		if _, err := cp.Dynamic.Resource(flowcontrolv1.SchemeGroupVersion.WithResource("flowschemas")).Create(tCtx, o, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("creating %s: %v", objectID(o), err)
+		}
+	}
+	for _, req := range requests {
+		waitClassified(req.path, req.wantWith)
 	}
 }

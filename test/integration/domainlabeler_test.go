@@ -42,6 +42,14 @@ func compute(fd, ud any) func(w http.ResponseWriter) {
 	}
 }
 
+// computeZonal is the compute document of a VM in an availability zone.
+func computeZonal(fd, ud, zone any) func(w http.ResponseWriter) {
+	return func(w http.ResponseWriter) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"location":"westeurope","name":"aks-nodepool1-vmss000000","platformFaultDomain":%q,"platformUpdateDomain":%q,"zone":%q,"vmSize":"Standard_D2s_v3"}`, fmt.Sprint(fd), fmt.Sprint(ud), fmt.Sprint(zone))
+	}
+}
+
 func status(code int) func(w http.ResponseWriter) {
 	return func(w http.ResponseWriter) { w.WriteHeader(code) }
 }
@@ -68,8 +76,15 @@ func TestDomainLabeler(t *testing.T) {
 		wantErr  error // errors.Is target; nil with an empty want means "gives up"
 		minCalls int32
 		giveUp   bool
+		// labels the node starts with, beside its pool label
+		nodeLabels map[string]string
 	}{
 		{name: "Azure compute document", script: []func(http.ResponseWriter){compute(1, 4)}, want: labeler.Domains{FaultDomain: "1", UpdateDomain: "4"}, minCalls: 1},
+		// Fault domains repeat in every zone: on a zonal VM no fault-domain label is written, and
+		// one an earlier version wrote is removed, so it can never stand for the zone.
+		{name: "zonal VM: no fault-domain label", script: []func(http.ResponseWriter){computeZonal(0, 3, 2)}, want: labeler.Domains{UpdateDomain: "3", Zone: "2"}, minCalls: 1,
+			nodeLabels: map[string]string{"topology.kubernetes.io/zone": "westeurope-2", labeler.DefaultFaultDomainKey: "0"}},
+		{name: "non-numeric zone is refused", script: []func(http.ResponseWriter){computeZonal(0, 3, "../x")}, wantErr: labeler.ErrNotAzure},
 		{name: "server errors are retried", script: []func(http.ResponseWriter){status(500), status(503), status(429), compute(0, 2)}, want: labeler.Domains{FaultDomain: "0", UpdateDomain: "2"}, minCalls: 4},
 		{name: "timeouts are retried", script: []func(http.ResponseWriter){stall(500 * time.Millisecond), compute(2, 0)}, want: labeler.Domains{FaultDomain: "2", UpdateDomain: "0"}, minCalls: 2},
 		{name: "garbage is not Azure", script: []func(http.ResponseWriter){body("<html>hello</html>")}, wantErr: labeler.ErrNotAzure},
@@ -82,7 +97,11 @@ func TestDomainLabeler(t *testing.T) {
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			nodeName := fmt.Sprintf("azure-%d", i)
-			util.CreateNode(tCtx, t, cs, util.Node(nodeName, map[string]string{"kubernetes.azure.com/agentpool": "nodepool1"}).Obj())
+			labels := map[string]string{"kubernetes.azure.com/agentpool": "nodepool1"}
+			for k, v := range tt.nodeLabels {
+				labels[k] = v
+			}
+			util.CreateNode(tCtx, t, cs, util.Node(nodeName, labels).Obj())
 			endpoint := "http://127.0.0.1:1/metadata/instance/compute"
 			var calls *atomic.Int32
 			if !tt.closed {
@@ -125,11 +144,15 @@ func TestDomainLabeler(t *testing.T) {
 			}
 			err := wait.PollUntilContextTimeout(tCtx, 20*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 				n, err := cs.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
-				return err == nil && n.Labels[labeler.DefaultUpdateDomainKey] == tt.want.UpdateDomain &&
-					n.Labels[labeler.DefaultFaultDomainKey] == tt.want.FaultDomain, nil
+				if err != nil {
+					return false, nil
+				}
+				fd, hasFD := n.Labels[labeler.DefaultFaultDomainKey]
+				return n.Labels[labeler.DefaultUpdateDomainKey] == tt.want.UpdateDomain && hasFD == (tt.want.Zone == "") && fd == tt.want.FaultDomain, nil
 			})
 			if err != nil {
-				t.Fatalf("node not labelled with %+v", tt.want)
+				n, _ := cs.CoreV1().Nodes().Get(tCtx, nodeName, metav1.GetOptions{})
+				t.Fatalf("node not labelled with %+v (fault-domain label only outside zones): %v", tt.want, n.Labels)
 			}
 			if calls.Load() < tt.minCalls {
 				t.Errorf("%d metadata calls, want at least %d", calls.Load(), tt.minCalls)

@@ -16,12 +16,18 @@ import (
 	"k8s.io/kubernetes/test/utils/ktesting"
 	"k8s.io/utils/ptr"
 
+	shipped "github.com/pool-scheduler/pool-scheduler/manifests/scheduler"
+	"github.com/pool-scheduler/pool-scheduler/pkg/report"
 	"github.com/pool-scheduler/pool-scheduler/test/util"
 )
 
 const (
-	faultDomainKey = "topology.kubernetes.azure.com/fault-domain"
-	holdFinalizer  = "pool-scheduler.io/test-hold"
+	// On AKS availability sets (VMs outside zones) cloud-provider-azure writes the platform fault
+	// domain into the zone label.
+	faultDomainKey = "topology.kubernetes.io/zone"
+	// pool-labeler's fault-domain label.
+	fdLabelKey    = "topology.pool-scheduler.io/fault-domain"
+	holdFinalizer = "pool-scheduler.io/test-hold"
 )
 
 // TestDomainSpread is the field report's cluster scaled up: 24 nodes = 2 fault domains x 3 update
@@ -78,7 +84,7 @@ func TestDomainSpread(t *testing.T) {
 			}
 		}
 	}
-	waitAllBound(tCtx, t, cs, ns, total)
+	util.WaitAllBound(tCtx, t, cs, ns, total, 3*time.Minute)
 	report := checkSpread(tCtx, t, cs, ns, owners, topo)
 	t.Logf("300 ReplicaSets, %d pods:\n%s", total, report)
 
@@ -106,7 +112,7 @@ func TestDomainSpread(t *testing.T) {
 			newTotal++
 		}
 	}
-	waitAllBound(tCtx, t, cs, ns, total+newTotal)
+	util.WaitAllBound(tCtx, t, cs, ns, total+newTotal, 3*time.Minute)
 	report = checkSpread(tCtx, t, cs, ns, newOwners, topo)
 	t.Logf("10 ReplicaSets recreated beside their terminating pods:\n%s", report)
 }
@@ -140,21 +146,6 @@ func createReplica(tCtx ktesting.TContext, t *testing.T, cs kubernetes.Interface
 		pod.Finalizers = []string{holdFinalizer}
 	}
 	util.CreatePod(tCtx, t, cs, pod)
-}
-
-func waitAllBound(tCtx ktesting.TContext, t *testing.T, cs kubernetes.Interface, ns string, want int) {
-	t.Helper()
-	start := time.Now()
-	util.WaitForPods(tCtx, t, cs, ns, 3*time.Minute, func(pods []v1.Pod) (bool, error) {
-		bound := 0
-		for _, p := range pods {
-			if p.Spec.NodeName != "" {
-				bound++
-			}
-		}
-		return bound >= want, nil
-	})
-	t.Logf("%d pods bound after %v", want, time.Since(start).Round(time.Millisecond))
 }
 
 // checkSpread fails the test for any set with skew > 1 on a dimension or, with two or more
@@ -246,4 +237,114 @@ func compact(s []string) []string {
 		}
 	}
 	return out
+}
+
+// TestDomainSpreadAzurePools runs the shipped profile on the kinds of pools AKS builds, in one
+// cluster: a zonal scale-set pool (zone label westeurope-1..3, whose nodes also carry a
+// fault-domain label repeating 0/1 in every zone, as an earlier pool-labeler wrote), an
+// availability-set pool (the zone label holds the fault domain 0/1), and workloads kept to
+// either pool or free to use both. Every ReplicaSet must end with skew <= 1 on zone, update
+// domain and host over the domains of the pools it runs in, as the report (built from the
+// shipped args) measures it: the repeating fault-domain values never stand for the zone.
+func TestDomainSpreadAzurePools(t *testing.T) {
+	tCtx := ktesting.Init(t)
+	cp := util.StartControlPlane(t)
+	cs := cp.Client
+	util.StartScheduler(t, cp, util.LoadShippedConfig(t).Profiles[0])
+
+	for i := 0; i < 12; i++ {
+		name := fmt.Sprintf("aks-zonal-27255451-vmss%06d", i)
+		node := util.Node(name, map[string]string{
+			"kubernetes.azure.com/agentpool": "zonal",
+			"topology.kubernetes.io/zone":    fmt.Sprintf("westeurope-%d", 1+i%3),
+			fdLabelKey:                       fmt.Sprint(i / 3 % 2),
+			updateDomainKey:                  fmt.Sprint(i / 6),
+		}).Obj()
+		util.CreateNode(tCtx, t, cs, node)
+	}
+	for i := 0; i < 12; i++ {
+		fd := fmt.Sprint(i % 2)
+		util.CreateNode(tCtx, t, cs, util.Node(fmt.Sprintf("aks-avset-27255451-%d", i), map[string]string{
+			"kubernetes.azure.com/agentpool": "avset",
+			"topology.kubernetes.io/zone":    fd,
+			fdLabelKey:                       fd,
+			updateDomainKey:                  fmt.Sprint(i / 2 % 3),
+		}).Obj())
+	}
+	ns := util.CreateNamespace(tCtx, t, cs, "azure-pools")
+	rng := rand.New(rand.NewSource(2))
+	type set struct {
+		rs   *appsv1.ReplicaSet
+		pool string
+	}
+	var sets []set
+	for i, pool := range []string{"zonal", "avset", ""} {
+		for j := 0; j < 30; j++ {
+			name := fmt.Sprintf("set-%d-%02d", i, j)
+			sets = append(sets, set{rs: createReplicaSet(tCtx, t, cs, ns, name, 2+rng.Intn(5)), pool: pool})
+		}
+	}
+	total := 0
+	for round := 0; round < 6; round++ {
+		for _, s := range sets {
+			if round >= int(*s.rs.Spec.Replicas) {
+				continue
+			}
+			pod := util.Pod(ns, fmt.Sprintf("%s-%d", s.rs.Name, round)).Labels(s.rs.Spec.Template.Labels).Obj()
+			pod.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(s.rs, appsv1.SchemeGroupVersion.WithKind("ReplicaSet"))}
+			if s.pool != "" {
+				pod.Spec.NodeSelector = map[string]string{"kubernetes.azure.com/agentpool": s.pool}
+			}
+			util.CreatePod(tCtx, t, cs, pod)
+			total++
+		}
+	}
+	util.WaitAllBound(tCtx, t, cs, ns, total, 3*time.Minute)
+
+	args, err := report.LoadArgs(shipped.Config, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	policy, err := report.NewPolicy(args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes, err := cs.CoreV1().Nodes().List(tCtx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods, err := cs.CoreV1().Pods(ns).List(tCtx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := report.Inputs{}
+	for i := range nodes.Items {
+		in.Nodes = append(in.Nodes, &nodes.Items[i])
+	}
+	for i := range pods.Items {
+		in.Pods = append(in.Pods, &pods.Items[i])
+	}
+	r := report.Compute(in, policy)
+	if len(r.Workloads) != len(sets) {
+		t.Fatalf("%d workloads measured, want %d", len(r.Workloads), len(sets))
+	}
+	// A set kept to one pool must be within skew 1 on every dimension. A set free to use both
+	// pools is held to zone and host: update domains of two pools (here 2 and 3 of them) are
+	// unrelated maintenance schedules (Azure walks them per availability set or scale set), and
+	// the zone, the first dimension, decides between the pools' nodes.
+	weak := 0
+	for _, w := range r.Workloads {
+		both := strings.Contains(w.Name, "/set-2-")
+		for d, dim := range r.Dimensions {
+			if both && dim.Name == "update-domain" {
+				continue
+			}
+			if w.Skew[d] > 1 || w.Confined[d] {
+				weak++
+				t.Errorf("%s (%d replicas): %s skew %d, confined %v: %v", w.Name, w.Replicas, dim.Name, w.Skew[d], w.Confined[d], w.Domains[d])
+			}
+		}
+	}
+	t.Logf("%d ReplicaSets (%d pods) on a zonal, an availability-set and both pools: %d weak; zonal replicas per zone of set-0-00: %v",
+		len(sets), total, weak, r.Workloads[0].Domains[0])
 }

@@ -17,8 +17,8 @@ import (
 	"k8s.io/kubernetes/test/utils/ktesting"
 
 	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config"
+	configv1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/config/v1"
 	"github.com/pool-scheduler/pool-scheduler/pkg/plugins/nodepoolready"
-	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
 	"github.com/pool-scheduler/pool-scheduler/test/util"
 )
 
@@ -51,7 +51,7 @@ func TestNodePoolReadyWithoutCRD(t *testing.T) {
 	}); err != nil {
 		t.Fatal("CRD still served")
 	}
-	args := &config.NodePoolReadyArgs{PoolLabelKeys: pool.DefaultLabelKeys, UnknownPoolPolicy: config.UnknownPoolAuto,
+	args := &config.NodePoolReadyArgs{PoolLabelKeys: configv1.DefaultPoolLabelKeys, UnknownPoolPolicy: config.UnknownPoolAuto,
 		RequiredLabelKeys: []string{updateDomainKey}}
 	ctx, cancel := context.WithCancel(tCtx)
 	defer cancel()

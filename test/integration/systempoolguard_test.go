@@ -6,16 +6,14 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/kubernetes/test/utils/ktesting"
 
-	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config"
 	"github.com/pool-scheduler/pool-scheduler/pkg/plugins/systempoolguard"
 	"github.com/pool-scheduler/pool-scheduler/test/util"
 )
 
-// TestSystemPoolGuard: a system pool that can only carry a PreferNoSchedule taint (AKS) or is
-// marked by its pool name (Banzai), beside a small user pool. User pods, some with a wildcard
+// TestSystemPoolGuard: a system pool that can only carry a PreferNoSchedule taint (AKS, marked
+// by AKS's system-mode label) or is marked by its pool name (Banzai), beside a small user pool. User pods, some with a wildcard
 // toleration, never land on system nodes, even when the user pool is full; system pods land and
 // prefer the system pool.
 func TestSystemPoolGuard(t *testing.T) {
@@ -23,11 +21,9 @@ func TestSystemPoolGuard(t *testing.T) {
 	cp := util.StartControlPlane(t)
 	cs := cp.Client
 
-	cfg := util.LoadShippedConfig(t)
-	profile := cfg.Profiles[0]
-	args := util.PluginArgs(t, &profile, systempoolguard.Name).(*config.SystemPoolGuardArgs)
-	args.SystemNodeSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.azure.com/mode": "system"}}
-	util.StartScheduler(t, cp, profile)
+	// The shipped profile as is: a stock AKS system-mode pool (pool name sysnp, not "system") is
+	// recognised by its kubernetes.azure.com/mode label without configuration.
+	util.StartScheduler(t, cp, util.LoadShippedConfig(t).Profiles[0])
 
 	soft := []v1.Taint{{Key: "CriticalAddonsOnly", Value: "true", Effect: v1.TaintEffectPreferNoSchedule}}
 	systemNodes := map[string]bool{"aks-system-0": true, "banzai-system-0": true}

@@ -18,32 +18,38 @@ import (
 )
 
 // SchedulerBinary returns the built bin/pool-scheduler (or $POOL_SCHEDULER_BINARY).
-func SchedulerBinary(t *testing.T) string {
+func SchedulerBinary(t testing.TB) string {
 	return binary(t, "pool-scheduler", "POOL_SCHEDULER_BINARY")
 }
 
+// KubeSchedulerBinary returns the upstream kube-scheduler of the same Kubernetes version, built by
+// `make kube-scheduler` into bin/kube-scheduler (or $KUBE_SCHEDULER_BINARY).
+func KubeSchedulerBinary(t testing.TB) string {
+	return binary(t, "kube-scheduler", "KUBE_SCHEDULER_BINARY")
+}
+
 // LabelerBinary returns the built bin/pool-labeler (or $POOL_LABELER_BINARY).
-func LabelerBinary(t *testing.T) string { return binary(t, "pool-labeler", "POOL_LABELER_BINARY") }
+func LabelerBinary(t testing.TB) string { return binary(t, "pool-labeler", "POOL_LABELER_BINARY") }
 
 // ToolBinary returns a built tool in bin/ (or $env): poolctl (make build), kubectl (make
 // kubectl, from go.mod's tool directive).
-func ToolBinary(t *testing.T, name, env string) string { return binary(t, name, env) }
+func ToolBinary(t testing.TB, name, env string) string { return binary(t, name, env) }
 
-func binary(t *testing.T, name, env string) string {
+func binary(t testing.TB, name, env string) string {
 	t.Helper()
 	path := os.Getenv(env)
 	if path == "" {
 		path = filepath.Join(RepoRoot(), "bin", name)
 	}
 	if _, err := os.Stat(path); err != nil {
-		t.Fatalf("%s binary %s: %v (run `make build` and `make kubectl`, or `make e2e`)", name, path, err)
+		t.Fatalf("%s binary %s: %v (run `make build kube-scheduler kubectl`, or `make e2e`)", name, path, err)
 	}
 	return path
 }
 
 // ShippedConfigFor returns the shipped KubeSchedulerConfiguration as a generic document with
 // clientConnection.kubeconfig pointing at cp, ready to be edited and written.
-func ShippedConfigFor(t *testing.T, cp *controlplane.ControlPlane) map[string]any {
+func ShippedConfigFor(t testing.TB, cp *controlplane.ControlPlane) map[string]any {
 	t.Helper()
 	data, err := os.ReadFile(ShippedConfigPath())
 	if err != nil {
@@ -62,7 +68,7 @@ func ShippedConfigFor(t *testing.T, cp *controlplane.ControlPlane) map[string]an
 }
 
 // PluginArgsDoc returns the args map of plugin in the first profile of a config document.
-func PluginArgsDoc(t *testing.T, doc map[string]any, plugin string) map[string]any {
+func PluginArgsDoc(t testing.TB, doc map[string]any, plugin string) map[string]any {
 	t.Helper()
 	profile := doc["profiles"].([]any)[0].(map[string]any)
 	for _, pc := range profile["pluginConfig"].([]any) {
@@ -115,7 +121,14 @@ func (p *SchedulerProcess) Wait(timeout time.Duration) (exited bool, err error) 
 // StartSchedulerBinary writes doc as the scheduler's --config and starts the binary with it,
 // serving HTTPS on a free port. The process is killed when the test ends; its output is logged
 // if the test failed.
-func StartSchedulerBinary(t *testing.T, doc map[string]any, extraArgs ...string) *SchedulerProcess {
+func StartSchedulerBinary(t testing.TB, doc map[string]any, extraArgs ...string) *SchedulerProcess {
+	t.Helper()
+	return StartSchedulerCommand(t, SchedulerBinary(t), doc, extraArgs...)
+}
+
+// StartSchedulerCommand is StartSchedulerBinary for any kube-scheduler command: binary is
+// bin/pool-scheduler or the upstream bin/kube-scheduler.
+func StartSchedulerCommand(t testing.TB, binary string, doc map[string]any, extraArgs ...string) *SchedulerProcess {
 	t.Helper()
 	data, err := yaml.Marshal(doc)
 	if err != nil {
@@ -127,14 +140,14 @@ func StartSchedulerBinary(t *testing.T, doc map[string]any, extraArgs ...string)
 	}
 	port := freePort(t)
 	args := append([]string{"--config=" + cfgPath, fmt.Sprintf("--secure-port=%d", port), "--bind-address=127.0.0.1", "--v=2"}, extraArgs...)
-	p := StartProcess(t, SchedulerBinary(t), args...)
+	p := StartProcess(t, binary, args...)
 	p.HTTPSURL = fmt.Sprintf("https://127.0.0.1:%d", port)
 	return p
 }
 
 // StartProcess starts binary with args; it is killed when the test ends, and its output is
 // logged if the test failed.
-func StartProcess(t *testing.T, binary string, args ...string) *SchedulerProcess {
+func StartProcess(t testing.TB, binary string, args ...string) *SchedulerProcess {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &SchedulerProcess{done: make(chan struct{})}
@@ -158,7 +171,7 @@ func StartProcess(t *testing.T, binary string, args ...string) *SchedulerProcess
 	return p
 }
 
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -27,7 +27,7 @@ import (
 
 // Kill sends SIGKILL to the process (no graceful shutdown, no lease release) and waits until it
 // has exited.
-func (p *SchedulerProcess) Kill(t *testing.T) {
+func (p *SchedulerProcess) Kill(t testing.TB) {
 	t.Helper()
 	if p.Exited() {
 		return

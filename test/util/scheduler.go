@@ -12,7 +12,7 @@ import (
 	"k8s.io/kubernetes/test/utils/ktesting"
 
 	"github.com/pool-scheduler/pool-scheduler/pkg/controlplane"
-	poolscheduler "github.com/pool-scheduler/pool-scheduler/pkg/scheduler"
+	"github.com/pool-scheduler/pool-scheduler/pkg/plugins"
 )
 
 // RepoRoot is the repository's root directory.
@@ -62,7 +62,7 @@ func StartScheduler(t *testing.T, cp *controlplane.ControlPlane, profiles ...sch
 	}
 	testCtx = testutils.InitTestSchedulerWithOptions(t, testCtx, 0,
 		scheduler.WithProfiles(profiles...),
-		scheduler.WithFrameworkOutOfTreeRegistry(poolscheduler.Registry()),
+		scheduler.WithFrameworkOutOfTreeRegistry(plugins.Registry()),
 	)
 	t.Cleanup(testCtx.SchedulerCloseFn)
 	testutils.SyncSchedulerInformerFactory(testCtx)

@@ -5,6 +5,7 @@ package util
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -29,7 +30,7 @@ import (
 const SchedulerName = "pool-scheduler"
 
 // StartControlPlane starts kube-apiserver (etcd from framework.EtcdMain) with the CRDs installed.
-func StartControlPlane(t *testing.T, flags ...string) *controlplane.ControlPlane {
+func StartControlPlane(t testing.TB, flags ...string) *controlplane.ControlPlane {
 	t.Helper()
 	cp, err := controlplane.Start(t, framework.SharedEtcd(), controlplane.Options{Flags: flags})
 	if err != nil {
@@ -39,7 +40,7 @@ func StartControlPlane(t *testing.T, flags ...string) *controlplane.ControlPlane
 }
 
 // CreateNamespace creates a namespace with a unique name.
-func CreateNamespace(ctx context.Context, t *testing.T, cs kubernetes.Interface, prefix string) string {
+func CreateNamespace(ctx context.Context, t testing.TB, cs kubernetes.Interface, prefix string) string {
 	t.Helper()
 	ns, err := cs.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"}}, metav1.CreateOptions{})
 	if err != nil {
@@ -59,7 +60,7 @@ func Node(name string, labels map[string]string) *st.NodeWrapper {
 }
 
 // CreateNode creates node.
-func CreateNode(ctx context.Context, t *testing.T, cs kubernetes.Interface, node *v1.Node) *v1.Node {
+func CreateNode(ctx context.Context, t testing.TB, cs kubernetes.Interface, node *v1.Node) *v1.Node {
 	t.Helper()
 	got, err := cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
 	if err != nil {
@@ -74,7 +75,7 @@ func Pod(namespace, name string) *st.PodWrapper {
 }
 
 // CreatePod creates pod.
-func CreatePod(ctx context.Context, t *testing.T, cs kubernetes.Interface, pod *v1.Pod) *v1.Pod {
+func CreatePod(ctx context.Context, t testing.TB, cs kubernetes.Interface, pod *v1.Pod) *v1.Pod {
 	t.Helper()
 	got, err := cs.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{})
 	if err != nil {
@@ -84,7 +85,7 @@ func CreatePod(ctx context.Context, t *testing.T, cs kubernetes.Interface, pod *
 }
 
 // WaitForPodBound waits until the pod has a node and returns the node's name.
-func WaitForPodBound(ctx context.Context, t *testing.T, cs kubernetes.Interface, namespace, name string, timeout time.Duration) string {
+func WaitForPodBound(ctx context.Context, t testing.TB, cs kubernetes.Interface, namespace, name string, timeout time.Duration) string {
 	t.Helper()
 	var node string
 	err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
@@ -188,7 +189,7 @@ func ApplyLabelSet(ctx context.Context, cp *controlplane.ControlPlane, set *labe
 }
 
 // MustApplyLabelSet is ApplyLabelSet that fails the test on error.
-func MustApplyLabelSet(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, set *labelsv1alpha1.NodePoolLabelSet) {
+func MustApplyLabelSet(ctx context.Context, t testing.TB, cp *controlplane.ControlPlane, set *labelsv1alpha1.NodePoolLabelSet) {
 	t.Helper()
 	if err := ApplyLabelSet(ctx, cp, set); err != nil {
 		t.Fatalf("applying NodePoolLabelSet %s/%s: %v", set.Namespace, set.Name, err)
@@ -225,6 +226,44 @@ func WaitForPods(ctx context.Context, t *testing.T, cs kubernetes.Interface, nam
 	if err != nil {
 		t.Fatalf("pods in %s did not reach the wanted state within %v", namespace, timeout)
 	}
+	return last
+}
+
+// WaitAllBound waits until the namespace has n pods, all bound, and names the pending ones if not.
+func WaitAllBound(ctx context.Context, t *testing.T, cs kubernetes.Interface, ns string, n int, timeout time.Duration) []v1.Pod {
+	t.Helper()
+	start := time.Now()
+	var last []v1.Pod
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		list, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		last = list.Items
+		if len(last) != n {
+			return false, nil
+		}
+		for _, p := range last {
+			if p.Spec.NodeName == "" {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		var pending []string
+		for _, p := range last {
+			if p.Spec.NodeName == "" {
+				pending = append(pending, p.Name+" ("+PodScheduledMessage(ctx, cs, ns, p.Name)+")")
+			}
+		}
+		sort.Strings(pending)
+		if len(pending) > 10 {
+			pending = append(pending[:10], "...")
+		}
+		t.Fatalf("%d pods exist, want %d all bound within %v; %d pending: %v", len(last), n, timeout, len(pending), pending)
+	}
+	t.Logf("%d pods bound after %v", n, time.Since(start).Round(time.Millisecond))
 	return last
 }
 

@@ -2,21 +2,19 @@ package config
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
 )
 
 // UnknownPoolPolicy says what NodePoolReady does with nodes that carry no pool label.
-type UnknownPoolPolicy = pool.UnknownPoolPolicy
+type UnknownPoolPolicy string
 
 const (
 	// UnknownPoolAuto rejects nodes without a pool once any NodePoolLabelSet exists, and allows
 	// them on a cluster with none, so that a fresh install never blocks every pod.
-	UnknownPoolAuto = pool.UnknownPoolAuto
+	UnknownPoolAuto UnknownPoolPolicy = "Auto"
 	// UnknownPoolReject always rejects nodes without a pool.
-	UnknownPoolReject = pool.UnknownPoolReject
+	UnknownPoolReject UnknownPoolPolicy = "Reject"
 	// UnknownPoolAllow always allows nodes without a pool.
-	UnknownPoolAllow = pool.UnknownPoolAllow
+	UnknownPoolAllow UnknownPoolPolicy = "Allow"
 )
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object

@@ -36,7 +36,7 @@ func benchCluster() ([]*v1.Pod, []*v1.Node, *v1.Pod) {
 	for i := range nodes {
 		name := fmt.Sprintf("node-%d", i)
 		nodes[i] = st.MakeNode().Name(name).Label(v1.LabelHostname, name).
-			Label(fdKey, fmt.Sprint(i%2)).Label(udKey, fmt.Sprint(i/2%3)).Obj()
+			Label(zoneKey, fmt.Sprint(i%2)).Label(udKey, fmt.Sprint(i/2%3)).Obj()
 	}
 	pods := make([]*v1.Pod, benchPods)
 	for i := range pods {
@@ -54,7 +54,7 @@ func withConstraints(pod *v1.Pod, when v1.UnsatisfiableConstraintAction) *v1.Pod
 	p := pod.DeepCopy()
 	sel := &metav1.LabelSelector{MatchLabels: map[string]string{"set": "0"}}
 	p.Spec.TopologySpreadConstraints = []v1.TopologySpreadConstraint{
-		{MaxSkew: 1, TopologyKey: fdKey, WhenUnsatisfiable: when, LabelSelector: sel},
+		{MaxSkew: 1, TopologyKey: zoneKey, WhenUnsatisfiable: when, LabelSelector: sel},
 		{MaxSkew: 1, TopologyKey: udKey, WhenUnsatisfiable: when, LabelSelector: sel},
 	}
 	return p

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
@@ -27,28 +28,18 @@ type dimension struct {
 	joint bool
 }
 
-// firstValue returns the value of the first key of keys present on the node.
-func firstValue(keys []string, labels map[string]string) (string, bool) {
-	for _, k := range keys {
-		if v, ok := labels[k]; ok {
-			return v, true
-		}
-	}
-	return "", false
-}
-
-// domainOf returns the node's domain in dimension d; false if the node lacks the dimension's keys
-// (or, for a joint dimension, a previous dimension's keys).
-func (pl *DomainSpread) domainOf(d int, labels map[string]string) (domainKey, bool) {
+// domainKeyOf returns the node's domain in dimension d; false if the node lacks the dimension's
+// keys (or, for a joint dimension, a previous dimension's keys).
+func (pl *DomainSpread) domainKeyOf(d int, labels map[string]string) (domainKey, bool) {
 	var key domainKey
-	v, ok := firstValue(pl.dims[d].keys, labels)
+	v, ok := pool.FirstPresentLabel(pl.dims[d].keys, labels)
 	if !ok {
 		return key, false
 	}
 	key[d] = v
 	if pl.dims[d].joint {
 		for p := 0; p < d; p++ {
-			if key[p], ok = firstValue(pl.dims[p].keys, labels); !ok {
+			if key[p], ok = pool.FirstPresentLabel(pl.dims[p].keys, labels); !ok {
 				return key, false
 			}
 		}
@@ -56,46 +47,44 @@ func (pl *DomainSpread) domainOf(d int, labels map[string]string) (domainKey, bo
 	return key, true
 }
 
-// group is a workload: the pods of one controller (one revision of a Deployment is its
-// ReplicaSet, so old-revision pods still running during a rollout do not skew the new one).
-type group struct {
+// workload is the pods of one controller (one revision of a Deployment is its ReplicaSet, so
+// old-revision pods still running during a rollout do not skew the new one).
+type workload struct {
 	namespace string
 	uid       types.UID
 }
 
-// groupOf returns the pod's workload, or false when the plugin has nothing to do with the pod:
+// workloadOf returns the workload pod is a replica of: its controller, in its namespace; false
+// for a pod without a controller.
+func workloadOf(pod *v1.Pod) (workload, bool) {
+	ref := metav1.GetControllerOfNoCopy(pod)
+	if ref == nil {
+		return workload{}, false
+	}
+	return workload{namespace: pod.Namespace, uid: ref.UID}, true
+}
+
+// workloadToSpread returns the pod's workload, or false when the plugin leaves the pod alone:
 // no controller, a DaemonSet (one pod per node by construction), or its own spread constraints
 // (left to PodTopologySpread unless configured otherwise).
-func (pl *DomainSpread) groupOf(pod *v1.Pod) (group, bool) {
+func (pl *DomainSpread) workloadToSpread(pod *v1.Pod) (workload, bool) {
 	if len(pod.Spec.TopologySpreadConstraints) > 0 && !pl.spreadPodsWithConstraints {
-		return group{}, false
+		return workload{}, false
 	}
 	if pool.IsDaemonSetPod(pod) {
-		return group{}, false
+		return workload{}, false
 	}
-	uid, ok := controllerUID(pod)
-	if !ok {
-		return group{}, false
-	}
-	return group{namespace: pod.Namespace, uid: uid}, true
+	return workloadOf(pod)
 }
 
-func controllerUID(pod *v1.Pod) (types.UID, bool) {
-	for i := range pod.OwnerReferences {
-		if ref := &pod.OwnerReferences[i]; ref.Controller != nil && *ref.Controller {
-			return ref.UID, true
-		}
-	}
-	return "", false
-}
-
-// counts pods of g: never terminating ones, whose replacements are already being scheduled.
-func (g group) counts(pod *v1.Pod) bool {
-	if pod.DeletionTimestamp != nil || pod.Namespace != g.namespace {
+// isReplica reports whether pod is a replica of w that counts: terminating ones do not, their
+// replacements are already being scheduled.
+func (w workload) isReplica(pod *v1.Pod) bool {
+	if pod.DeletionTimestamp != nil {
 		return false
 	}
-	uid, ok := controllerUID(pod)
-	return ok && uid == g.uid
+	of, ok := workloadOf(pod)
+	return ok && of == w
 }
 
 // nodeDomains are a node's domain IDs, one per dimension (noDomain where it lacks the keys).
@@ -166,60 +155,60 @@ func (t *domainTable) currentEpoch(liveNodes int) uint64 {
 	return t.epoch
 }
 
-// resolve computes a node's domain IDs (the NodeMemo's function).
+// resolve computes a node's domain IDs (the nodememo.Memo's function).
 func (pl *DomainSpread) resolve(node *v1.Node, _ uint64) nodeDomains {
 	var out nodeDomains
 	for d := range out {
 		out[d] = noDomain
 	}
 	for d := range pl.dims {
-		if key, ok := pl.domainOf(d, node.Labels); ok {
+		if key, ok := pl.domainKeyOf(d, node.Labels); ok {
 			out[d] = pl.domains.intern(d, key)
 		}
 	}
 	return out
 }
 
-// domainsOf returns the node's domain IDs, resolved once per node version and epoch.
-func (pl *DomainSpread) domainsOf(node *v1.Node, epoch uint64) nodeDomains {
+// domainIDs returns the node's domain IDs, resolved once per node version and epoch.
+func (pl *DomainSpread) domainIDs(node *v1.Node, epoch uint64) nodeDomains {
 	return pl.nodeDomains.Get(node, epoch)
 }
 
 // spreadState is computed once per cycle and read by Filter and Score.
 type spreadState struct {
-	group group
-	epoch uint64
-	// counts[d][id] is the group's replicas in domain id of dimension d; IDs past the end have
-	// none. In Hard mode, domains the pod may not use hold ineligible, and minimum[d] is the
-	// count of the least loaded eligible domain.
-	counts  [validation.MaxSpreadDimensions][]int32
-	minimum [validation.MaxSpreadDimensions]int32
+	workload workload
+	epoch    uint64
+	// perDomain[d][id] is the workload's replicas in domain id of dimension d; IDs past the end
+	// have none. In Hard mode, domains the pod may not use hold ineligible, and minimum[d] is
+	// the replicas of the least loaded eligible domain.
+	perDomain [validation.MaxSpreadDimensions][]int32
+	minimum   [validation.MaxSpreadDimensions]int32
 }
 
-// count is the group's replicas in domain id of dimension d.
-func (s *spreadState) count(d int, id int32) int32 {
-	if id < 0 || int(id) >= len(s.counts[d]) {
+// inDomain is the workload's replicas in domain id of dimension d.
+func (s *spreadState) inDomain(d int, id int32) int32 {
+	if id < 0 || int(id) >= len(s.perDomain[d]) {
 		return 0
 	}
-	return max(s.counts[d][id], 0)
+	return max(s.perDomain[d][id], 0)
 }
 
-// Clone copies the counts: preemption's AddPod/RemovePod change them on the copy.
+// Clone copies the replica counts: preemption's AddPod/RemovePod change them on the copy.
 func (s *spreadState) Clone() fwk.StateData {
-	c := &spreadState{group: s.group, epoch: s.epoch, minimum: s.minimum}
-	for d, counts := range s.counts {
-		c.counts[d] = slices.Clone(counts)
+	c := &spreadState{workload: s.workload, epoch: s.epoch, minimum: s.minimum}
+	for d, replicas := range s.perDomain {
+		c.perDomain[d] = slices.Clone(replicas)
 	}
 	return c
 }
 
-// count builds the state for pod's group: its replicas per domain, from the replica index and
-// the snapshot's nodes. With eligibleDomains (Hard mode), every domain of a node the pod may use
-// is recorded, empty ones included, and only replicas on such nodes count. A node the pod may
-// use matches its required node affinity, is not cordoned and has no NoSchedule/NoExecute taint
-// the pod does not tolerate (PodTopologySpread's nodeTaintsPolicy: Honor): an empty domain the
-// pod can never reach must not hold it back.
-func (pl *DomainSpread) count(ctx context.Context, pod *v1.Pod, g group, eligibleDomains bool) (*spreadState, error) {
+// countReplicas builds the state for pod's workload: its replicas per domain, from the replica
+// index and the snapshot's nodes. With eligibleDomains (Hard mode), every domain of a node the
+// pod may use is recorded, empty ones included, and only replicas on such nodes count. A node
+// the pod may use matches its required node affinity, is not cordoned and has no
+// NoSchedule/NoExecute taint the pod does not tolerate (PodTopologySpread's nodeTaintsPolicy:
+// Honor): an empty domain the pod can never reach must not hold it back.
+func (pl *DomainSpread) countReplicas(ctx context.Context, pod *v1.Pod, w workload, eligibleDomains bool) (*spreadState, error) {
 	if err := pl.replicas.waitForSync(ctx); err != nil {
 		return nil, err
 	}
@@ -228,7 +217,7 @@ func (pl *DomainSpread) count(ctx context.Context, pod *v1.Pod, g group, eligibl
 	if err != nil {
 		return nil, err
 	}
-	s := &spreadState{group: g, epoch: pl.domains.currentEpoch(len(nodes))}
+	s := &spreadState{workload: w, epoch: pl.domains.currentEpoch(len(nodes))}
 	pl.nodeDomains.Compact(nodeInfos)
 
 	empty := int32(0)
@@ -236,18 +225,18 @@ func (pl *DomainSpread) count(ctx context.Context, pod *v1.Pod, g group, eligibl
 		empty = ineligible
 	}
 	for d := range pl.dims {
-		s.counts[d] = filled(pl.domains.len(d), empty)
+		s.perDomain[d] = filled(pl.domains.len(d), empty)
 	}
 	var affinity nodeaffinity.RequiredNodeAffinity
 	if eligibleDomains {
 		affinity = nodeaffinity.GetRequiredNodeAffinity(pod)
 		for _, ni := range nodes {
 			if node := ni.Node(); eligible(pod, affinity, node) {
-				pl.addReplicas(s, pl.domainsOf(node, s.epoch), 0, empty)
+				pl.addReplicas(s, pl.domainIDs(node, s.epoch), 0, empty)
 			}
 		}
 	}
-	pl.replicas.each(g, func(nodeName string, replicas int32) {
+	pl.replicas.each(w, func(nodeName string, replicas int32) {
 		ni, err := nodeInfos.Get(nodeName)
 		if err != nil || ni.Node() == nil {
 			// The node left, or the snapshot does not have it yet: like its pods.
@@ -257,7 +246,7 @@ func (pl *DomainSpread) count(ctx context.Context, pod *v1.Pod, g group, eligibl
 		if eligibleDomains && !eligible(pod, affinity, node) {
 			return
 		}
-		pl.addReplicas(s, pl.domainsOf(node, s.epoch), replicas, empty)
+		pl.addReplicas(s, pl.domainIDs(node, s.epoch), replicas, empty)
 	})
 	if eligibleDomains {
 		s.updateMinimum(len(pl.dims))
@@ -273,11 +262,11 @@ func (pl *DomainSpread) addReplicas(s *spreadState, ids nodeDomains, replicas, e
 		if id == noDomain {
 			continue
 		}
-		if int(id) >= len(s.counts[d]) {
+		if int(id) >= len(s.perDomain[d]) {
 			// A domain first seen in this cycle.
-			s.counts[d] = append(s.counts[d], filled(int(id)+1-len(s.counts[d]), empty)...)
+			s.perDomain[d] = append(s.perDomain[d], filled(int(id)+1-len(s.perDomain[d]), empty)...)
 		}
-		s.counts[d][id] = max(s.counts[d][id], 0) + replicas
+		s.perDomain[d][id] = max(s.perDomain[d][id], 0) + replicas
 	}
 }
 
@@ -294,7 +283,7 @@ func filled(n int, v int32) []int32 {
 func (s *spreadState) updateMinimum(dims int) {
 	for d := 0; d < dims; d++ {
 		first := true
-		for _, c := range s.counts[d] {
+		for _, c := range s.perDomain[d] {
 			if c != ineligible && (first || c < s.minimum[d]) {
 				s.minimum[d], first = c, false
 			}

@@ -11,7 +11,7 @@ import (
 )
 
 // EventsToRegister returns what can lower a rejected pod's skew (Hard mode): a replica of its
-// group going away, starting to terminate or landing elsewhere, or the set of eligible domains
+// workload going away, starting to terminate or landing elsewhere, or the set of eligible domains
 // changing (a node added, deleted, relabelled, tainted or cordoned).
 func (pl *DomainSpread) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWithHint, error) {
 	return []fwk.ClusterEventWithHint{
@@ -29,11 +29,11 @@ func (pl *DomainSpread) isSchedulableAfterPodChange(logger klog.Logger, pod *v1.
 	if changed == nil {
 		changed = oldPod
 	}
-	g, ok := pl.groupOf(pod)
-	if !ok || changed.UID == pod.UID || changed.Spec.NodeName == "" || changed.Namespace != g.namespace {
+	w, ok := pl.workloadToSpread(pod)
+	if !ok || changed.UID == pod.UID || changed.Spec.NodeName == "" {
 		return fwk.QueueSkip, nil
 	}
-	if uid, ok := controllerUID(changed); !ok || uid != g.uid {
+	if of, ok := workloadOf(changed); !ok || of != w {
 		return fwk.QueueSkip, nil
 	}
 	if oldPod != nil && newPod != nil && (oldPod.DeletionTimestamp != nil || newPod.DeletionTimestamp == nil) {
@@ -64,8 +64,8 @@ func (pl *DomainSpread) isSchedulableAfterNodeChange(_ klog.Logger, pod *v1.Pod,
 		return fwk.Queue, nil
 	}
 	for d := range pl.dims {
-		oldKey, oldOK := pl.domainOf(d, oldNode.Labels)
-		if newKey, ok := pl.domainOf(d, newNode.Labels); ok != oldOK || newKey != oldKey {
+		oldKey, oldOK := pl.domainKeyOf(d, oldNode.Labels)
+		if newKey, ok := pl.domainKeyOf(d, newNode.Labels); ok != oldOK || newKey != oldKey {
 			return fwk.Queue, nil
 		}
 	}

@@ -12,17 +12,17 @@ import (
 
 const stateKey fwk.StateKey = "PreFilter" + Name
 
-// PreFilter counts the group's replicas per eligible domain (Hard mode). Soft mode and pods
+// PreFilter counts the workload's replicas per eligible domain (Hard mode). Soft mode and pods
 // without a workload skip Filter entirely.
 func (pl *DomainSpread) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*framework.PreFilterResult, *fwk.Status) {
 	if !pl.hard {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
-	g, ok := pl.groupOf(pod)
+	w, ok := pl.workloadToSpread(pod)
 	if !ok {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
-	s, err := pl.count(ctx, pod, g, true)
+	s, err := pl.countReplicas(ctx, pod, w, true)
 	if err != nil {
 		return nil, fwk.AsStatus(fmt.Errorf("%s: counting replicas: %w", Name, err))
 	}
@@ -48,15 +48,15 @@ func (pl *DomainSpread) adjust(state fwk.CycleState, pod *v1.Pod, nodeInfo fwk.N
 	if err != nil {
 		return fwk.AsStatus(err)
 	}
-	if !s.group.counts(pod) {
+	if !s.workload.isReplica(pod) {
 		return nil
 	}
-	ids := pl.domainsOf(nodeInfo.Node(), s.epoch)
+	ids := pl.domainIDs(nodeInfo.Node(), s.epoch)
 	for d := range pl.dims {
 		// Only domains the pod may use are counted (and only they exist in Hard mode's state).
-		if id := ids[d]; id != noDomain && int(id) < len(s.counts[d]) && s.counts[d][id] != ineligible {
+		if id := ids[d]; id != noDomain && int(id) < len(s.perDomain[d]) && s.perDomain[d][id] != ineligible {
 			// Never below 0: a victim assumed by another profile may not be in the counts.
-			s.counts[d][id] = max(s.counts[d][id]+delta, 0)
+			s.perDomain[d][id] = max(s.perDomain[d][id]+delta, 0)
 		}
 	}
 	s.updateMinimum(len(pl.dims))
@@ -71,7 +71,7 @@ func (pl *DomainSpread) Filter(ctx context.Context, state fwk.CycleState, _ *v1.
 	if err != nil {
 		return fwk.AsStatus(err)
 	}
-	ids := pl.domainsOf(nodeInfo.Node(), s.epoch)
+	ids := pl.domainIDs(nodeInfo.Node(), s.epoch)
 	for d := range pl.dims {
 		id := ids[d]
 		if id == noDomain {
@@ -81,13 +81,13 @@ func (pl *DomainSpread) Filter(ctx context.Context, state fwk.CycleState, _ *v1.
 			}
 			continue
 		}
-		if skew := s.count(d, id) + 1 - s.minimum[d]; skew > pl.maxSkew {
+		if skew := s.inDomain(d, id) + 1 - s.minimum[d]; skew > pl.maxSkew {
 			pl.rejections[d].Inc()
 			if l := klog.FromContext(ctx).V(4); l.Enabled() {
 				l.Info("Node would exceed the replica skew", "plugin", Name, "node", nodeInfo.Node().Name,
 					"dimension", pl.dims[d].name, "domain", pl.domains.value(d, id), "skew", skew, "maxSkew", pl.maxSkew)
 			}
-			// Unschedulable, not unresolvable: preempting replicas of the group can lower the skew.
+			// Unschedulable, not unresolvable: preempting replicas of the workload can lower the skew.
 			// A new Status per rejection: the framework writes the plugin name into it from the
 			// parallel Filter goroutines.
 			return fwk.NewStatus(fwk.Unschedulable, ErrReasonSkew).WithPlugin(Name)

@@ -17,7 +17,7 @@ import (
 
 	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config"
 	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config/validation"
-	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
+	"github.com/pool-scheduler/pool-scheduler/pkg/plugins/internal/nodememo"
 )
 
 // Name is the plugin's name in the registry and in scheduler configurations.
@@ -43,7 +43,7 @@ type DomainSpread struct {
 
 	// domains numbers the domains; nodeDomains remembers each node version's domain IDs.
 	domains     domainTable
-	nodeDomains *pool.NodeMemo[uint64, nodeDomains]
+	nodeDomains *nodememo.Memo[uint64, nodeDomains]
 	// replicas counts every workload's replicas per node, fed by podInformer.
 	replicas    *replicaIndex
 	podInformer cache.SharedIndexInformer
@@ -90,7 +90,7 @@ func New(ctx context.Context, obj runtime.Object, h framework.Handle) (framework
 		pl.dims = append(pl.dims, dimension{name: d.Name, keys: append([]string(nil), d.LabelKeys...), joint: d.Joint})
 	}
 	pl.rejections = rejectionCounters(pl.dims)
-	pl.nodeDomains = pool.NewNodeMemo(pl.resolve)
+	pl.nodeDomains = nodememo.New(pl.resolve)
 	pl.replicas = newReplicaIndex()
 	// The scheduler's pod informer (succeeded and failed pods filtered out); the scheduler
 	// starts it after building its profiles.

@@ -26,7 +26,7 @@ import (
 )
 
 const (
-	fdKey   = "topology.kubernetes.azure.com/fault-domain"
+	fdKey   = "topology.pool-scheduler.io/fault-domain"
 	zoneKey = "topology.kubernetes.io/zone"
 	udKey   = "topology.pool-scheduler.io/update-domain"
 )
@@ -70,11 +70,12 @@ func newPlugin(tb testing.TB, ctx context.Context, args *config.DomainSpreadArgs
 	return ds
 }
 
-// node builds a node in fault domain fd and update domain ud (empty: no label).
+// node builds a node in fault domain fd and update domain ud (empty: no label), labelled as
+// cloud-provider-azure labels VMs outside zones: the fault domain in the zone label.
 func node(name, fd, ud string) *v1.Node {
 	n := st.MakeNode().Name(name).Label(v1.LabelHostname, name)
 	if fd != "" {
-		n.Label(fdKey, fd)
+		n.Label(zoneKey, fd)
 	}
 	if ud != "" {
 		n.Label(udKey, ud)
@@ -328,12 +329,12 @@ func TestJointDomainKeys(t *testing.T) {
 		{Name: "fault-domain", LabelKeys: []string{fdKey}, Joint: true},
 	}
 	pl := newTestPlugin(t, ctx, args, nil, nil)
-	a, _ := pl.domainOf(1, map[string]string{zoneKey: "a", fdKey: "0"})
-	b, _ := pl.domainOf(1, map[string]string{zoneKey: "b", fdKey: "0"})
+	a, _ := pl.domainKeyOf(1, map[string]string{zoneKey: "a", fdKey: "0"})
+	b, _ := pl.domainKeyOf(1, map[string]string{zoneKey: "b", fdKey: "0"})
 	if a == b {
 		t.Errorf("joint domains of zones a and b are equal: %v", a)
 	}
-	if _, ok := pl.domainOf(1, map[string]string{fdKey: "0"}); ok {
+	if _, ok := pl.domainKeyOf(1, map[string]string{fdKey: "0"}); ok {
 		t.Error("joint domain without the previous dimension's key was accepted")
 	}
 }
@@ -561,7 +562,7 @@ func TestHints(t *testing.T) {
 		fn       func(klog.Logger, *v1.Pod, any, any) (fwk.QueueingHint, error)
 		want     fwk.QueueingHint
 	}{
-		{name: "group replica deleted", old: rsPod("a1", "rs-a", "fd0-ud0"), fn: pl.isSchedulableAfterPodChange, want: fwk.Queue},
+		{name: "workload replica deleted", old: rsPod("a1", "rs-a", "fd0-ud0"), fn: pl.isSchedulableAfterPodChange, want: fwk.Queue},
 		{name: "other workload's pod deleted", old: rsPod("b1", "rs-b", "fd0-ud0"), fn: pl.isSchedulableAfterPodChange, want: fwk.QueueSkip},
 		{name: "unscheduled replica added", new: rsPod("a2", "rs-a", ""), fn: pl.isSchedulableAfterPodChange, want: fwk.QueueSkip},
 		{name: "node with domains added", new: node("n", "1", "2"), fn: pl.isSchedulableAfterNodeChange, want: fwk.Queue},
@@ -638,7 +639,7 @@ func TestNodeUpdatesAndDomainChurn(t *testing.T) {
 
 	// Node a moves to fault domain 1 and update domain 1: c now shares its FD, b its UD.
 	moved := nodes[0].DeepCopy()
-	moved.Labels[fdKey], moved.Labels[udKey] = "1", "1"
+	moved.Labels[zoneKey], moved.Labels[udKey] = "1", "1"
 	pl.sharedLister = cache.NewSnapshot(pods, []*v1.Node{moved, nodes[1], nodes[2]})
 	after := scoreAll(t, ctx, pl, pod)
 	if !(after["b"] < after["c"]) {
@@ -648,7 +649,7 @@ func TestNodeUpdatesAndDomainChurn(t *testing.T) {
 	// Resolve hundreds of short-lived hosts: the next cycle starts a new epoch of domain IDs.
 	epoch := pl.domains.epoch
 	for i := range 500 {
-		pl.domainsOf(node(fmt.Sprintf("gone-%d", i), "0", fmt.Sprint(i)), epoch)
+		pl.domainIDs(node(fmt.Sprintf("gone-%d", i), "0", fmt.Sprint(i)), epoch)
 	}
 	again := scoreAll(t, ctx, pl, pod)
 	if pl.domains.epoch == epoch {

@@ -90,8 +90,8 @@ func TestReplicaIndex(t *testing.T) {
 			}
 			got := map[string]int32{}
 			for _, rs := range []string{"rs-a", "rs-b"} {
-				g, _ := memberOf(rsPod("x", rs, ""))
-				pl.replicas.each(g, func(node string, n int32) { got[rs+"/"+node] = n })
+				w, _ := workloadOf(rsPod("x", rs, ""))
+				pl.replicas.each(w, func(node string, n int32) { got[rs+"/"+node] = n })
 			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("replicas per workload/node (-want +got):\n%s", diff)
@@ -167,7 +167,7 @@ func TestHintUncountsTheReplicaAtOnce(t *testing.T) {
 		{name: "terminating", oldObj: replica, newObj: terminating},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			pl.replicas.place(replica.UID, group{namespace: "default", uid: "rs-a"}, "fd0-ud0", true)
+			pl.replicas.place(replica.UID, workload{namespace: "default", uid: "rs-a"}, "fd0-ud0", true)
 			hint, err := pl.isSchedulableAfterPodChange(ctx.Logger(), rsPod("p2", "rs-a", ""), tc.oldObj, tc.newObj)
 			if err != nil || hint != fwk.Queue {
 				t.Fatalf("hint = %v, %v; want Queue", hint, err)

@@ -10,8 +10,8 @@ import (
 // Reserve counts the pod on its node at once: the next replica of its workload may be scheduled
 // before the binding reaches the informer, and must see this one.
 func (pl *DomainSpread) Reserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
-	if g, ok := memberOf(pod); ok {
-		pl.replicas.place(pod.UID, g, nodeName, false)
+	if w, ok := workloadOf(pod); ok {
+		pl.replicas.place(pod.UID, w, nodeName, false)
 	}
 	return nil
 }

@@ -37,20 +37,20 @@ type scoreState struct {
 // Clone shares the state: scoring does not change it.
 func (s *scoreState) Clone() fwk.StateData { return s }
 
-// PreScore counts the group's replicas per domain once for the cycle, reusing PreFilter's counts
+// PreScore counts the workload's replicas per domain once for the cycle, reusing PreFilter's counts
 // in Hard mode. Pods without a workload are not scored.
 func (pl *DomainSpread) PreScore(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) *fwk.Status {
-	g, ok := pl.groupOf(pod)
+	w, ok := pl.workloadToSpread(pod)
 	if !ok {
 		return fwk.NewStatus(fwk.Skip)
 	}
-	counts, err := readState(state)
+	s, err := readState(state)
 	if err != nil {
-		if counts, err = pl.count(ctx, pod, g, false); err != nil {
+		if s, err = pl.countReplicas(ctx, pod, w, false); err != nil {
 			return fwk.AsStatus(fmt.Errorf("%s: counting replicas: %w", Name, err))
 		}
 	}
-	state.Write(preScoreStateKey, &scoreState{spreadState: counts, nodes: nodes})
+	state.Write(preScoreStateKey, &scoreState{spreadState: s, nodes: nodes})
 	return nil
 }
 
@@ -59,12 +59,12 @@ func (pl *DomainSpread) ignoredCount(s *scoreState, d int) int32 {
 	s.ignoredOnce.Do(func() {
 		var seen [validation.MaxSpreadDimensions]bool
 		for _, ni := range s.nodes {
-			ids := pl.domainsOf(ni.Node(), s.epoch)
+			ids := pl.domainIDs(ni.Node(), s.epoch)
 			for d := range pl.dims {
 				if ids[d] == noDomain {
 					continue
 				}
-				if c := s.count(d, ids[d]); !seen[d] || c < s.ignored[d] {
+				if c := s.inDomain(d, ids[d]); !seen[d] || c < s.ignored[d] {
 					s.ignored[d], seen[d] = c, true
 				}
 			}
@@ -82,12 +82,12 @@ func (pl *DomainSpread) Score(_ context.Context, state fwk.CycleState, _ *v1.Pod
 		return 0, fwk.AsStatus(fmt.Errorf("%s: reading cycle state: %w", Name, err))
 	}
 	s := c.(*scoreState)
-	ids := pl.domainsOf(nodeInfo.Node(), s.epoch)
+	ids := pl.domainIDs(nodeInfo.Node(), s.epoch)
 	var raw int64
 	for d := range pl.dims {
 		var n int32
 		if ids[d] != noDomain {
-			n = s.count(d, ids[d])
+			n = s.inDomain(d, ids[d])
 		} else {
 			n = pl.ignoredCount(s, d)
 		}

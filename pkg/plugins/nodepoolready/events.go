@@ -2,6 +2,7 @@ package nodepoolready
 
 import (
 	"context"
+	"maps"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
@@ -83,7 +84,7 @@ func (pl *NodePoolReady) isSchedulableAfterLabelSetChange(logger klog.Logger, po
 	}
 	pl.labelSets.upsert(logger, set)
 	if oldObj != nil {
-		if old := asLabelSet(oldObj); old != nil && old.UID == set.UID && equalLabels(old.Spec.Labels, set.Spec.Labels) {
+		if old := asLabelSet(oldObj); old != nil && old.UID == set.UID && maps.Equal(old.Spec.Labels, set.Spec.Labels) {
 			return fwk.QueueSkip, nil
 		}
 	}

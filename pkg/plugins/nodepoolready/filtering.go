@@ -36,8 +36,10 @@ func (pl *NodePoolReady) PreFilter(_ context.Context, state fwk.CycleState, pod 
 // PreFilterExtensions returns nil: readiness does not depend on other pods.
 func (pl *NodePoolReady) PreFilterExtensions() framework.PreFilterExtensions { return nil }
 
-// Filter rejects nodes that are not ready. A node is judged once per version of the node and of
-// the label sets (pl.verdicts); no allocation per node unless the node changed.
+// Filter rejects nodes that are not ready, with the code Pending: such a node waits for its
+// labeler, not for anything preemption could change (see the README). A node is judged once per
+// version of the node and of the label sets (pl.verdicts); no allocation per node unless the
+// node changed.
 func (pl *NodePoolReady) Filter(ctx context.Context, state fwk.CycleState, _ *v1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
 	s, err := getPreFilterState(state)
 	if err != nil {
@@ -64,11 +66,3 @@ func getPreFilterState(state fwk.CycleState) (*preFilterState, error) {
 }
 
 func isExempt(pod *v1.Pod) bool { return pool.IsDaemonSetPod(pod) }
-
-// Not-ready nodes are refused with the code Pending, the framework's code for "waiting for an
-// external component": a node that is not ready waits for its labeler, not for anything the
-// scheduler or preemption could change. Preemption only considers nodes refused as
-// Unschedulable, so it leaves these alone (as with UnschedulableAndUnresolvable), and when this
-// plugin's queueing hint reports that a node became ready, the queue retries the pod at once
-// instead of after its backoff, which grows to 10 s for a pod that waited through several
-// failed attempts.

@@ -3,6 +3,7 @@ package nodepoolready
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -84,7 +85,7 @@ func (x *labelSetIndex) upsert(logger klog.Logger, set *labelsv1alpha1.NodePoolL
 		x.deleted[old.UID] = struct{}{}
 	}
 	x.objects[key] = set
-	changed := old == nil || old.UID != set.UID || !equalLabels(old.Spec.Labels, set.Spec.Labels)
+	changed := old == nil || old.UID != set.UID || !maps.Equal(old.Spec.Labels, set.Spec.Labels)
 	if changed {
 		x.recompile(logger)
 	}
@@ -130,18 +131,6 @@ func (x *labelSetIndex) informerChanged() {
 	if x.onInformerChange != nil {
 		x.onInformerChange()
 	}
-}
-
-func equalLabels[V comparable](a, b map[string]V) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
 }
 
 // startInformer watches NodePoolLabelSets through a dynamic informer (no generated clientset)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config"
 	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config/validation"
+	"github.com/pool-scheduler/pool-scheduler/pkg/plugins/internal/nodememo"
 	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
 )
 
@@ -30,8 +31,8 @@ type NodePoolReady struct {
 	handle              framework.Handle
 	waiting             waitingPods
 	// verdicts remembers gate.Check per node version and label-set index (nil: ready).
-	verdicts *pool.NodeMemo[*pool.LabelSets, *pool.Verdict]
-	snapshot pool.NodeGetter
+	verdicts *nodememo.Memo[*pool.LabelSets, *pool.Verdict]
+	snapshot nodememo.NodeGetter
 	// reactivateAfter: see activateForNode (0: activate once).
 	reactivateAfter time.Duration
 }
@@ -79,19 +80,14 @@ func New(ctx context.Context, obj runtime.Object, h framework.Handle) (framework
 
 func newPlugin(args *config.NodePoolReadyArgs, idx *labelSetIndex) *NodePoolReady {
 	pl := &NodePoolReady{
-		gate: pool.Gate{
-			Identity:              pool.NewIdentity(args.PoolLabelKeys),
-			UnknownPoolPolicy:     args.UnknownPoolPolicy,
-			RequiredLabelKeys:     args.RequiredLabelKeys,
-			PoolRequiredLabelKeys: args.PoolRequiredLabelKeys,
-		},
+		gate:                pool.NewGate(args),
 		labelSets:           idx,
 		ignoreDaemonSetPods: args.IgnoreDaemonSetPods,
 		reactivateAfter:     defaultReactivateAfter,
 	}
 	// A ready node is remembered as nil: small map entries keep the lookup that Filter does
 	// for every node in every cycle in cache.
-	pl.verdicts = pool.NewNodeMemo(func(node *v1.Node, sets *pool.LabelSets) *pool.Verdict {
+	pl.verdicts = nodememo.New(func(node *v1.Node, sets *pool.LabelSets) *pool.Verdict {
 		if v := pl.gate.Check(node.Labels, node.Annotations, sets); !v.Ready() {
 			return &v
 		}

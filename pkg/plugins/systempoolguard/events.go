@@ -25,10 +25,10 @@ func (pl *SystemPoolGuard) isSchedulableAfterNodeChange(logger klog.Logger, pod 
 	if err != nil {
 		return fwk.Queue, err
 	}
-	if pl.policy.SystemNode(newNode.Labels) != pool.NotSystemNode {
+	if pl.policy.ClassifyNode(newNode.Labels) != pool.NotSystemNode {
 		return fwk.QueueSkip, nil
 	}
-	if oldNode != nil && pl.policy.SystemNode(oldNode.Labels) == pool.NotSystemNode {
+	if oldNode != nil && pl.policy.ClassifyNode(oldNode.Labels) == pool.NotSystemNode {
 		// Already a user node: this plugin did not refuse the pod there.
 		return fwk.QueueSkip, nil
 	}

@@ -27,7 +27,7 @@ func (pl *SystemPoolGuard) PreFilterExtensions() framework.PreFilterExtensions {
 // preempting pods cannot turn a system node into a user node.
 func (pl *SystemPoolGuard) Filter(ctx context.Context, _ fwk.CycleState, _ *v1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
 	node := nodeInfo.Node()
-	reason := pl.systemNode(node)
+	reason := pl.classify(node)
 	if reason == pool.NotSystemNode {
 		return nil
 	}

@@ -8,15 +8,13 @@ import (
 	"fmt"
 
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config"
 	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config/validation"
+	"github.com/pool-scheduler/pool-scheduler/pkg/plugins/internal/nodememo"
 	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
 )
 
@@ -29,9 +27,9 @@ const ErrReasonSystemPool = "node is in the system pool"
 // SystemPoolGuard filters system nodes out for user pods and steers system pods to them.
 type SystemPoolGuard struct {
 	policy pool.SystemPolicy
-	// systemNodes remembers policy.SystemNode per node version.
-	systemNodes *pool.NodeMemo[struct{}, pool.SystemNodeReason]
-	snapshot    pool.NodeGetter
+	// classes remembers policy.ClassifyNode per node version.
+	classes  *nodememo.Memo[struct{}, pool.SystemNodeReason]
+	snapshot nodememo.NodeGetter
 }
 
 var (
@@ -66,36 +64,25 @@ func New(_ context.Context, obj runtime.Object, h framework.Handle) (framework.P
 }
 
 func newPlugin(args *config.SystemPoolGuardArgs) (*SystemPoolGuard, error) {
-	selector := labels.Nothing()
-	if args.SystemNodeSelector != nil {
-		var err error
-		if selector, err = metav1.LabelSelectorAsSelector(args.SystemNodeSelector); err != nil {
-			return nil, fmt.Errorf("%s: args.systemNodeSelector: %w", Name, err)
-		}
+	policy, err := pool.NewSystemPolicy(args)
+	if err != nil {
+		return nil, fmt.Errorf("%s: args.%w", Name, err)
 	}
-	pl := &SystemPoolGuard{policy: pool.SystemPolicy{
-		Identity:        pool.NewIdentity(args.PoolLabelKeys),
-		Pools:           sets.New(args.SystemPools...),
-		NodeSelector:    selector,
-		Namespaces:      sets.New(args.SystemNamespaces...),
-		PriorityClasses: sets.New(args.SystemPriorityClasses...),
-		TolerationKeys:  sets.New(args.SystemTolerationKeys...),
-		DaemonSetPods:   args.DaemonSetPodsAreSystemPods,
-	}}
-	pl.systemNodes = pool.NewNodeMemo(func(node *v1.Node, _ struct{}) pool.SystemNodeReason {
-		return pl.policy.SystemNode(node.Labels)
+	pl := &SystemPoolGuard{policy: policy}
+	pl.classes = nodememo.New(func(node *v1.Node, _ struct{}) pool.SystemNodeReason {
+		return pl.policy.ClassifyNode(node.Labels)
 	})
 	return pl, nil
 }
 
-// systemNode is policy.SystemNode for the node, remembered per node version.
-func (pl *SystemPoolGuard) systemNode(node *v1.Node) pool.SystemNodeReason {
-	return pl.systemNodes.Get(node, struct{}{})
+// classify is policy.ClassifyNode for the node, remembered per node version.
+func (pl *SystemPoolGuard) classify(node *v1.Node) pool.SystemNodeReason {
+	return pl.classes.Get(node, struct{}{})
 }
 
 // compact folds node versions classified in earlier cycles into the memo's read map.
 func (pl *SystemPoolGuard) compact() {
 	if pl.snapshot != nil {
-		pl.systemNodes.Compact(pl.snapshot)
+		pl.classes.Compact(pl.snapshot)
 	}
 }

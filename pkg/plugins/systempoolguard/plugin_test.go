@@ -20,11 +20,12 @@ import (
 	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config"
 	configv1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/config/v1"
 	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
+	"github.com/pool-scheduler/pool-scheduler/test/util/plugintest"
 )
 
 func defaultArgs() *config.SystemPoolGuardArgs {
 	return &config.SystemPoolGuardArgs{
-		PoolLabelKeys:              pool.DefaultLabelKeys,
+		PoolLabelKeys:              configv1.DefaultPoolLabelKeys,
 		SystemPools:                configv1.DefaultSystemPools,
 		SystemNamespaces:           configv1.DefaultSystemNamespaces,
 		SystemPriorityClasses:      configv1.DefaultSystemPriorityClasses,
@@ -44,12 +45,6 @@ func newTestPlugin(t testing.TB, modify func(*config.SystemPoolGuardArgs)) *Syst
 		t.Fatal(err)
 	}
 	return pl.(*SystemPoolGuard)
-}
-
-func nodeInfo(node *v1.Node) fwk.NodeInfo {
-	ni := framework.NewNodeInfo()
-	ni.SetNode(node)
-	return ni
 }
 
 var (
@@ -117,7 +112,7 @@ func TestFilter(t *testing.T) {
 			if status.IsSkip() {
 				return
 			}
-			if diff := cmp.Diff(tt.wantFilter, pl.Filter(ctx, state, tt.pod, nodeInfo(tt.node))); diff != "" {
+			if diff := cmp.Diff(tt.wantFilter, pl.Filter(ctx, state, tt.pod, plugintest.NodeInfo(tt.node))); diff != "" {
 				t.Errorf("Filter (-want +got):\n%s", diff)
 			}
 		})
@@ -152,7 +147,7 @@ func TestScore(t *testing.T) {
 			}
 			got := map[string]int64{}
 			for _, n := range []*v1.Node{banzaiSystem, userNode, noPoolNode} {
-				s, st := pl.Score(ctx, state, tt.pod, nodeInfo(n))
+				s, st := pl.Score(ctx, state, tt.pod, plugintest.NodeInfo(n))
 				if !st.IsSuccess() {
 					t.Fatal(st)
 				}
@@ -181,7 +176,7 @@ func TestFilterCountsRejections(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	pl := newTestPlugin(t, nil)
 	before, _ := testutil.GetCounterMetricValue(rejections[pool.SystemPoolName])
-	pl.Filter(ctx, framework.NewCycleState(), st.MakePod().Obj(), nodeInfo(banzaiSystem))
+	pl.Filter(ctx, framework.NewCycleState(), st.MakePod().Obj(), plugintest.NodeInfo(banzaiSystem))
 	after, _ := testutil.GetCounterMetricValue(rejections[pool.SystemPoolName])
 	if after-before != 1 {
 		t.Errorf("system_pool rejections grew by %v, want 1", after-before)
@@ -258,7 +253,7 @@ func BenchmarkFilter(b *testing.B) {
 			n.Label("kubernetes.azure.com/mode", "system")
 		}
 		objs[i] = n.Obj()
-		infos[i] = nodeInfo(objs[i])
+		infos[i] = plugintest.NodeInfo(objs[i])
 	}
 	pl.snapshot = cache.NewSnapshot(nil, objs).NodeInfos()
 	ctx := klog.NewContext(context.Background(), klogtesting.NewLogger(b, klogtesting.NewConfig(klogtesting.Verbosity(2))))
@@ -299,7 +294,7 @@ func TestFilterAndScoreDoNotAllocate(t *testing.T) {
 		a.SystemNodeSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.azure.com/mode": "system"}}
 	})
 	state := framework.NewCycleState()
-	nodes := []fwk.NodeInfo{nodeInfo(banzaiSystem), nodeInfo(aksSystem), nodeInfo(userNode), nodeInfo(noPoolNode)}
+	nodes := []fwk.NodeInfo{plugintest.NodeInfo(banzaiSystem), plugintest.NodeInfo(aksSystem), plugintest.NodeInfo(userNode), plugintest.NodeInfo(noPoolNode)}
 	pod := st.MakePod().Namespace("default").Obj()
 	// Score and accepting Filter allocate nothing; refusing a node allocates its Status (the
 	// framework writes into it, so it cannot be shared), as upstream plugins do.

@@ -21,7 +21,7 @@ func (pl *SystemPoolGuard) PreScore(_ context.Context, _ fwk.CycleState, pod *v1
 
 // Score gives system pods MaxNodeScore on system nodes and 0 elsewhere (already normalised).
 func (pl *SystemPoolGuard) Score(_ context.Context, _ fwk.CycleState, _ *v1.Pod, nodeInfo fwk.NodeInfo) (int64, *fwk.Status) {
-	if pl.systemNode(nodeInfo.Node()) != pool.NotSystemNode {
+	if pl.classify(nodeInfo.Node()) != pool.NotSystemNode {
 		return framework.MaxNodeScore, nil
 	}
 	return 0, nil

@@ -9,7 +9,7 @@ import (
 	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
 
 	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config"
-	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
+	configv1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/config/v1"
 )
 
 const header = `apiVersion: kubescheduler.config.k8s.io/v1
@@ -47,7 +47,7 @@ func TestDecodeNodePoolReadyArgs(t *testing.T) {
 			name: "empty args get defaults",
 			args: "    args: {}\n",
 			want: &config.NodePoolReadyArgs{
-				PoolLabelKeys:       pool.DefaultLabelKeys,
+				PoolLabelKeys:       configv1.DefaultPoolLabelKeys,
 				UnknownPoolPolicy:   config.UnknownPoolAuto,
 				IgnoreDaemonSetPods: true,
 			},
@@ -114,8 +114,8 @@ func TestDefaultPoolLabelKeysAreACopy(t *testing.T) {
 	}
 	args := got.(*config.NodePoolReadyArgs)
 	args.PoolLabelKeys[0] = "changed"
-	if pool.DefaultLabelKeys[0] == "changed" {
-		t.Fatal("defaulting shares pool.DefaultLabelKeys with the args")
+	if configv1.DefaultPoolLabelKeys[0] == "changed" {
+		t.Fatal("defaulting shares configv1.DefaultPoolLabelKeys with the args")
 	}
 }
 
@@ -141,11 +141,12 @@ profiles:
 		wantErr string
 	}{
 		{
-			name: "defaults",
+			name: "defaults: the system pool and AKS system-mode nodes",
 			args: "    args: {}\n",
 			want: &config.SystemPoolGuardArgs{
-				PoolLabelKeys:              pool.DefaultLabelKeys,
+				PoolLabelKeys:              configv1.DefaultPoolLabelKeys,
 				SystemPools:                []string{"system"},
+				SystemNodeSelector:         &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.azure.com/mode": "system"}},
 				SystemNamespaces:           []string{"kube-system"},
 				SystemPriorityClasses:      []string{"system-cluster-critical", "system-node-critical"},
 				SystemTolerationKeys:       []string{"CriticalAddonsOnly"},
@@ -163,12 +164,25 @@ profiles:
       daemonSetPodsAreSystemPods: false
 `,
 			want: &config.SystemPoolGuardArgs{
-				PoolLabelKeys:         pool.DefaultLabelKeys,
+				PoolLabelKeys:         configv1.DefaultPoolLabelKeys,
 				SystemPools:           []string{},
 				SystemNodeSelector:    &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.azure.com/mode": "system"}},
 				SystemNamespaces:      []string{"kube-system"},
 				SystemPriorityClasses: []string{"system-cluster-critical", "system-node-critical"},
 				SystemTolerationKeys:  []string{},
+			},
+		},
+		{
+			name: "an empty selector switches the AKS default off",
+			args: "    args:\n      systemNodeSelector: {}\n",
+			want: &config.SystemPoolGuardArgs{
+				PoolLabelKeys:              configv1.DefaultPoolLabelKeys,
+				SystemPools:                []string{"system"},
+				SystemNodeSelector:         &metav1.LabelSelector{},
+				SystemNamespaces:           []string{"kube-system"},
+				SystemPriorityClasses:      []string{"system-cluster-critical", "system-node-critical"},
+				SystemTolerationKeys:       []string{"CriticalAddonsOnly"},
+				DaemonSetPodsAreSystemPods: true,
 			},
 		},
 		{name: "unknown field", args: "    args:\n      systemPool: [system]\n", wantErr: `unknown field "systemPool"`},
@@ -209,7 +223,8 @@ profiles:
 	}
 	defaults := &config.DomainSpreadArgs{
 		Dimensions: []config.SpreadDimension{
-			{Name: "fault-domain", LabelKeys: []string{"topology.kubernetes.azure.com/fault-domain", "topology.pool-scheduler.io/fault-domain", "topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone"}},
+			// The zone first; pool-labeler's fault domain (repeating in every zone) only where a node has no zone label.
+			{Name: "zone", LabelKeys: []string{"topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone", "topology.pool-scheduler.io/fault-domain"}},
 			{Name: "update-domain", LabelKeys: []string{"topology.pool-scheduler.io/update-domain"}},
 			{Name: "host", LabelKeys: []string{"kubernetes.io/hostname"}},
 		},

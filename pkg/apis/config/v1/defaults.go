@@ -1,10 +1,22 @@
 package v1
 
 import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-
-	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
 )
+
+// DefaultPoolLabelKeys is the ordered list of node label keys that name a node's pool on the
+// platforms pool-scheduler supports. The first key with a non-empty value wins.
+var DefaultPoolLabelKeys = []string{
+	"nodepool.banzaicloud.io/name",
+	"node.banzaicloud.io/nodepool",
+	"kubernetes.azure.com/agentpool",
+	"agentpool",
+	"cloud.google.com/gke-nodepool",
+	"eks.amazonaws.com/nodegroup",
+	"karpenter.sh/nodepool",
+	"doks.digitalocean.com/node-pool",
+}
 
 // DefaultUnknownPoolPolicy is the default of NodePoolReadyArgs.UnknownPoolPolicy.
 const DefaultUnknownPoolPolicy UnknownPoolPolicy = "Auto"
@@ -12,7 +24,7 @@ const DefaultUnknownPoolPolicy UnknownPoolPolicy = "Auto"
 // SetDefaults_NodePoolReadyArgs sets the documented defaults.
 func SetDefaults_NodePoolReadyArgs(obj *NodePoolReadyArgs) { //nolint:revive // name required by defaulter-gen
 	if len(obj.PoolLabelKeys) == 0 {
-		obj.PoolLabelKeys = append([]string(nil), pool.DefaultLabelKeys...)
+		obj.PoolLabelKeys = append([]string(nil), DefaultPoolLabelKeys...)
 	}
 	if obj.UnknownPoolPolicy == "" {
 		obj.UnknownPoolPolicy = DefaultUnknownPoolPolicy
@@ -30,14 +42,27 @@ var (
 	DefaultSystemTolerationKeys  = []string{"CriticalAddonsOnly"}
 )
 
+// AKSModeLabelKey is the label AKS puts on every node: "system" on system-mode pools, "user"
+// otherwise. The default systemNodeSelector matches the system value, so a stock AKS cluster is
+// protected without configuration.
+const AKSModeLabelKey = "kubernetes.azure.com/mode"
+
+// DefaultSystemNodeSelector selects AKS system-mode nodes.
+func DefaultSystemNodeSelector() *metav1.LabelSelector {
+	return &metav1.LabelSelector{MatchLabels: map[string]string{AKSModeLabelKey: "system"}}
+}
+
 // SetDefaults_SystemPoolGuardArgs sets the documented defaults. Lists are defaulted only when
 // absent (nil), so an explicit empty list switches a rule off.
 func SetDefaults_SystemPoolGuardArgs(obj *SystemPoolGuardArgs) { //nolint:revive // name required by defaulter-gen
 	if len(obj.PoolLabelKeys) == 0 {
-		obj.PoolLabelKeys = append([]string(nil), pool.DefaultLabelKeys...)
+		obj.PoolLabelKeys = append([]string(nil), DefaultPoolLabelKeys...)
 	}
 	if obj.SystemPools == nil {
 		obj.SystemPools = append([]string(nil), DefaultSystemPools...)
+	}
+	if obj.SystemNodeSelector == nil {
+		obj.SystemNodeSelector = DefaultSystemNodeSelector()
 	}
 	if obj.SystemNamespaces == nil {
 		obj.SystemNamespaces = append([]string(nil), DefaultSystemNamespaces...)
@@ -53,11 +78,28 @@ func SetDefaults_SystemPoolGuardArgs(obj *SystemPoolGuardArgs) { //nolint:revive
 	}
 }
 
-// DefaultSpreadDimensions are fault domain, update domain and host.
+// Label keys of the default spread dimensions.
+const (
+	// ZoneLabelKey is the zone. cloud-provider-azure writes "<region>-<zone>" on zonal VMs and
+	// the platform fault domain number on VMs outside zones (availability sets, non-zonal scale
+	// sets), so on Azure this one key is the zone or, where there is none, the fault domain.
+	ZoneLabelKey = "topology.kubernetes.io/zone"
+	// LegacyZoneLabelKey is the zone label's deprecated beta name.
+	LegacyZoneLabelKey = "failure-domain.beta.kubernetes.io/zone"
+	// FaultDomainLabelKey is written by pool-labeler's domain mode on VMs outside zones only:
+	// the fallback for nodes without a zone label. Its values (0, 1, 2) repeat in every zone,
+	// so it comes after the zone keys and never hides a zone.
+	FaultDomainLabelKey = "topology.pool-scheduler.io/fault-domain"
+	// UpdateDomainLabelKey is written by pool-labeler's domain mode; no provider labels it.
+	UpdateDomainLabelKey = "topology.pool-scheduler.io/update-domain"
+)
+
+// DefaultSpreadDimensions are the zone (or fault domain, where nodes are not zonal), the
+// update domain and the host.
 func DefaultSpreadDimensions() []SpreadDimension {
 	return []SpreadDimension{
-		{Name: "fault-domain", LabelKeys: []string{"topology.kubernetes.azure.com/fault-domain", "topology.pool-scheduler.io/fault-domain", "topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone"}},
-		{Name: "update-domain", LabelKeys: []string{"topology.pool-scheduler.io/update-domain"}},
+		{Name: "zone", LabelKeys: []string{ZoneLabelKey, LegacyZoneLabelKey, FaultDomainLabelKey}},
+		{Name: "update-domain", LabelKeys: []string{UpdateDomainLabelKey}},
 		{Name: "host", LabelKeys: []string{"kubernetes.io/hostname"}},
 	}
 }

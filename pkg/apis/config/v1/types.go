@@ -47,11 +47,13 @@ type SystemPoolGuardArgs struct {
 	PoolLabelKeys []string `json:"poolLabelKeys,omitempty"`
 	// SystemPools are the names of the system pools. Default: [system]. Set [] to rely on the selector only.
 	//
-	// The lists below are defaulted only when absent, so [] must survive encoding: no omitempty
-	// (found by fuzzing: an explicit [] was dropped when kube-scheduler wrote the loaded
-	// configuration back out, --write-config-to, and read back as the default).
+	// The lists below are defaulted only when absent, so [] must survive encoding: no omitempty.
+	// kube-scheduler writes the loaded configuration back out (--write-config-to, its startup
+	// log), and a dropped [] would read back as the default.
 	SystemPools []string `json:"systemPools"`
-	// SystemNodeSelector also marks system nodes, e.g. matchLabels {kubernetes.azure.com/mode: system}. Default: none.
+	// SystemNodeSelector also marks system nodes. Default: matchLabels
+	// {kubernetes.azure.com/mode: system}, AKS's system-mode pools; {} (an empty selector)
+	// switches it off.
 	SystemNodeSelector *metav1.LabelSelector `json:"systemNodeSelector,omitempty"`
 	// SystemNamespaces hold system pods. Default: [kube-system].
 	SystemNamespaces []string `json:"systemNamespaces"`
@@ -86,7 +88,9 @@ type DomainSpreadArgs struct {
 	metav1.TypeMeta `json:",inline"`
 
 	// Dimensions are spread over in order: the first dominates, later ones break ties.
-	// Default: fault-domain, update-domain, host (see the plugin's README).
+	// Default: zone (the zone label, which on Azure VMs outside zones holds the platform fault
+	// domain; pool-labeler's fault-domain label where a node has no zone label), update-domain,
+	// host (see the plugin's README).
 	Dimensions []SpreadDimension `json:"dimensions,omitempty"`
 	// Mode is Soft (default: score only) or Hard (also reject nodes that would exceed maxSkew).
 	Mode SpreadMode `json:"mode,omitempty"`

@@ -9,7 +9,6 @@ import (
 	unsafe "unsafe"
 
 	config "github.com/pool-scheduler/pool-scheduler/pkg/apis/config"
-	pool "github.com/pool-scheduler/pool-scheduler/pkg/pool"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	conversion "k8s.io/apimachinery/pkg/conversion"
 	runtime "k8s.io/apimachinery/pkg/runtime"
@@ -109,7 +108,7 @@ func autoConvert_v1_NodePoolReadyArgs_To_config_NodePoolReadyArgs(in *NodePoolRe
 	out.PoolLabelKeys = *(*[]string)(unsafe.Pointer(&in.PoolLabelKeys))
 	out.RequiredLabelKeys = *(*[]string)(unsafe.Pointer(&in.RequiredLabelKeys))
 	out.PoolRequiredLabelKeys = *(*map[string][]string)(unsafe.Pointer(&in.PoolRequiredLabelKeys))
-	out.UnknownPoolPolicy = pool.UnknownPoolPolicy(in.UnknownPoolPolicy)
+	out.UnknownPoolPolicy = config.UnknownPoolPolicy(in.UnknownPoolPolicy)
 	out.LabelSetNamespace = in.LabelSetNamespace
 	if err := metav1.Convert_Pointer_bool_To_bool(&in.IgnoreDaemonSetPods, &out.IgnoreDaemonSetPods, s); err != nil {
 		return err

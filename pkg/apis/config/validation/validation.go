@@ -3,13 +3,14 @@
 package validation
 
 import (
+	"fmt"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config"
-	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
 )
 
 var unknownPoolPolicies = sets.New(
@@ -21,12 +22,12 @@ func ValidateNodePoolReadyArgs(path *field.Path, args *config.NodePoolReadyArgs)
 	if len(args.PoolLabelKeys) == 0 {
 		errs = append(errs, field.Required(path.Child("poolLabelKeys"), "at least one pool label key is needed"))
 	}
-	errs = append(errs, pool.ValidateLabelKeys(args.PoolLabelKeys, path.Child("poolLabelKeys"))...)
-	errs = append(errs, pool.ValidateLabelKeys(args.RequiredLabelKeys, path.Child("requiredLabelKeys"))...)
+	errs = append(errs, ValidateLabelKeys(args.PoolLabelKeys, path.Child("poolLabelKeys"))...)
+	errs = append(errs, ValidateLabelKeys(args.RequiredLabelKeys, path.Child("requiredLabelKeys"))...)
 	for name, keys := range args.PoolRequiredLabelKeys {
 		p := path.Child("poolRequiredLabelKeys").Key(name)
-		errs = append(errs, pool.ValidateName(name, p)...)
-		errs = append(errs, pool.ValidateLabelKeys(keys, p)...)
+		errs = append(errs, ValidatePoolName(name, p)...)
+		errs = append(errs, ValidateLabelKeys(keys, p)...)
 	}
 	if !unknownPoolPolicies.Has(string(args.UnknownPoolPolicy)) {
 		errs = append(errs, field.NotSupported(path.Child("unknownPoolPolicy"), args.UnknownPoolPolicy, sets.List(unknownPoolPolicies)))
@@ -45,9 +46,9 @@ func ValidateSystemPoolGuardArgs(path *field.Path, args *config.SystemPoolGuardA
 	if len(args.PoolLabelKeys) == 0 {
 		errs = append(errs, field.Required(path.Child("poolLabelKeys"), "at least one pool label key is needed"))
 	}
-	errs = append(errs, pool.ValidateLabelKeys(args.PoolLabelKeys, path.Child("poolLabelKeys"))...)
+	errs = append(errs, ValidateLabelKeys(args.PoolLabelKeys, path.Child("poolLabelKeys"))...)
 	for i, name := range args.SystemPools {
-		errs = append(errs, pool.ValidateName(name, path.Child("systemPools").Index(i))...)
+		errs = append(errs, ValidatePoolName(name, path.Child("systemPools").Index(i))...)
 	}
 	if args.SystemNodeSelector != nil {
 		if _, err := metav1.LabelSelectorAsSelector(args.SystemNodeSelector); err != nil {
@@ -67,7 +68,7 @@ func ValidateSystemPoolGuardArgs(path *field.Path, args *config.SystemPoolGuardA
 			errs = append(errs, field.Invalid(path.Child("systemPriorityClasses").Index(i), pc, msg))
 		}
 	}
-	errs = append(errs, pool.ValidateLabelKeys(args.SystemTolerationKeys, path.Child("systemTolerationKeys"))...)
+	errs = append(errs, ValidateLabelKeys(args.SystemTolerationKeys, path.Child("systemTolerationKeys"))...)
 	return errs.ToAggregate()
 }
 
@@ -104,7 +105,7 @@ func ValidateDomainSpreadArgs(path *field.Path, args *config.DomainSpreadArgs) e
 		if len(d.LabelKeys) == 0 {
 			errs = append(errs, field.Required(p.Child("labelKeys"), "a dimension needs at least one label key"))
 		}
-		errs = append(errs, pool.ValidateLabelKeys(d.LabelKeys, p.Child("labelKeys"))...)
+		errs = append(errs, ValidateLabelKeys(d.LabelKeys, p.Child("labelKeys"))...)
 		if d.Joint && i == 0 {
 			errs = append(errs, field.Invalid(p.Child("joint"), d.Joint, "the first dimension has no previous dimension to be joint with"))
 		}
@@ -116,4 +117,32 @@ func ValidateDomainSpreadArgs(path *field.Path, args *config.DomainSpreadArgs) e
 		errs = append(errs, field.Invalid(path.Child("maxSkew"), args.MaxSkew, "must be at least 1"))
 	}
 	return errs.ToAggregate()
+}
+
+// ValidateLabelKeys checks a configured label key list: keys must be valid, distinct label keys.
+func ValidateLabelKeys(keys []string, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	seen := make(map[string]bool, len(keys))
+	for i, k := range keys {
+		for _, msg := range validation.IsQualifiedName(k) {
+			errs = append(errs, field.Invalid(path.Index(i), k, msg))
+		}
+		if seen[k] {
+			errs = append(errs, field.Duplicate(path.Index(i), k))
+		}
+		seen[k] = true
+	}
+	return errs
+}
+
+// ValidatePoolName checks a pool name as it appears in configuration: a valid label value, not empty.
+func ValidatePoolName(name string, path *field.Path) field.ErrorList {
+	if name == "" {
+		return field.ErrorList{field.Required(path, "pool name must not be empty")}
+	}
+	var errs field.ErrorList
+	for _, msg := range validation.IsValidLabelValue(name) {
+		errs = append(errs, field.Invalid(path, name, fmt.Sprintf("not a valid pool name (pool names are node label values): %s", msg)))
+	}
+	return errs
 }

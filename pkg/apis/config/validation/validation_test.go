@@ -9,12 +9,12 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config"
-	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
+	configv1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/config/v1"
 )
 
 func validArgs() *config.NodePoolReadyArgs {
 	return &config.NodePoolReadyArgs{
-		PoolLabelKeys:     pool.DefaultLabelKeys,
+		PoolLabelKeys:     configv1.DefaultPoolLabelKeys,
 		UnknownPoolPolicy: config.UnknownPoolAuto,
 	}
 }
@@ -66,7 +66,7 @@ func TestValidateNodePoolReadyArgs(t *testing.T) {
 
 func validSystemArgs() *config.SystemPoolGuardArgs {
 	return &config.SystemPoolGuardArgs{
-		PoolLabelKeys:         pool.DefaultLabelKeys,
+		PoolLabelKeys:         configv1.DefaultPoolLabelKeys,
 		SystemPools:           []string{"system"},
 		SystemNamespaces:      []string{"kube-system"},
 		SystemPriorityClasses: []string{"system-cluster-critical"},

@@ -1,13 +1,13 @@
-// Package scheduler assembles the pool-scheduler command: kube-scheduler with our plugins and
-// scheduler-plugins' registered. Tests use Registry to run the same plugins in process.
-package scheduler
+// Package app assembles the pool-scheduler command: kube-scheduler with our plugins
+// (pkg/plugins.Registry, which tests run in process) and scheduler-plugins' registered.
+package app
 
 import (
 	"fmt"
 
 	"github.com/spf13/cobra"
 	k8sversion "k8s.io/component-base/version"
-	"k8s.io/kubernetes/cmd/kube-scheduler/app"
+	kubescheduler "k8s.io/kubernetes/cmd/kube-scheduler/app"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
 	"sigs.k8s.io/scheduler-plugins/pkg/capacityscheduling"
@@ -32,9 +32,6 @@ import (
 	"github.com/pool-scheduler/pool-scheduler/pkg/version"
 )
 
-// Registry holds pool-scheduler's own plugins.
-func Registry() frameworkruntime.Registry { return plugins.Registry() }
-
 // schedulerPlugins are the scheduler-plugins project's plugins, available to any profile.
 var schedulerPlugins = frameworkruntime.Registry{
 	capacityscheduling.Name:         capacityscheduling.New,
@@ -55,14 +52,14 @@ var schedulerPlugins = frameworkruntime.Registry{
 
 // NewCommand returns the kube-scheduler command with every plugin registered.
 func NewCommand() *cobra.Command {
-	var opts []app.Option
-	for name, factory := range Registry() {
-		opts = append(opts, app.WithPlugin(name, factory))
+	var opts []kubescheduler.Option
+	for name, factory := range plugins.Registry() {
+		opts = append(opts, kubescheduler.WithPlugin(name, factory))
 	}
 	for name, factory := range schedulerPlugins {
-		opts = append(opts, app.WithPlugin(name, factory))
+		opts = append(opts, kubescheduler.WithPlugin(name, factory))
 	}
-	cmd := app.NewSchedulerCommand(opts...)
+	cmd := kubescheduler.NewSchedulerCommand(opts...)
 	cmd.Use = "pool-scheduler"
 	cmd.Short = "pool-scheduler: kube-scheduler with node-pool plugins (NodePoolReady, SystemPoolGuard, DomainSpread)"
 	cmd.Long = version.String() + "\n\n" + cmd.Short + ".\n\n" + cmd.Long

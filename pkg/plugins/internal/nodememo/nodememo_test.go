@@ -1,4 +1,4 @@
-package pool
+package nodememo
 
 import (
 	"fmt"
@@ -11,7 +11,7 @@ import (
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 )
 
-// snapshotOf serves Get for NodeMemo.Prune from a list of current nodes.
+// snapshotOf serves Get for Memo.Compact from a list of current nodes.
 type snapshotOf map[string]*v1.Node
 
 func (s snapshotOf) Get(name string) (fwk.NodeInfo, error) {
@@ -24,9 +24,9 @@ func (s snapshotOf) Get(name string) (fwk.NodeInfo, error) {
 	return ni, nil
 }
 
-func TestNodeMemo(t *testing.T) {
+func TestMemo(t *testing.T) {
 	calls := map[string]int{}
-	memo := NewNodeMemo(func(n *v1.Node, suffix string) string {
+	memo := New(func(n *v1.Node, suffix string) string {
 		calls[n.Name]++
 		return n.Labels["pool"] + suffix
 	})
@@ -53,9 +53,9 @@ func TestNodeMemo(t *testing.T) {
 	}
 }
 
-func TestNodeMemoCompact(t *testing.T) {
+func TestMemoCompact(t *testing.T) {
 	calls := 0
-	memo := NewNodeMemo(func(n *v1.Node, _ struct{}) string { calls++; return n.Name })
+	memo := New(func(n *v1.Node, _ struct{}) string { calls++; return n.Name })
 	current := snapshotOf{}
 	// 100 nodes, each seen in three versions; then 50 of them are deleted.
 	for i := 0; i < 100; i++ {
@@ -98,8 +98,8 @@ func TestNodeMemoCompact(t *testing.T) {
 	}
 }
 
-func TestNodeMemoGetDoesNotAllocateOnHit(t *testing.T) {
-	memo := NewNodeMemo(func(n *v1.Node, _ int) SystemNodeReason { return SystemPoolName })
+func TestMemoGetDoesNotAllocateOnHit(t *testing.T) {
+	memo := New(func(n *v1.Node, _ int) int { return 1 })
 	n := st.MakeNode().Name("a").Obj()
 	memo.Get(n, 1)
 	if allocs := testing.AllocsPerRun(100, func() { memo.Get(n, 1) }); allocs != 0 {

@@ -1,4 +1,6 @@
-package pool
+// Package nodememo remembers values the plugins derive from node objects, per node version, so
+// that evaluating every node in every scheduling cycle does not repeat the work.
+package nodememo
 
 import (
 	"sync"
@@ -9,7 +11,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 )
 
-// NodeMemo remembers a value derived from a node object and one more input (the label-set index
+// Memo remembers a value derived from a node object and one more input (the label-set index
 // a readiness verdict was judged against, say), so that plugins evaluating every node in every
 // scheduling cycle do not repeat label-map lookups for nodes that did not change.
 //
@@ -22,8 +24,8 @@ import (
 // in a small locked map; Compact, called by the owner at the start of a cycle, folds those into
 // a new immutable map and drops versions that left the snapshot.
 //
-// NodeMemo is safe for concurrent use; Get allocates only on a miss.
-type NodeMemo[I comparable, V any] struct {
+// Memo is safe for concurrent use; Get allocates only on a miss.
+type Memo[I comparable, V any] struct {
 	compute func(*v1.Node, I) V
 	read    atomic.Pointer[map[*v1.Node]memoEntry[I, V]]
 
@@ -37,13 +39,13 @@ type memoEntry[I comparable, V any] struct {
 	value V
 }
 
-// NewNodeMemo returns a memo of compute, which must be a pure function of its arguments.
-func NewNodeMemo[I comparable, V any](compute func(*v1.Node, I) V) *NodeMemo[I, V] {
-	return &NodeMemo[I, V]{compute: compute, dirty: map[*v1.Node]memoEntry[I, V]{}}
+// New returns a memo of compute, which must be a pure function of its arguments.
+func New[I comparable, V any](compute func(*v1.Node, I) V) *Memo[I, V] {
+	return &Memo[I, V]{compute: compute, dirty: map[*v1.Node]memoEntry[I, V]{}}
 }
 
 // Get returns compute(node, input), computing it only if node was not seen with input before.
-func (m *NodeMemo[I, V]) Get(node *v1.Node, input I) V {
+func (m *Memo[I, V]) Get(node *v1.Node, input I) V {
 	if read := m.read.Load(); read != nil {
 		if e, ok := (*read)[node]; ok && e.input == input {
 			return e.value
@@ -60,7 +62,7 @@ func (m *NodeMemo[I, V]) Get(node *v1.Node, input I) V {
 }
 
 // Len is the number of node versions remembered.
-func (m *NodeMemo[I, V]) Len() int {
+func (m *Memo[I, V]) Len() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	n := len(m.dirty)
@@ -84,7 +86,7 @@ const compactInterval = time.Second
 // versions that are in snapshot. It is cheap when nothing changed and rebuilds the map (O(nodes))
 // at most once per second unless many nodes changed. Call it at PreFilter or PreScore, before
 // the cycle's Gets, from the scheduling goroutine.
-func (m *NodeMemo[I, V]) Compact(snapshot NodeGetter) {
+func (m *Memo[I, V]) Compact(snapshot NodeGetter) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if len(m.dirty) == 0 || (len(m.dirty) < 64 && time.Since(m.lastCompact) < compactInterval) {

@@ -1,4 +1,4 @@
-package scheduler
+package app
 
 import (
 	"context"
@@ -8,7 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"k8s.io/client-go/informers"
+	componentbaseconfig "k8s.io/component-base/config"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
 	schedvalidation "k8s.io/kubernetes/pkg/scheduler/apis/config/validation"
 	"k8s.io/kubernetes/pkg/scheduler/backend/cache"
@@ -17,6 +19,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	shipped "github.com/pool-scheduler/pool-scheduler/manifests/scheduler"
+	"github.com/pool-scheduler/pool-scheduler/pkg/plugins"
 )
 
 // loadLikeTheBinary loads a configuration file as pool-scheduler does at startup: kube-scheduler's
@@ -41,7 +44,7 @@ func loadLikeTheBinary(ctx context.Context, t *testing.T, path, plugin string) e
 	}
 	for _, pc := range cfg.Profiles[0].PluginConfig {
 		if pc.Name == plugin {
-			if _, err := Registry()[plugin](ctx, pc.Args, handle); err != nil {
+			if _, err := plugins.Registry()[plugin](ctx, pc.Args, handle); err != nil {
 				// As the framework reports it.
 				return fmt.Errorf("initializing plugin %q: %w", plugin, err)
 			}
@@ -79,7 +82,7 @@ func TestEveryInvalidArgNamesTheField(t *testing.T) {
 		{plugin: "SystemPoolGuard", name: "shipped"},
 		{plugin: "SystemPoolGuard", name: "poolLabelKeys", args: map[string]any{"poolLabelKeys": []any{"a b"}}, want: []string{`"SystemPoolGuard"`, "args.poolLabelKeys[0]", "a b"}},
 		{plugin: "SystemPoolGuard", name: "systemPools invalid name", args: map[string]any{"systemPools": []any{"system", "bad pool"}}, want: []string{`"SystemPoolGuard"`, "args.systemPools[1]", "bad pool"}},
-		{plugin: "SystemPoolGuard", name: "systemPools empty without a selector", args: map[string]any{"systemPools": []any{}}, want: []string{`"SystemPoolGuard"`, "args.systemPools", "systemNodeSelector"}},
+		{plugin: "SystemPoolGuard", name: "systemPools empty without a selector", args: map[string]any{"systemPools": []any{}, "systemNodeSelector": map[string]any{}}, want: []string{`"SystemPoolGuard"`, "args.systemPools", "systemNodeSelector"}},
 		{plugin: "SystemPoolGuard", name: "systemNodeSelector", args: map[string]any{"systemNodeSelector": map[string]any{"matchExpressions": []any{map[string]any{"key": "k", "operator": "Sometimes"}}}}, want: []string{`"SystemPoolGuard"`, "args.systemNodeSelector", "Sometimes"}},
 		{plugin: "SystemPoolGuard", name: "systemNamespaces", args: map[string]any{"systemNamespaces": []any{"Kube_System"}}, want: []string{`"SystemPoolGuard"`, "args.systemNamespaces[0]", "Kube_System"}},
 		{plugin: "SystemPoolGuard", name: "systemPriorityClasses", args: map[string]any{"systemPriorityClasses": []any{"Not A Class"}}, want: []string{`"SystemPoolGuard"`, "args.systemPriorityClasses[0]", "Not A Class"}},
@@ -168,4 +171,29 @@ func pluginArgs(t *testing.T, doc map[string]any, plugin string) map[string]any 
 	}
 	t.Fatalf("no pluginConfig for %s", plugin)
 	return nil
+}
+
+// TestShippedClientConnection decodes manifests/scheduler/config.yaml as the binary does and
+// checks its client settings: the rate limit chosen in the file's comments (docs/performance.md
+// says why), not kube-scheduler's defaults (50 QPS, burst 100), which would hold the scheduler
+// to about 50 bound pods/s; in-cluster credentials; and the protobuf content type the defaults
+// give.
+func TestShippedClientConnection(t *testing.T) {
+	path := filepath.Join("..", "..", "..", "manifests", "scheduler", "config.yaml")
+	cfg, err := options.LoadConfigFromFile(ktesting.Init(t).Logger(), path)
+	if err != nil {
+		t.Fatalf("loading %s: %v", path, err)
+	}
+	if err := schedvalidation.ValidateKubeSchedulerConfiguration(cfg); err != nil {
+		t.Fatalf("%s does not validate: %v", path, err)
+	}
+	want := componentbaseconfig.ClientConnectionConfiguration{
+		Kubeconfig:  "",
+		ContentType: "application/vnd.kubernetes.protobuf",
+		QPS:         1000,
+		Burst:       2000,
+	}
+	if diff := cmp.Diff(want, cfg.ClientConnection); diff != "" {
+		t.Errorf("%s clientConnection (-want +got):\n%s", path, diff)
+	}
 }
