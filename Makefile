@@ -58,7 +58,7 @@ kube-scheduler: ## Build the upstream kube-scheduler ($(KUBE_VERSION)) into bin/
 # their build cache.
 .PHONY: poolctl
 poolctl:
-	GOFLAGS="$(DEV_GOFLAGS)" GOGC=$(BUILD_GOGC) $(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/poolctl ./cmd/poolctl
+	GOFLAGS="$(DEV_GOFLAGS)" GOGC=$(BUILD_GOGC) $(GO) build $(BUILD_V) -ldflags '$(LDFLAGS)' -o $(BIN)/poolctl ./cmd/poolctl
 	@# The kubectl plugin: `kubectl pool ...` runs kubectl-pool from PATH; poolctl reads its name from argv[0].
 	ln -sf poolctl $(BIN)/kubectl-pool
 
@@ -69,8 +69,9 @@ $(BIN)/kubectl: go.mod go.sum
 	GOFLAGS="$(DEV_GOFLAGS)" GOGC=$(BUILD_GOGC) $(GO) build -o $(BIN)/kubectl k8s.io/kubernetes/cmd/kubectl
 
 .PHONY: demo
-demo: poolctl ## Simulate the built-in scenarios: default scheduler vs pool-scheduler, side by side.
-	$(BIN)/poolctl simulate --out _output/demo
+# hack/demo.sh builds bin/poolctl (make poolctl) and runs it, one line per stage with the time.
+demo: ## Simulate the built-in scenarios: default scheduler vs pool-scheduler, side by side.
+	hack/demo.sh
 
 .PHONY: etcd
 etcd: $(BIN)/etcd ## Build etcd (for tests) from go.mod's tool directive.

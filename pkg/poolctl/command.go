@@ -53,10 +53,11 @@ func newCommand(name string) *cobra.Command {
 
 func newSimulateCommand() *cobra.Command {
 	var (
-		scenarios []string
-		out       string
-		verbose   bool
-		parallel  int
+		scenarios    []string
+		out          string
+		verbose      bool
+		parallel     int
+		progressMode string
 	)
 	cmd := &cobra.Command{
 		Use:   "simulate",
@@ -90,7 +91,10 @@ func newSimulateCommand() *cobra.Command {
 			if parallel < 1 {
 				return fmt.Errorf("--parallel must be at least 1, got %d", parallel)
 			}
-			progress := newProgress(cmd.ErrOrStderr())
+			progress, err := newProgress(cmd.ErrOrStderr(), progressMode)
+			if err != nil {
+				return err
+			}
 			start := time.Now()
 			comparisons, err := runAll(cmd.Context(), loaded, modes, parallel, simulate.Options{Log: logOut, Progress: progress.line})
 			progress.done()
@@ -113,6 +117,7 @@ func newSimulateCommand() *cobra.Command {
 	cmd.Flags().StringSliceVar(&scenarios, "scenario", nil, "built-in scenario name or YAML file (repeatable); default: every built-in")
 	cmd.Flags().StringVar(&out, "out", "", "directory to write report.json and report.html to")
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "show the control plane's and schedulers' logs")
+	cmd.Flags().StringVar(&progressMode, "progress", "auto", "auto: one status line rewritten in place when stderr is a terminal, nothing otherwise; lines: every step on its own line (make demo); none")
 	cmd.Flags().IntVar(&parallel, "parallel", 3, "runs at once, each on its own embedded control plane (a run mostly waits on the scenario's timeline)")
 	return cmd
 }
@@ -132,6 +137,9 @@ func runAll(ctx context.Context, scenarios []*simulate.Scenario, modes []simulat
 				res, err := simulate.Run(ctx, sc, mode, opts)
 				if err != nil {
 					return fmt.Errorf("scenario %s under %s: %w", sc.Name, mode.Name, err)
+				}
+				if opts.Progress != nil {
+					opts.Progress(fmt.Sprintf("%s / %s: done, %d of %d pods bound in %v", sc.Name, mode.Name, res.Bound, res.Pods, res.Elapsed.Round(100*time.Millisecond)))
 				}
 				comparisons[i].Results[j] = res
 				return nil
@@ -179,43 +187,57 @@ func quietKlog() {
 	klog.SetOutput(io.Discard)
 }
 
-// progress prints one status line, rewritten in place on a terminal. Runs in parallel share it.
+// progress reports what the runs are doing. On a terminal (--progress=auto) it is one status
+// line rewritten in place; with --progress=lines every message is a line of its own; otherwise
+// (auto without a terminal, none) nothing, so logs and pipes get only the table. Runs in
+// parallel share it.
 type progress struct {
-	mu   sync.Mutex
-	w    io.Writer
-	tty  bool
-	last int
+	mu    sync.Mutex
+	w     io.Writer
+	mode  string // "tty", "lines" or "none"
+	last  int
+	start time.Time
 }
 
-func newProgress(w io.Writer) *progress {
-	p := &progress{w: w}
-	if f, ok := w.(*os.File); ok {
-		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
-			p.tty = true
+func newProgress(w io.Writer, mode string) (*progress, error) {
+	p := &progress{w: w, start: time.Now()}
+	switch mode {
+	case "auto":
+		p.mode = "none"
+		if f, ok := w.(*os.File); ok {
+			if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+				p.mode = "tty"
+			}
 		}
+	case "lines", "none":
+		p.mode = mode
+	default:
+		return nil, fmt.Errorf("--progress: %q is not auto, lines or none", mode)
 	}
-	return p
+	return p, nil
 }
 
 func (p *progress) line(s string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.tty {
+	switch p.mode {
+	case "lines":
 		fmt.Fprintln(p.w, s)
-		return
+	case "tty":
+		s = fmt.Sprintf("[%3ds] %s", int(time.Since(p.start).Seconds()), s)
+		pad := ""
+		if n := p.last - len(s); n > 0 {
+			pad = strings.Repeat(" ", n)
+		}
+		fmt.Fprintf(p.w, "\r%s%s", s, pad)
+		p.last = len(s)
 	}
-	pad := ""
-	if n := p.last - len(s); n > 0 {
-		pad = strings.Repeat(" ", n)
-	}
-	fmt.Fprintf(p.w, "\r%s%s", s, pad)
-	p.last = len(s)
 }
 
 func (p *progress) done() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.tty && p.last > 0 {
+	if p.mode == "tty" && p.last > 0 {
 		fmt.Fprintf(p.w, "\r%s\r", strings.Repeat(" ", p.last))
 	}
 }

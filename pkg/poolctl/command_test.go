@@ -34,3 +34,48 @@ func TestCommandName(t *testing.T) {
 		}
 	}
 }
+
+// TestProgress: on a terminal one status line is rewritten in place and cleared at the end;
+// with --progress=lines every message is a line; without a terminal (auto) or with none,
+// nothing is written, so logs and pipes get only the table.
+func TestProgress(t *testing.T) {
+	messages := []string{"late-labels / default: starting etcd and kube-apiserver", "late-labels / default: measuring"}
+	for _, tc := range []struct {
+		mode string
+		tty  bool
+		want func(string) bool
+	}{
+		{"auto", false, func(out string) bool { return out == "" }},
+		{"none", false, func(out string) bool { return out == "" }},
+		{"lines", false, func(out string) bool { return out == messages[0]+"\n"+messages[1]+"\n" }},
+		{"tty", true, func(out string) bool {
+			return !strings.Contains(out, "\n") && strings.Count(out, "\r") == 4 && strings.Contains(out, "s] "+messages[1]) &&
+				strings.HasSuffix(out, "\r") // cleared, the cursor back at the start
+		}},
+	} {
+		t.Run(tc.mode, func(t *testing.T) {
+			var out bytes.Buffer
+			mode := tc.mode
+			if tc.tty {
+				mode = "auto"
+			}
+			p, err := newProgress(&out, mode)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.tty {
+				p.mode = "tty" // a bytes.Buffer is not a terminal; what auto picks on one
+			}
+			for _, m := range messages {
+				p.line(m)
+			}
+			p.done()
+			if !tc.want(out.String()) {
+				t.Errorf("wrote %q", out.String())
+			}
+		})
+	}
+	if _, err := newProgress(&bytes.Buffer{}, "loud"); err == nil || !strings.Contains(err.Error(), "--progress") {
+		t.Errorf("bad mode: %v", err)
+	}
+}
