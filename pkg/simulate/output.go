@@ -152,8 +152,9 @@ func Violations(r *Result) int {
 	return n
 }
 
-// WriteHTML writes a self-contained page: the table, and per scenario a bar chart (inline SVG)
-// of each workload's replicas per update domain under each mode.
+// WriteHTML writes a self-contained page: per scenario the table, then for every spread
+// dimension a chart per mode (inline SVG: each workload's replicas per domain, stacked, with axes
+// and a legend of the domains), and the per-workload detail behind a disclosure.
 func WriteHTML(w io.Writer, comparisons []*Comparison) error {
 	type cell struct {
 		Text      string
@@ -167,7 +168,8 @@ func WriteHTML(w io.Writer, comparisons []*Comparison) error {
 		Scenario, Description string
 		Modes                 []string
 		Rows                  []tableRow
-		Charts                []svgChart
+		Dimensions            []dimensionCharts
+		Detail                workloadDetail
 	}
 	var sections []section
 	for _, c := range comparisons {
@@ -183,85 +185,288 @@ func WriteHTML(w io.Writer, comparisons []*Comparison) error {
 			}
 			s.Rows = append(s.Rows, tr)
 		}
-		for _, r := range c.Results {
-			s.Charts = append(s.Charts, spreadChart(r))
-		}
+		s.Dimensions = spreadCharts(c)
+		s.Detail = detailOf(c)
 		sections = append(sections, s)
 	}
 	return htmlTemplate.Execute(w, sections)
 }
 
-type svgBar struct {
+// Chart geometry, in SVG pixels.
+const (
+	chartMaxWorkloads = 40
+	chartLeft         = 44 // y-axis labels
+	chartBottom       = 34 // x-axis labels and title
+	chartTop          = 12
+	chartPlotHeight   = 150
+	chartBarWidth     = 12
+	chartBarGap       = 5
+)
+
+var palette = []string{"#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac", "#1b9e77", "#d95f02"}
+
+type svgRect struct {
 	X, Y, W, H int
-	Label      string
+	Fill       string
+	Workload   string
+	Domain     string
+	Title      string
+}
+
+type svgTick struct {
+	Pos   int
+	Label string
 }
 
 type svgChart struct {
-	Mode          string
-	Width, Height int
-	Bars          []svgBar
+	Mode              string
+	MaxSkew           int
+	Width, Height     int
+	PlotLeft, PlotTop int
+	PlotRight, AxisY  int
+	Bars              []svgRect
+	YTicks, XTicks    []svgTick
+	XTitleX, YTitleY  int
+	Workloads, Shown  int
 }
 
-// spreadChart draws, per workload (the first 40), a stacked bar of its replicas per update domain.
-func spreadChart(r *Result) svgChart {
-	out := svgChart{Mode: r.Mode, Height: 140}
-	const barW, gap, unit = 10, 4, 14
-	workloads := r.Report.Workloads
-	if len(workloads) > 40 {
-		workloads = workloads[:40]
+type legendEntry struct{ Domain, Color string }
+
+// dimensionCharts is one dimension: a chart per mode and the legend they share.
+type dimensionCharts struct {
+	Name   string
+	Keys   string
+	Charts []svgChart
+	Legend []legendEntry
+	// Repeats: more domains than colours; colours repeat in legend order.
+	Repeats bool
+}
+
+// spreadCharts draws, for every dimension of the comparison's reports, each mode's workloads
+// (the first 40) as stacked bars of replicas per domain. The y axis is shared by the modes, so
+// their charts compare by eye, and a domain has the same colour in every chart of a dimension.
+func spreadCharts(c *Comparison) []dimensionCharts {
+	if len(c.Results) == 0 || c.Results[0].Report == nil {
+		return nil
 	}
-	for i, wl := range workloads {
-		x := 10 + i*(barW+gap)
-		y := out.Height - 10
-		var domains []string
-		if len(wl.Domains) > 1 {
-			for d := range wl.Domains[1] {
-				domains = append(domains, d)
+	maxReplicas := 1
+	for _, r := range c.Results {
+		for _, wl := range r.Report.Workloads {
+			maxReplicas = max(maxReplicas, wl.Replicas)
+		}
+	}
+	var out []dimensionCharts
+	for d, dim := range c.Results[0].Report.Dimensions {
+		dc := dimensionCharts{Name: dim.Name, Keys: strings.Join(dim.Keys, ", ")}
+		domainSet := map[string]bool{}
+		for _, r := range c.Results {
+			for _, wl := range r.Report.Workloads {
+				if d < len(wl.Domains) {
+					for dom := range wl.Domains[d] {
+						domainSet[dom] = true
+					}
+				}
 			}
 		}
-		sort.Strings(domains)
-		for _, d := range domains {
-			h := wl.Domains[1][d] * unit
-			y -= h
-			out.Bars = append(out.Bars, svgBar{X: x, Y: y, W: barW, H: h - 1, Label: fmt.Sprintf("%s: update domain %s: %d", wl.Name, d, wl.Domains[1][d])})
+		domains := make([]string, 0, len(domainSet))
+		for dom := range domainSet {
+			domains = append(domains, dom)
 		}
+		sort.Strings(domains)
+		color := map[string]string{}
+		for i, dom := range domains {
+			color[dom] = palette[i%len(palette)]
+			dc.Legend = append(dc.Legend, legendEntry{Domain: dom, Color: color[dom]})
+		}
+		dc.Repeats = len(domains) > len(palette)
+		for _, r := range c.Results {
+			dc.Charts = append(dc.Charts, spreadChart(r, d, dim.Name, maxReplicas, color))
+		}
+		out = append(out, dc)
 	}
-	out.Width = 20 + len(workloads)*(barW+gap)
 	return out
 }
 
-var htmlTemplate = template.Must(template.New("report").Funcs(template.FuncMap{
-	"color": func(label string) string {
-		palette := []string{"#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948"}
-		i := strings.LastIndex(label, "update domain ")
-		if i < 0 {
-			return palette[0]
+func spreadChart(r *Result, d int, dimName string, maxReplicas int, color map[string]string) svgChart {
+	workloads := r.Report.Workloads
+	ch := svgChart{Mode: r.Mode, Workloads: len(workloads), PlotLeft: chartLeft, PlotTop: chartTop}
+	if len(workloads) > chartMaxWorkloads {
+		workloads = workloads[:chartMaxWorkloads]
+	}
+	ch.Shown = len(workloads)
+	for _, wl := range r.Report.Workloads {
+		if d < len(wl.Skew) {
+			ch.MaxSkew = max(ch.MaxSkew, wl.Skew[d])
 		}
-		var d int
-		fmt.Sscanf(label[i+len("update domain "):], "%d", &d)
-		return palette[d%len(palette)]
-	},
+	}
+	ch.AxisY = chartTop + chartPlotHeight
+	ch.PlotRight = chartLeft + chartBarGap + max(len(workloads), 1)*(chartBarWidth+chartBarGap)
+	ch.Width = ch.PlotRight + 10
+	ch.Height = ch.AxisY + chartBottom
+	ch.XTitleX = (chartLeft + ch.PlotRight) / 2
+	ch.YTitleY = chartTop + chartPlotHeight/2
+	unit := float64(chartPlotHeight) / float64(maxReplicas)
+	y := func(v int) int { return ch.AxisY - int(float64(v)*unit+0.5) }
+	step := (maxReplicas + 4) / 5 // at most 6 ticks
+	for v := 0; v <= maxReplicas; v += step {
+		ch.YTicks = append(ch.YTicks, svgTick{Pos: y(v), Label: fmt.Sprint(v)})
+	}
+	if last := ch.YTicks[len(ch.YTicks)-1].Label; last != fmt.Sprint(maxReplicas) {
+		ch.YTicks = append(ch.YTicks, svgTick{Pos: y(maxReplicas), Label: fmt.Sprint(maxReplicas)})
+	}
+	every := 1
+	if len(workloads) > 20 {
+		every = 5
+	}
+	for i, wl := range workloads {
+		x := chartLeft + chartBarGap + i*(chartBarWidth+chartBarGap)
+		if (i+1)%every == 0 || i == 0 {
+			ch.XTicks = append(ch.XTicks, svgTick{Pos: x + chartBarWidth/2, Label: fmt.Sprint(i + 1)})
+		}
+		if d >= len(wl.Domains) {
+			continue
+		}
+		var doms []string
+		for dom, n := range wl.Domains[d] {
+			if n > 0 {
+				doms = append(doms, dom)
+			}
+		}
+		sort.Strings(doms)
+		stacked := 0
+		for _, dom := range doms {
+			n := wl.Domains[d][dom]
+			top, bottom := y(stacked+n), y(stacked)
+			ch.Bars = append(ch.Bars, svgRect{
+				X: x, Y: top, W: chartBarWidth, H: max(bottom-top-1, 1), Fill: color[dom], Workload: wl.Name, Domain: dom,
+				Title: fmt.Sprintf("#%d %s: %d of %d replicas in %s %s", i+1, wl.Name, n, wl.Replicas, dimName, dom),
+			})
+			stacked += n
+		}
+	}
+	return ch
+}
+
+// workloadDetail is the per-workload table: each workload's replicas per domain of every
+// dimension and its skew there, under each mode.
+type workloadDetail struct {
+	Dimensions []string
+	Modes      []string
+	Rows       []detailRow
+}
+
+type detailRow struct {
+	Index    int
+	Workload string
+	Replicas int
+	// Cells[mode][dimension]
+	Cells [][]detailCell
+}
+
+type detailCell struct {
+	Text string
+	Bad  bool
+}
+
+func detailOf(c *Comparison) workloadDetail {
+	var det workloadDetail
+	if len(c.Results) == 0 || c.Results[0].Report == nil {
+		return det
+	}
+	for _, dim := range c.Results[0].Report.Dimensions {
+		det.Dimensions = append(det.Dimensions, dim.Name)
+	}
+	byMode := make([]map[string]report.Workload, len(c.Results))
+	var names []string
+	seen := map[string]bool{}
+	replicas := map[string]int{}
+	for m, r := range c.Results {
+		det.Modes = append(det.Modes, r.Mode)
+		byMode[m] = map[string]report.Workload{}
+		for _, wl := range r.Report.Workloads {
+			byMode[m][wl.Name] = wl
+			replicas[wl.Name] = max(replicas[wl.Name], wl.Replicas)
+			if !seen[wl.Name] {
+				seen[wl.Name] = true
+				names = append(names, wl.Name)
+			}
+		}
+	}
+	for i, name := range names {
+		row := detailRow{Index: i + 1, Workload: name, Replicas: replicas[name]}
+		for m := range c.Results {
+			cells := make([]detailCell, len(det.Dimensions))
+			wl, ok := byMode[m][name]
+			for d := range det.Dimensions {
+				if !ok || d >= len(wl.Domains) {
+					cells[d] = detailCell{Text: "-"}
+					continue
+				}
+				var doms []string
+				for dom := range wl.Domains[d] {
+					doms = append(doms, dom)
+				}
+				sort.Strings(doms)
+				parts := make([]string, len(doms))
+				for j, dom := range doms {
+					parts[j] = fmt.Sprintf("%s:%d", dom, wl.Domains[d][dom])
+				}
+				skew := 0
+				if d < len(wl.Skew) {
+					skew = wl.Skew[d]
+				}
+				cells[d] = detailCell{Text: fmt.Sprintf("%s (skew %d)", strings.Join(parts, " "), skew), Bad: skew > 1}
+			}
+			row.Cells = append(row.Cells, cells)
+		}
+		det.Rows = append(det.Rows, row)
+	}
+	return det
+}
+
+var htmlTemplate = template.Must(template.New("report").Funcs(template.FuncMap{
+	"plus":  func(a, b int) int { return a + b },
+	"minus": func(a, b int) int { return a - b },
 }).Parse(`<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>pool-scheduler simulation</title>
 <style>
 body{font-family:system-ui,sans-serif;margin:2em;color:#222}
 table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:4px 10px;text-align:left}
 td.bad{background:#fde2e1;font-weight:bold}td.ok{background:#e3f4e1}
-.charts{display:flex;gap:2em;flex-wrap:wrap}figure{margin:0}svg{border:1px solid #ddd;background:#fafafa}
+.charts{display:flex;gap:2em;flex-wrap:wrap;align-items:flex-start}figure{margin:0}
+figcaption{font-weight:bold;margin-bottom:4px}
+svg{background:#fafafa;font-size:11px}svg text{fill:#444}
+.axis line,.axis path{stroke:#666}.grid line{stroke:#e4e4e4}
+ul.legend{list-style:none;padding:0;margin:6px 0 0;display:flex;flex-wrap:wrap;gap:4px 14px;max-width:60em}
+ul.legend li{display:flex;align-items:center;gap:5px}.swatch{display:inline-block;width:12px;height:12px}
+details{margin:1em 0}table.detail td{font-family:ui-monospace,monospace;font-size:12px}
 </style></head><body>
 <h1>pool-scheduler vs the default scheduler</h1>
 <p>Each scenario ran twice on an embedded control plane with the real scheduler: once with the default profile, once with pool-scheduler's shipped profile.</p>
-{{range .}}
+{{range $sec := .}}
 <section id="{{.Scenario}}">
 <h2>{{.Scenario}}</h2><p>{{.Description}}</p>
 <table><tr><th>metric</th>{{range .Modes}}<th>{{.}}</th>{{end}}</tr>
 {{range .Rows}}<tr><td>{{.Label}}</td>{{range .Cells}}<td class="{{if .Violation}}bad{{else}}ok{{end}}">{{.Text}}</td>{{end}}</tr>
 {{end}}</table>
-<h3>Replicas per update domain, per workload (each bar one workload, each colour one update domain)</h3>
-<div class="charts">{{range .Charts}}<figure><figcaption>{{.Mode}}</figcaption>
-<svg xmlns="http://www.w3.org/2000/svg" width="{{.Width}}" height="{{.Height}}" role="img" aria-label="{{.Mode}} update-domain spread">
-{{range .Bars}}<rect x="{{.X}}" y="{{.Y}}" width="{{.W}}" height="{{.H}}" fill="{{color .Label}}"><title>{{.Label}}</title></rect>
-{{end}}</svg></figure>{{end}}</div>
+{{range $dim := .Dimensions}}
+<h3>Replicas per {{$dim.Name}} <small>({{$dim.Keys}})</small></h3>
+<p>Each bar is one workload (numbered as in the detail below), its replicas stacked by {{$dim.Name}}, one colour per {{$dim.Name}}: equal segments in a bar mean the workload is spread evenly.</p>
+<div class="charts">{{range $c := .Charts}}<figure><figcaption>{{.Mode}}: max skew {{.MaxSkew}}{{if lt .Shown .Workloads}} (first {{.Shown}} of {{.Workloads}} workloads){{end}}</figcaption>
+<svg xmlns="http://www.w3.org/2000/svg" width="{{.Width}}" height="{{.Height}}" role="img" data-dimension="{{$dim.Name}}" data-mode="{{.Mode}}" aria-label="{{.Mode}}: replicas per {{$dim.Name}}, per workload">
+<g class="grid">{{range .YTicks}}<line x1="{{$c.PlotLeft}}" x2="{{$c.PlotRight}}" y1="{{.Pos}}" y2="{{.Pos}}"/>{{end}}</g>
+{{range .Bars}}<rect class="bar" x="{{.X}}" y="{{.Y}}" width="{{.W}}" height="{{.H}}" fill="{{.Fill}}" data-workload="{{.Workload}}" data-domain="{{.Domain}}"><title>{{.Title}}</title></rect>
+{{end}}<g class="axis y-axis"><line x1="{{.PlotLeft}}" x2="{{.PlotLeft}}" y1="{{.PlotTop}}" y2="{{.AxisY}}"/>{{range .YTicks}}<line x1="{{$c.PlotLeft}}" x2="{{minus $c.PlotLeft 4}}" y1="{{.Pos}}" y2="{{.Pos}}"/><text x="{{minus $c.PlotLeft 7}}" y="{{plus .Pos 4}}" text-anchor="end">{{.Label}}</text>{{end}}
+<text transform="translate(11,{{.YTitleY}}) rotate(-90)" text-anchor="middle">replicas</text></g>
+<g class="axis x-axis"><line x1="{{.PlotLeft}}" x2="{{.PlotRight}}" y1="{{.AxisY}}" y2="{{.AxisY}}"/>{{range .XTicks}}<text x="{{.Pos}}" y="{{plus $c.AxisY 14}}" text-anchor="middle">{{.Label}}</text>{{end}}
+<text x="{{.XTitleX}}" y="{{plus .AxisY 29}}" text-anchor="middle">workload</text></g>
+</svg></figure>{{end}}</div>
+<ul class="legend" data-dimension="{{$dim.Name}}">{{range .Legend}}<li><span class="swatch" style="background:{{.Color}}"></span>{{$dim.Name}} {{.Domain}}</li>{{end}}{{if .Repeats}}<li>(colours repeat in this order)</li>{{end}}</ul>
+{{end}}
+<details><summary>Per-workload detail: replicas per domain and skew, each dimension, each mode ({{len .Detail.Rows}} workloads)</summary>
+<table class="detail"><tr><th>#</th><th>workload</th><th>replicas</th>{{range $m := .Detail.Modes}}{{range $sec.Detail.Dimensions}}<th>{{$m}}: {{.}}</th>{{end}}{{end}}</tr>
+{{range .Detail.Rows}}<tr><td>{{.Index}}</td><td>{{.Workload}}</td><td>{{.Replicas}}</td>{{range .Cells}}{{range .}}<td class="{{if .Bad}}bad{{else}}ok{{end}}">{{.Text}}</td>{{end}}{{end}}</tr>
+{{end}}</table></details>
 </section>
 {{end}}
 </body></html>

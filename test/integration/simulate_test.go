@@ -3,6 +3,7 @@ package integration
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"image/png"
 	"os"
 	"os/exec"
@@ -80,12 +81,24 @@ func TestSimulateBuiltinScenarios(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
-	renderInChromium(t, page, filepath.Join(out, "report.png"))
+	dom := renderInChromium(t, page, filepath.Join(out, "report.png"))
+	// Every spread dimension is charted under every mode, with its legend.
+	for _, dim := range comparisons[0].Results[0].Report.Dimensions {
+		for _, r := range comparisons[0].Results {
+			if want := fmt.Sprintf(`data-dimension="%s" data-mode="%s"`, dim.Name, r.Mode); !strings.Contains(dom, want) {
+				t.Errorf("rendered page has no chart %s", want)
+			}
+		}
+		if want := fmt.Sprintf(`class="legend" data-dimension="%s"`, dim.Name); !strings.Contains(dom, want) {
+			t.Errorf("rendered page has no legend for %s", dim.Name)
+		}
+	}
 }
 
 // renderInChromium loads the page in headless Chromium (Debian's package; .ci/run installs it),
-// checks the DOM it built and that the console logged no error, and saves a screenshot.
-func renderInChromium(t *testing.T, page, screenshot string) {
+// checks the DOM it built and that the console logged no error, saves a screenshot, and returns
+// the DOM.
+func renderInChromium(t *testing.T, page, screenshot string) string {
 	t.Helper()
 	chromium, err := exec.LookPath("chromium")
 	if err != nil {
@@ -105,7 +118,8 @@ func renderInChromium(t *testing.T, page, screenshot string) {
 		return stdout.String(), stderr.String()
 	}
 	dom, logs := run("--dump-dom", "--enable-logging=stderr", "--v=0")
-	for _, want := range []string{"late-labels", "system-pool", "replica-spread", "<svg", "<rect", "pool-scheduler"} {
+	for _, want := range []string{"late-labels", "system-pool", "replica-spread", "<svg", "<rect", "pool-scheduler",
+		`class="axis y-axis"`, `class="axis x-axis"`, `class="legend"`, `class="detail"`} {
 		if !strings.Contains(dom, want) {
 			t.Errorf("rendered page lacks %q", want)
 		}
@@ -115,7 +129,7 @@ func renderInChromium(t *testing.T, page, screenshot string) {
 			t.Errorf("console error: %s", line)
 		}
 	}
-	run("--screenshot="+screenshot, "--window-size=1400,2400")
+	run("--screenshot="+screenshot, "--window-size=1400,4000")
 	img, err := os.Open(screenshot)
 	if err != nil {
 		t.Fatalf("no screenshot: %v", err)
@@ -126,4 +140,5 @@ func renderInChromium(t *testing.T, page, screenshot string) {
 		t.Fatalf("screenshot %s is not a page-sized PNG: %v %+v", screenshot, err, cfg)
 	}
 	t.Logf("screenshot: %s (%dx%d)", screenshot, cfg.Width, cfg.Height)
+	return dom
 }
