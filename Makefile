@@ -16,7 +16,12 @@ LDFLAGS := -s -w \
   -X k8s.io/component-base/version.gitVersion=$(KUBE_VERSION) \
   -X k8s.io/component-base/version.gitMajor=1 \
   -X k8s.io/component-base/version.gitMinor=$(KUBE_MINOR)
-IMAGE   ?= ghcr.io/pool-scheduler/pool-scheduler:$(VERSION)
+IMAGE_REPO ?= ghcr.io/pool-scheduler/pool-scheduler
+IMAGE   ?= $(IMAGE_REPO):$(VERSION)
+# The full commit (OCI revision label) and its time: image layers, labels and SBOMs are stamped
+# with it, so the same commit gives the same image digest.
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
 # Test and tool builds skip inlining and DWARF (-gcflags='all=-l -dwarf=false'): compiling
 # Kubernetes dominates their cost, and both add to it (binaries are linked with -s -w, which
 # drops DWARF anyway; stack traces and pprof do not need it). Shipped binaries (make build) and
@@ -54,6 +59,14 @@ kube-scheduler: ## Build the upstream kube-scheduler ($(KUBE_VERSION)) into bin/
 .PHONY: poolctl
 poolctl:
 	GOFLAGS="$(DEV_GOFLAGS)" GOGC=$(BUILD_GOGC) $(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/poolctl ./cmd/poolctl
+	@# The kubectl plugin: `kubectl pool ...` runs kubectl-pool from PATH; poolctl reads its name from argv[0].
+	ln -sf poolctl $(BIN)/kubectl-pool
+
+# kubectl, for the plugin's end-to-end test, from go.mod's tool directive (the pinned Kubernetes).
+.PHONY: kubectl
+kubectl: $(BIN)/kubectl
+$(BIN)/kubectl: go.mod go.sum
+	GOFLAGS="$(DEV_GOFLAGS)" GOGC=$(BUILD_GOGC) $(GO) build -o $(BIN)/kubectl k8s.io/kubernetes/cmd/kubectl
 
 .PHONY: demo
 demo: poolctl ## Simulate the built-in scenarios: default scheduler vs pool-scheduler, side by side.
@@ -65,11 +78,11 @@ $(BIN)/etcd: go.mod go.sum
 	GOGC=$(BUILD_GOGC) $(GO) build -o $(BIN)/etcd go.etcd.io/etcd/server/v3
 
 .PHONY: test
-test: unit fuzz-smoke integration e2e perf-smoke ## Unit, fuzz smoke, integration (real apiserver), end-to-end (built binaries) and the scheduler_perf smoke test.
+test: unit fuzz-smoke integration e2e image-test perf-smoke ## Unit, fuzz smoke, integration (real apiserver), end-to-end (built binaries), the image, and the scheduler_perf smoke test.
 
 .PHONY: unit
 unit: ## Unit tests, static checks of shipped files (Dockerfile lint, metrics docs) and benchmarks compiled (run once).
-	GOFLAGS="$(DEV_GOFLAGS)" $(GO) test $(GOTEST_FLAGS) ./pkg/... ./cmd/... ./manifests/... ./test/static/...
+	GOFLAGS="$(DEV_GOFLAGS)" $(GO) test $(GOTEST_FLAGS) ./pkg/... ./cmd/... ./internal/... ./manifests/... ./test/static/...
 	GOFLAGS="$(DEV_GOFLAGS)" $(GO) test -run='^$$' -bench=. -benchtime=1x ./pkg/... >/dev/null
 
 # Fuzz targets as package:Target; `go test -fuzz` takes one package and one target at a time.
@@ -99,7 +112,7 @@ integration: etcd ## Plugins in process against kube-apiserver + etcd.
 	$(TEST_ENV) $(GO) test $(GOTEST_FLAGS) -timeout=20m ./test/integration/...
 
 .PHONY: e2e
-e2e: etcd build ## bin/pool-scheduler as a child process against kube-apiserver + etcd.
+e2e: etcd build kubectl ## bin/pool-scheduler as a child process against kube-apiserver + etcd; kubectl pool (bin/poolctl as a kubectl plugin).
 	$(TEST_ENV) POOL_SCHEDULER_BINARY=$(BIN)/pool-scheduler POOL_LABELER_BINARY=$(BIN)/pool-labeler $(GO) test $(GOTEST_FLAGS) -timeout=20m ./test/e2e/...
 
 .PHONY: perf-smoke
@@ -118,12 +131,67 @@ generate: ## Regenerate deepcopy, conversions, defaults and CRDs.
 	hack/update-codegen.sh
 
 .PHONY: verify
-verify: ## gofmt, go vet, generated files and go.mod replaces up to date.
+verify: ## gofmt, go vet, generated files and go.mod replaces up to date, actionlint, Helm chart lint.
 	hack/verify.sh
 
+# The image is assembled by hack/release (internal/ociimage, go-containerregistry) from the
+# static binaries `make binaries` builds, cross-compiled per platform: no container engine, no
+# base image to pull. One image per platform under an OCI image index, SBOMs as OCI referrers.
+PLATFORMS ?= linux/amd64 linux/arm64
+IMAGE_LAYOUT ?= _output/image
+RELEASE_TOOL := GOFLAGS="$(DEV_GOFLAGS)" $(GO) run ./hack/release
+HOST_ARCH := $(shell $(GO) env GOARCH)
+
 .PHONY: image
-image: ## Build the container image (needs a Docker engine).
-	docker build --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) -t $(IMAGE) .
+image: ## Multi-arch OCI image layout in _output/image (PLATFORMS), no container engine needed.
+	@for p in $(PLATFORMS); do \
+	  echo "== make binaries for $$p"; \
+	  GOOS=$${p%/*} GOARCH=$${p#*/} $(MAKE) --no-print-directory binaries VERSION=$(VERSION) COMMIT=$(COMMIT) BIN=$(CURDIR)/_output/bin/$${p%/*}_$${p#*/}; \
+	done
+	$(RELEASE_TOOL) image --out $(IMAGE_LAYOUT) --version $(VERSION) --revision $(REVISION) --source-date-epoch $(SOURCE_DATE_EPOCH) \
+	  $(foreach p,$(PLATFORMS),--platform $(p)=_output/bin/$(subst /,_,$(p)))
+
+# make test checks the image of the host platform only, assembled from bin/ (the binaries e2e
+# runs): cross-compiling Kubernetes for arm64 is a second cold compile (minutes), while the
+# assembly is the same code for every platform. make image and make release build them all.
+.PHONY: image-test
+image-test: binaries ## The image test: host-platform layout from bin/, config, run, SBOM, push/pull to an in-process registry.
+	$(RELEASE_TOOL) image --out _output/image-test --version $(VERSION) --revision $(REVISION) --source-date-epoch $(SOURCE_DATE_EPOCH) \
+	  --platform linux/$(HOST_ARCH)=$(BIN)
+	$(MAKE) --no-print-directory image-test-layout IMAGE_LAYOUT=_output/image-test
+
+.PHONY: image-test-layout
+image-test-layout: ## Run test/image against the layout in IMAGE_LAYOUT (default: make image's).
+	POOL_SCHEDULER_IMAGE_LAYOUT=$(abspath $(IMAGE_LAYOUT)) GOFLAGS="$(DEV_GOFLAGS)" $(GO) test $(GOTEST_FLAGS) -count=1 ./test/image/...
+
+# A release: `make release VERSION=vX.Y.Z` writes _output/release/vX.Y.Z/ (the image layout as
+# an OCI archive, the chart, install YAMLs, kubectl plugin archives, krew manifest, SHA256SUMS)
+# and the image layout _output/release/image-vX.Y.Z/, which `make push-image` pushes.
+# .github/workflows/release.yaml runs both on a tag.
+PLUGIN_PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
+RELEASE_DIR = _output/release/$(VERSION)
+RELEASE_LAYOUT = _output/release/image-$(VERSION)
+
+.PHONY: release
+release: ## Release files for VERSION=vX.Y.Z in _output/release/ (image, chart, install YAML, plugin, SHA256SUMS).
+	@[[ "$(VERSION)" =~ ^v[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$$ ]] || { echo "make release: VERSION=$(VERSION) is not vMAJOR.MINOR.PATCH[-PRERELEASE]" >&2; exit 1; }
+	$(MAKE) --no-print-directory image VERSION=$(VERSION) IMAGE_LAYOUT=$(RELEASE_LAYOUT)
+	@for p in $(PLUGIN_PLATFORMS); do \
+	  echo "== kubectl-pool for $$p"; \
+	  CGO_ENABLED=0 GOOS=$${p%/*} GOARCH=$${p#*/} GOGC=$(BUILD_GOGC) $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o _output/plugin/$${p%/*}_$${p#*/}/kubectl-pool ./cmd/poolctl; \
+	done
+	$(RELEASE_TOOL) dist --version $(VERSION) --repository $(IMAGE_REPO) --image-layout $(RELEASE_LAYOUT) --out $(RELEASE_DIR) \
+	  --image-ref-out $(RELEASE_LAYOUT).ref --source-date-epoch $(SOURCE_DATE_EPOCH) \
+	  $(foreach p,$(PLUGIN_PLATFORMS),--plugin $(p)=_output/plugin/$(subst /,_,$(p))/kubectl-pool)
+
+.PHONY: push-image
+push-image: ## Push the release's image layout to IMAGE_REPO (tag VERSION, SBOM referrers); credentials from docker login.
+	$(RELEASE_TOOL) push --layout $(RELEASE_LAYOUT) --repository $(IMAGE_REPO)
+
+# For Docker users: the same image from the Dockerfile (needs a Docker engine; see README).
+.PHONY: docker-image
+docker-image: ## Build the image with Docker from the Dockerfile (needs a Docker engine).
+	docker build --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) --build-arg REVISION=$(REVISION) -t $(IMAGE) .
 
 .PHONY: clean
 clean:

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Fails when the tree is not formatted, vetted, or when generated files or go.mod's replace
-# block are not what the generators produce.
+# block are not what the generators produce, or when actionlint or Helm's chart lint finds a
+# problem.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,6 +11,13 @@ if [ -n "$unformatted" ]; then
 fi
 
 go vet ./...
+
+# shellcheck source=hack/versions.env
+source hack/versions.env
+# GitHub Actions workflows (the release workflow), with actionlint at its pinned version.
+go run "github.com/rhysd/actionlint/cmd/actionlint@${ACTIONLINT_VERSION}" -no-color
+# The Helm chart, with the Helm SDK's linter (helm lint --strict) against the pinned Kubernetes.
+go run ./hack/release lint-chart --chart manifests/charts/pool-scheduler --kube-version "${KUBE_VERSION}"
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

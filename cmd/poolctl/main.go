@@ -1,5 +1,6 @@
 // Command poolctl simulates scenarios under the default scheduler and pool-scheduler side by
-// side, and audits live clusters with the same measurements.
+// side, and audits live clusters with the same measurements. Installed (or linked) as
+// kubectl-pool it is the kubectl plugin `kubectl pool`.
 package main
 
 import (
@@ -13,7 +14,7 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := poolctl.Run(ctx, os.Args[1:])
+	code := poolctl.Run(ctx, os.Args[0], os.Args[1:])
 	stop()
 	os.Exit(code)
 }

@@ -43,8 +43,11 @@ func NewCommand() *cobra.Command {
 		Use:          "pool-labeler",
 		Short:        "Applies NodePoolLabelSets to nodes (controller) and labels a node with its Azure fault and update domain (domain)",
 		Long:         version.String(),
+		Version:      version.Version,
 		SilenceUsage: true,
 	}
+	// --version prints the same line as pool-scheduler --version.
+	cmd.SetVersionTemplate(version.String() + "\n")
 	cmd.PersistentFlags().StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file; empty: in-cluster")
 	klogFlags := goFlagSet()
 	cmd.PersistentFlags().AddGoFlagSet(klogFlags)

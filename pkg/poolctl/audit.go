@@ -18,9 +18,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	shipped "github.com/pool-scheduler/pool-scheduler/manifests/scheduler"
 	labelsv1alpha1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/labels/v1alpha1"
@@ -29,8 +29,9 @@ import (
 )
 
 type auditOptions struct {
-	kubeconfig    string
-	context       string
+	// kubectl's connection flags (--kubeconfig, --context, --namespace, --server, --as, ...), so
+	// `kubectl pool audit` takes what kubectl takes.
+	cluster       *genericclioptions.ConfigFlags
 	output        string
 	maxFindings   int
 	systemPools   []string
@@ -42,12 +43,14 @@ type auditOptions struct {
 }
 
 func newAuditCommand() *cobra.Command {
-	o := auditOptions{}
+	o := auditOptions{cluster: genericclioptions.NewConfigFlags(false)}
 	cmd := &cobra.Command{
 		Use:   "audit",
 		Short: "Report pods on not-ready nodes, user pods on system pools, weak spread and load-balancer pool mismatches in a live cluster (read-only)",
 		Long: "Reads nodes, pods, services, endpoint slices and NodePoolLabelSets (get and list only) and reports, with the " +
-			"same measurements as poolctl simulate. Exits 1 when the findings exceed --max-findings, for CI use.",
+			"same measurements as poolctl simulate. Exits 1 when the findings exceed --max-findings, for CI use. " +
+			"Pods, services and endpoint slices are read from every namespace, or from --namespace's only; nodes and " +
+			"NodePoolLabelSets always cluster-wide.",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.output != "table" && o.output != "json" {
 				return fmt.Errorf("-o: %q is not table or json", o.output)
@@ -73,8 +76,7 @@ func newAuditCommand() *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG or ~/.kube/config, or in-cluster)")
-	f.StringVar(&o.context, "context", "", "kubeconfig context")
+	o.cluster.AddFlags(f)
 	f.StringVarP(&o.output, "output", "o", "table", "table or json")
 	f.IntVar(&o.maxFindings, "max-findings", 0, "exit 1 when there are more findings than this")
 	f.StringVar(&o.config, "config", "", "the deployed KubeSchedulerConfiguration file (the config.yaml key of the scheduler's ConfigMap); default: the shipped manifests/scheduler/config.yaml")
@@ -125,11 +127,18 @@ func audit(ctx context.Context, o auditOptions) (*report.Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = o.kubeconfig
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: o.context}).ClientConfig()
+	cfg, err := o.cluster.ToRESTConfig()
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig: %w", err)
+	}
+	// All namespaces unless --namespace is given: the kubeconfig context's default namespace
+	// does not narrow an audit.
+	namespace, explicit, err := o.cluster.ToRawKubeConfigLoader().Namespace()
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig: %w", err)
+	}
+	if !explicit {
+		namespace = v1.NamespaceAll
 	}
 	cfg.Timeout = o.timeout
 	cs, err := kubernetes.NewForConfig(cfg)
@@ -142,15 +151,15 @@ func audit(ctx context.Context, o auditOptions) (*report.Report, error) {
 	if err != nil {
 		return nil, explain(cfg.Host, err)
 	}
-	pods, err := cs.CoreV1().Pods(v1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	pods, err := cs.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, explain(cfg.Host, err)
 	}
-	svcs, err := cs.CoreV1().Services(v1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	svcs, err := cs.CoreV1().Services(namespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, explain(cfg.Host, err)
 	}
-	slices, err := cs.DiscoveryV1().EndpointSlices(v1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	slices, err := cs.DiscoveryV1().EndpointSlices(namespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, explain(cfg.Host, err)
 	}

@@ -23,9 +23,26 @@ import (
 )
 
 // NewCommand returns the poolctl command.
-func NewCommand() *cobra.Command {
+func NewCommand() *cobra.Command { return newCommand("poolctl") }
+
+// PluginBinary is poolctl's name as a kubectl plugin: kubectl runs `kubectl pool ARGS` as
+// `kubectl-pool ARGS`, found on PATH.
+const PluginBinary = "kubectl-pool"
+
+// CommandName is how the program was invoked, for help and usage: "kubectl pool" when argv0 is
+// the plugin binary (or a link to poolctl with that name), else "poolctl".
+func CommandName(argv0 string) string {
+	if strings.TrimSuffix(filepath.Base(argv0), ".exe") == PluginBinary {
+		return "kubectl pool"
+	}
+	return "poolctl"
+}
+
+func newCommand(name string) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:          "poolctl",
+		Use: strings.ReplaceAll(name, " ", "-"),
+		// Cobra's convention for kubectl plugins: usage lines read "kubectl pool audit".
+		Annotations:  map[string]string{cobra.CommandDisplayNameAnnotation: name},
 		Short:        "See what pool-scheduler changes: simulate scenarios side by side, or audit a live cluster",
 		Long:         version.String(),
 		SilenceUsage: true,
@@ -205,9 +222,9 @@ func (p *progress) done() {
 
 var errFindings = errors.New("findings exceed the threshold")
 
-// Run runs poolctl and returns the process exit code.
-func Run(ctx context.Context, args []string) int {
-	cmd := NewCommand()
+// Run runs poolctl, invoked as argv0 (os.Args[0]), and returns the process exit code.
+func Run(ctx context.Context, argv0 string, args []string) int {
+	cmd := newCommand(CommandName(argv0))
 	cmd.SetArgs(args)
 	if err := cmd.ExecuteContext(ctx); err != nil {
 		if !errors.Is(err, errFindings) {

@@ -131,7 +131,7 @@ func TestLeastPrivilege(t *testing.T) {
 		Spec: v1.PodSpec{
 			ServiceAccountName: "pool-labeler-domain",
 			NodeName:           "az-0",
-			Containers:         []v1.Container{{Name: "domain", Image: "ghcr.io/pool-scheduler/pool-scheduler:latest"}},
+			Containers:         []v1.Container{{Name: "domain", Image: "ghcr.io/pool-scheduler/pool-scheduler:v0.1.0"}},
 		},
 	})
 	domainCfg, domainKubeconfig := util.ServiceAccountConfig(tCtx, t, cp, ns, "pool-labeler-domain", domainPod)

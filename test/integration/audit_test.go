@@ -14,6 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/kubernetes/test/utils/ktesting"
 	"k8s.io/utils/ptr"
 
@@ -134,6 +136,64 @@ func TestAudit(t *testing.T) {
 	if !strings.Contains(table, "TOTAL FINDINGS: 4") || !strings.Contains(table, "user-on-system") {
 		t.Errorf("table output:\n%s", table)
 	}
+
+	// kubectl's connection flags (cli-runtime): --context picks a context of the kubeconfig,
+	// --namespace narrows pods, services and endpoint slices to one namespace, and a context's
+	// own default namespace does not narrow anything.
+	multi := kubeconfigWithContexts(t, kubeconfig, "kube-system")
+	for _, tc := range []struct {
+		name     string
+		args     []string
+		findings int
+		errText  string
+	}{
+		{"the current context is unreachable", []string{"--timeout", "5s"}, 0, "cannot reach the cluster at https://127.0.0.1:1"},
+		{"--context picks the cluster", []string{"--context", "real"}, 4, ""},
+		{"--namespace of the findings", []string{"--context", "real", "--namespace", ns}, 4, ""},
+		{"-n of a namespace without findings", []string{"--context", "real", "-n", "kube-system"}, 0, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, stderr, err := runPoolctl(t, append([]string{"audit", "--kubeconfig", multi, "-o", "json", "--max-findings", "100"}, tc.args...)...)
+			if tc.errText != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.errText) {
+					t.Errorf("error %v, want one containing %q", err, tc.errText)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("audit: %v\n%s", err, stderr)
+			}
+			var r report.Report
+			if err := json.Unmarshal([]byte(out), &r); err != nil {
+				t.Fatal(err)
+			}
+			if r.NumFindings() != tc.findings {
+				t.Errorf("%d findings, want %d: %+v", r.NumFindings(), tc.findings, r)
+			}
+		})
+	}
+}
+
+// kubeconfigWithContexts writes a kubeconfig whose current context "broken" names an
+// unreachable server, with a second context "real" for the cluster of kubeconfig, whose default
+// namespace is namespace.
+func kubeconfigWithContexts(t *testing.T, kubeconfig, namespace string) string {
+	t.Helper()
+	cfg, err := clientcmd.LoadFromFile(kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	real := cfg.Contexts[cfg.CurrentContext].DeepCopy()
+	real.Namespace = namespace
+	cfg.Contexts["real"] = real
+	cfg.Clusters["nowhere"] = &clientcmdapi.Cluster{Server: "https://127.0.0.1:1"}
+	cfg.Contexts["broken"] = &clientcmdapi.Context{Cluster: "nowhere", AuthInfo: real.AuthInfo}
+	cfg.CurrentContext = "broken"
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 // TestAuditFieldReport is the field report's AKS cluster, read by `poolctl audit` from a real

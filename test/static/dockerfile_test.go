@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
 	"runtime"
@@ -27,6 +28,8 @@ import (
 	"github.com/moby/patternmatcher/ignorefile"
 	digest "github.com/opencontainers/go-digest"
 	ocispecs "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/pool-scheduler/pool-scheduler/internal/ociimage"
 )
 
 func repoRoot(t *testing.T) string {
@@ -115,7 +118,8 @@ func TestDockerfileLinterFindsProblems(t *testing.T) {
 // TestDockerfileMatchesRepository checks what the linter cannot: the files the Dockerfile copies
 // exist and are not excluded by .dockerignore, the build runs the Makefile's target (so the image
 // gets the release build flags), that target builds every binary the image copies, the Makefile's
-// image target passes every build arg the Dockerfile declares, and the Go image is new enough.
+// docker-image target passes every build arg the Dockerfile declares, and the Go image is new
+// enough.
 func TestDockerfileMatchesRepository(t *testing.T) {
 	root := repoRoot(t)
 	dt, err := os.ReadFile(filepath.Join(root, "Dockerfile"))
@@ -208,20 +212,20 @@ func TestDockerfileMatchesRepository(t *testing.T) {
 		}
 	}
 
-	// make image passes the build args the Dockerfile declares.
-	imageRecipe := makeRecipe(t, makefile, "image")
+	// make docker-image passes the build args the Dockerfile declares.
+	imageRecipe := makeRecipe(t, makefile, "docker-image")
 	passed := map[string]bool{}
 	for _, m := range regexp.MustCompile(`--build-arg\s+([A-Z_]+)=`).FindAllStringSubmatch(imageRecipe, -1) {
 		passed[m[1]] = true
 	}
 	for arg := range declaredArgs {
 		if !passed[arg] {
-			t.Errorf("Dockerfile declares ARG %s but `make image` does not pass --build-arg %s=...; recipe:\n%s", arg, arg, imageRecipe)
+			t.Errorf("Dockerfile declares ARG %s but `make docker-image` does not pass --build-arg %s=...; recipe:\n%s", arg, arg, imageRecipe)
 		}
 	}
 	for arg := range passed {
 		if !declaredArgs[arg] {
-			t.Errorf("`make image` passes --build-arg %s, which the Dockerfile does not declare", arg)
+			t.Errorf("`make docker-image` passes --build-arg %s, which the Dockerfile does not declare", arg)
 		}
 	}
 
@@ -236,6 +240,68 @@ func TestDockerfileMatchesRepository(t *testing.T) {
 		if atoi(m[1])*1000+atoi(m[2]) < atoi(want[1])*1000+atoi(want[2]) {
 			t.Errorf("stage %s uses %s, older than go.mod's go %s.%s", st.Name, st.BaseName, want[1], want[2])
 		}
+	}
+}
+
+// TestDockerfileMatchesOCIImage keeps the two definitions of the image in step: the Dockerfile's
+// final stage (for Docker users) and internal/ociimage (make image, make release) must give a
+// nonroot static image with the same user, entrypoint, binaries and OCI labels.
+func TestDockerfileMatchesOCIImage(t *testing.T) {
+	dt := readFile(t, filepath.Join(repoRoot(t), "Dockerfile"))
+	res, err := parser.Parse(strings.NewReader(dt))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stages, _, err := instructions.Parse(res.AST, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	final := stages[len(stages)-1]
+	if !strings.HasPrefix(final.BaseName, "gcr.io/distroless/static") || !strings.HasSuffix(final.BaseName, ":nonroot") {
+		t.Errorf("final stage FROM %s; the OCI image is static and nonroot (distroless static, nonroot)", final.BaseName)
+	}
+	var user string
+	var entrypoint, copied []string
+	labels := map[string]string{}
+	for _, cmd := range final.Commands {
+		switch c := cmd.(type) {
+		case *instructions.UserCommand:
+			user = c.User
+		case *instructions.EntrypointCommand:
+			if c.PrependShell {
+				t.Errorf("ENTRYPOINT in shell form needs a shell; the image has none")
+			}
+			entrypoint = c.CmdLine
+		case *instructions.LabelCommand:
+			for _, kv := range c.Labels {
+				labels[kv.Key] = strings.Trim(kv.Value, `"`) // quotes are removed when the build expands it
+			}
+		case *instructions.CopyCommand:
+			if path.Clean(c.DestPath) != ociimage.BinDir {
+				t.Errorf("COPY to %s; the OCI image installs binaries in %s", c.DestPath, ociimage.BinDir)
+			}
+			for _, src := range c.SourcePaths {
+				copied = append(copied, path.Base(src))
+			}
+		}
+	}
+	if user != ociimage.User {
+		t.Errorf("USER %q, the OCI image runs as %q", user, ociimage.User)
+	}
+	if diff := cmp.Diff([]string{ociimage.Entrypoint}, entrypoint); diff != "" {
+		t.Errorf("ENTRYPOINT differs from the OCI image's (-oci +Dockerfile):\n%s", diff)
+	}
+	if diff := cmp.Diff(ociimage.Binaries, copied); diff != "" {
+		t.Errorf("binaries copied differ from the OCI image's (-oci +Dockerfile):\n%s", diff)
+	}
+	want := map[string]string{
+		ociimage.AnnotationTitle:    "pool-scheduler",
+		ociimage.AnnotationVersion:  "${VERSION}",
+		ociimage.AnnotationRevision: "${REVISION}",
+		ociimage.AnnotationSource:   ociimage.DefaultSource,
+	}
+	if diff := cmp.Diff(want, labels); diff != "" {
+		t.Errorf("LABELs differ from the OCI image's (-want +Dockerfile):\n%s", diff)
 	}
 }
 

@@ -31,6 +31,10 @@ func KubeSchedulerBinary(t testing.TB) string {
 // LabelerBinary returns the built bin/pool-labeler (or $POOL_LABELER_BINARY).
 func LabelerBinary(t testing.TB) string { return binary(t, "pool-labeler", "POOL_LABELER_BINARY") }
 
+// ToolBinary returns a built tool in bin/ (or $env): poolctl (make build), kubectl (make
+// kubectl, from go.mod's tool directive).
+func ToolBinary(t testing.TB, name, env string) string { return binary(t, name, env) }
+
 func binary(t testing.TB, name, env string) string {
 	t.Helper()
 	path := os.Getenv(env)
@@ -38,7 +42,7 @@ func binary(t testing.TB, name, env string) string {
 		path = filepath.Join(RepoRoot(), "bin", name)
 	}
 	if _, err := os.Stat(path); err != nil {
-		t.Fatalf("%s binary %s: %v (run `make build kube-scheduler`, or `make e2e`)", name, path, err)
+		t.Fatalf("%s binary %s: %v (run `make build kube-scheduler kubectl`, or `make e2e`)", name, path, err)
 	}
 	return path
 }

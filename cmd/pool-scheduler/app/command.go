@@ -3,7 +3,10 @@
 package app
 
 import (
+	"fmt"
+
 	"github.com/spf13/cobra"
+	k8sversion "k8s.io/component-base/version"
 	kubescheduler "k8s.io/kubernetes/cmd/kube-scheduler/app"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
@@ -62,6 +65,12 @@ func NewCommand() *cobra.Command {
 	cmd.Long = version.String() + "\n\n" + cmd.Short + ".\n\n" + cmd.Long
 	run := cmd.RunE
 	cmd.RunE = func(c *cobra.Command, args []string) error {
+		// kube-scheduler's --version names only the Kubernetes release; ours comes first so an
+		// image or a binary can be traced to its commit. --version=raw stays upstream's.
+		if f := c.Flags().Lookup("version"); f != nil && f.Value.String() == "true" {
+			fmt.Fprintf(c.OutOrStdout(), "%s\nKubernetes %s\n", version.String(), k8sversion.Get())
+			return nil
+		}
 		version.RegisterMetric()
 		return run(c, args)
 	}

@@ -1,0 +1,246 @@
+// Command release builds pool-scheduler's release artifacts without a container engine: the
+// multi-platform OCI image (layout) and its SBOMs, and pushes an image layout to a registry.
+// The Makefile runs it (make image, make release); it is not shipped.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pool-scheduler/pool-scheduler/internal/ociimage"
+	"github.com/pool-scheduler/pool-scheduler/internal/release"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		usage()
+	}
+	cmds := map[string]func([]string) error{
+		"image":      imageCmd,
+		"push":       pushCmd,
+		"dist":       distCmd,
+		"lint-chart": lintChartCmd,
+	}
+	run, ok := cmds[os.Args[1]]
+	if !ok {
+		usage()
+	}
+	if err := run(os.Args[2:]); err != nil {
+		fmt.Fprintf(os.Stderr, "release %s: %v\n", os.Args[1], err)
+		os.Exit(1)
+	}
+}
+
+func usage() {
+	fmt.Fprintln(os.Stderr, `usage: release <command> [flags]   (-h after a command lists its flags)
+  image       assemble the OCI image layout from per-platform binaries
+  push        push an image layout (index, tag and SBOM referrers) to a registry
+  dist        make the release directory: image layout tar, chart, install YAML, plugin archives, krew manifest, SHA256SUMS
+  lint-chart  lint a chart with the Helm SDK (helm lint --strict)`)
+	os.Exit(2)
+}
+
+// platforms is a repeatable os/arch=dir flag.
+type platforms map[string]string
+
+func (p platforms) String() string { return fmt.Sprint(map[string]string(p)) }
+func (p platforms) Set(v string) error {
+	plat, dir, ok := strings.Cut(v, "=")
+	if !ok || plat == "" || dir == "" {
+		return fmt.Errorf("want os/arch=directory, got %q", v)
+	}
+	p[plat] = dir
+	return nil
+}
+
+func imageCmd(args []string) error {
+	fs := flag.NewFlagSet("image", flag.ExitOnError)
+	o := ociimage.Options{Platforms: platforms{}}
+	out := fs.String("out", "_output/image", "directory to write the OCI image layout to (replaced)")
+	tag := fs.String("tag", "", "tag recorded in the layout (org.opencontainers.image.ref.name); default: --version")
+	epoch := fs.String("source-date-epoch", "", "build time as Unix seconds (the commit's time keeps digests reproducible); default: now")
+	fs.StringVar(&o.Version, "version", "", "release version the binaries carry")
+	fs.StringVar(&o.Revision, "revision", "", "full commit the binaries were built from")
+	fs.StringVar(&o.Source, "source", ociimage.DefaultSource, "source repository URL")
+	fs.Var(platforms(o.Platforms), "platform", "os/arch=directory holding that platform's pool-scheduler and pool-labeler (repeatable)")
+	_ = fs.Parse(args)
+	created, err := epochTime(*epoch)
+	if err != nil {
+		return err
+	}
+	o.Created = created
+	if *tag == "" {
+		*tag = o.Version
+	}
+	start := time.Now()
+	r, err := ociimage.Build(o)
+	if err != nil {
+		return err
+	}
+	if err := ociimage.WriteLayout(*out, r, *tag); err != nil {
+		return err
+	}
+	d, err := r.Index.Digest()
+	if err != nil {
+		return err
+	}
+	fmt.Printf("%s: image %s@%s, %d platform(s), %d SBOM(s), in %v\n", *out, *tag, d, len(o.Platforms), len(r.SBOMs), time.Since(start).Round(100*time.Millisecond))
+	return nil
+}
+
+func pushCmd(args []string) error {
+	fs := flag.NewFlagSet("push", flag.ExitOnError)
+	dir := fs.String("layout", "_output/image", "OCI image layout written by `release image`")
+	repo := fs.String("repository", "", "repository to push to, e.g. ghcr.io/pool-scheduler/pool-scheduler (credentials: docker login)")
+	_ = fs.Parse(args)
+	if *repo == "" {
+		return fmt.Errorf("--repository is required")
+	}
+	l, err := ociimage.ReadLayout(*dir)
+	if err != nil {
+		return err
+	}
+	ref, err := ociimage.Push(l, *repo)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("pushed %s:%s (%s)\n", *repo, l.Tag, ref)
+	return nil
+}
+
+func epochTime(epoch string) (time.Time, error) {
+	if epoch == "" {
+		return time.Now().UTC().Truncate(time.Second), nil
+	}
+	sec, err := strconv.ParseInt(epoch, 10, 64)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("--source-date-epoch: %q is not Unix seconds", epoch)
+	}
+	return time.Unix(sec, 0).UTC(), nil
+}
+
+func distCmd(args []string) error {
+	fs := flag.NewFlagSet("dist", flag.ExitOnError)
+	version := fs.String("version", "", "the release, vX.Y.Z")
+	repo := fs.String("repository", "ghcr.io/pool-scheduler/pool-scheduler", "image repository the release is pushed to")
+	layoutDir := fs.String("image-layout", "", "the release's OCI image layout (make image)")
+	out := fs.String("out", "", "release directory to write (replaced)")
+	root := fs.String("root", ".", "repository checkout")
+	downloads := fs.String("download-url", ociimage.DefaultSource+"/releases/download", "where the release's files are published; the krew manifest points at <url>/<version>/<archive>")
+	epoch := fs.String("source-date-epoch", "", "time stamped into archives (Unix seconds)")
+	refOut := fs.String("image-ref-out", "", "also write repository:tag@digest to this file (outside --out)")
+	plugins := platforms{}
+	fs.Var(plugins, "plugin", "os/arch=path of a kubectl-pool binary (repeatable)")
+	_ = fs.Parse(args)
+	if *version == "" || *layoutDir == "" || *out == "" {
+		return fmt.Errorf("--version, --image-layout and --out are required")
+	}
+	created, err := epochTime(*epoch)
+	if err != nil {
+		return err
+	}
+	l, err := ociimage.ReadLayout(*layoutDir)
+	if err != nil {
+		return err
+	}
+	if l.Tag != *version {
+		return fmt.Errorf("the image layout %s is tagged %q, not the release %q (make image VERSION=%s)", *layoutDir, l.Tag, *version, *version)
+	}
+	digest, err := l.Index.Digest()
+	if err != nil {
+		return err
+	}
+	img := release.Image{Repository: *repo, Tag: *version, Digest: digest.String()}
+	if err := os.RemoveAll(*out); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(*out, 0o755); err != nil {
+		return err
+	}
+	if err := release.TarDir(*layoutDir, filepath.Join(*out, "pool-scheduler-image-"+*version+".oci.tar"), created); err != nil {
+		return err
+	}
+	chartFile, err := release.PackageChart(filepath.Join(*root, "manifests", "charts", "pool-scheduler"), *out, img)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("chart %s (image %s)\n", chartFile, img.Ref())
+	for _, b := range release.Bundles {
+		data, err := release.RenderBundle(*root, b.Dirs, img)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(*out, b.File), data, 0o644); err != nil {
+			return err
+		}
+		fmt.Printf("%s from %s\n", b.File, strings.Join(b.Dirs, " + "))
+	}
+	var archives []release.PluginPlatform
+	names := make([]string, 0, len(plugins))
+	for p := range plugins {
+		names = append(names, p)
+	}
+	sort.Strings(names)
+	for _, p := range names {
+		goos, arch, _ := strings.Cut(p, "/")
+		name := fmt.Sprintf("%s_%s_%s_%s.tar.gz", release.PluginBinary, *version, goos, arch)
+		path := filepath.Join(*out, name)
+		if err := release.PluginArchive(plugins[p], path, created); err != nil {
+			return fmt.Errorf("plugin %s: %w", p, err)
+		}
+		sum, err := release.FileSHA256(path)
+		if err != nil {
+			return err
+		}
+		archives = append(archives, release.PluginPlatform{OS: goos, Arch: arch, URI: *downloads + "/" + *version + "/" + name, SHA256: sum})
+	}
+	if len(archives) > 0 {
+		manifest, err := release.KrewManifest(filepath.Join(*root, "plugins", "pool.yaml"), *version, archives)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(*out, "pool.yaml"), manifest, 0o644); err != nil {
+			return err
+		}
+		fmt.Printf("pool.yaml: krew manifest for %s\n", strings.Join(names, ", "))
+	}
+	if err := release.WriteChecksums(*out); err != nil {
+		return err
+	}
+	if *refOut != "" {
+		if err := os.WriteFile(*refOut, []byte(img.Ref()+"\n"), 0o644); err != nil {
+			return err
+		}
+	}
+	fmt.Printf("%s: release %s, image %s\n", *out, *version, img.Ref())
+	return nil
+}
+
+func lintChartCmd(args []string) error {
+	fs := flag.NewFlagSet("lint-chart", flag.ExitOnError)
+	chartDir := fs.String("chart", "manifests/charts/pool-scheduler", "chart directory")
+	kube := fs.String("kube-version", "v1.34.10", "Kubernetes version to render against")
+	ns := fs.String("namespace", "pool-scheduler", "release namespace")
+	_ = fs.Parse(args)
+	problems, info, err := release.LintChart(*chartDir, *ns, *kube, nil)
+	if err != nil {
+		return err
+	}
+	for _, m := range info {
+		fmt.Println(m)
+	}
+	for _, m := range problems {
+		fmt.Fprintln(os.Stderr, m)
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("%s: %d finding(s) at warning level or above", *chartDir, len(problems))
+	}
+	fmt.Printf("%s: linted with the Helm SDK against Kubernetes %s, no warnings\n", *chartDir, *kube)
+	return nil
+}
