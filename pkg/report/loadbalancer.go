@@ -200,6 +200,7 @@ func loadBalancerFindings(in Inputs, nodes map[string]*v1.Node, policy Policy) (
 		if b.has == nil {
 			continue
 		}
+		fix := fixFor(b, endpoints, nodes, policy)
 		for _, nodeName := range endpoints {
 			node := nodes[nodeName]
 			if node == nil || b.has(node) {
@@ -208,10 +209,10 @@ func loadBalancerFindings(in Inputs, nodes map[string]*v1.Node, policy Policy) (
 			mismatches = append(mismatches, Finding{
 				Object: object, Node: nodeName,
 				Detail: fmt.Sprintf("endpoint on %s, outside the load balancer's backend pool: %s; it receives no traffic", describeNode(node, policy), b.what),
-				Fix:    fixFor(b, endpoints, nodes, policy),
+				Fix:    fix,
 			})
 		}
-		if f, ok := systemOnlyBackend(in, svc, b, nodes, policy); ok {
+		if f, ok := systemOnlyBackend(in, svc, b, nodes, policy, fix); ok {
 			mismatches = append(mismatches, f)
 		}
 	}
@@ -220,7 +221,7 @@ func loadBalancerFindings(in Inputs, nodes map[string]*v1.Node, policy Policy) (
 
 // systemOnlyBackend reports a Service whose backend nodes are all system nodes while its pods
 // are user pods, which the guard keeps off system nodes.
-func systemOnlyBackend(in Inputs, svc *v1.Service, b backend, nodes map[string]*v1.Node, policy Policy) (Finding, bool) {
+func systemOnlyBackend(in Inputs, svc *v1.Service, b backend, nodes map[string]*v1.Node, policy Policy, fix string) (Finding, bool) {
 	if len(svc.Spec.Selector) == 0 {
 		return Finding{}, false
 	}
@@ -254,7 +255,7 @@ func systemOnlyBackend(in Inputs, svc *v1.Service, b backend, nodes map[string]*
 	return Finding{
 		Object: svc.Namespace + "/" + svc.Name,
 		Detail: fmt.Sprintf("the load balancer's backend pool (%s) holds only system nodes, and SystemPoolGuard keeps this Service's %d user pods off them: no endpoint can receive traffic", b.what, len(userPods)),
-		Fix:    fixFor(b, endpointNodes(in, svc), nodes, policy),
+		Fix:    fix,
 	}, true
 }
 

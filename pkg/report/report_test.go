@@ -129,7 +129,7 @@ func TestLoadBalancerFieldReport(t *testing.T) {
 				t.Errorf("finding %+v, want the fix %q", f, fix)
 			}
 		}
-		if got := r.LoadBalancerMismatches[0]; got.Node != "" || !contains(got.Detail, "holds only system nodes") {
+		if got := r.LoadBalancerMismatches[0]; got.Node != "" || !strings.Contains(got.Detail, "holds only system nodes") {
 			t.Errorf("first finding %+v: want the Service-level finding that the backend holds only system nodes", got)
 		}
 	})
@@ -149,7 +149,7 @@ func TestLoadBalancerFieldReport(t *testing.T) {
 	t.Run("the pool name is not a set name", func(t *testing.T) {
 		svc := echoService(map[string]string{AzureLoadBalancerModeAnnotation: "pool-1"})
 		r := Compute(Inputs{Nodes: nodes, Pods: pods, Services: []*v1.Service{svc}}, policy)
-		if len(r.LoadBalancerUndetermined) != 1 || !contains(r.LoadBalancerUndetermined[0].Detail, `no node is in availability set / scale set "pool-1"`) || r.LoadBalancerUndetermined[0].Fix != fix {
+		if len(r.LoadBalancerUndetermined) != 1 || !strings.Contains(r.LoadBalancerUndetermined[0].Detail, `no node is in availability set / scale set "pool-1"`) || r.LoadBalancerUndetermined[0].Fix != fix {
 			t.Errorf("undetermined: %+v", r.LoadBalancerUndetermined)
 		}
 	})
@@ -167,7 +167,7 @@ func TestLoadBalancerFieldReport(t *testing.T) {
 		p := policy
 		p.LoadBalancer.AzurePrimaryVMSet = ""
 		r := Compute(Inputs{Nodes: nodes, Pods: pods, Services: []*v1.Service{echoService(nil)}}, p)
-		if len(r.LoadBalancerUndetermined) != 1 || !contains(r.LoadBalancerUndetermined[0].Detail, "--azure-primary-vmset") {
+		if len(r.LoadBalancerUndetermined) != 1 || !strings.Contains(r.LoadBalancerUndetermined[0].Detail, "--azure-primary-vmset") {
 			t.Errorf("undetermined: %+v", r.LoadBalancerUndetermined)
 		}
 	})
@@ -187,7 +187,7 @@ func TestLoadBalancerFieldReport(t *testing.T) {
 		if len(r.LoadBalancerMismatches) != 4 {
 			t.Fatalf("findings: %+v", r.LoadBalancerMismatches)
 		}
-		if got := r.LoadBalancerMismatches[1]; got.Node != "aks-pool-1-27255451-0" || !contains(got.Fix, ExcludeFromLoadBalancersLabel) {
+		if got := r.LoadBalancerMismatches[1]; got.Node != "aks-pool-1-27255451-0" || !strings.Contains(got.Fix, ExcludeFromLoadBalancersLabel) {
 			t.Errorf("finding %+v", got)
 		}
 	})
@@ -206,8 +206,6 @@ func TestLoadBalancerFieldReport(t *testing.T) {
 		}
 	})
 }
-
-func contains(s, sub string) bool { return strings.Contains(s, sub) }
 
 // TestDefaultDimensions shows the domain every kind of node gets on each default dimension: the
 // zone first (a zonal node's zone, an availability-set node's fault domain from its zone label,
