@@ -1,0 +1,182 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
+	"k8s.io/kubernetes/test/utils/ktesting"
+
+	"github.com/pool-scheduler/pool-scheduler/pkg/admission"
+	"github.com/pool-scheduler/pool-scheduler/pkg/report"
+	"github.com/pool-scheduler/pool-scheduler/test/util"
+)
+
+// MutatingAdmissionPolicy is beta (off by default) in Kubernetes 1.34: the test apiserver
+// enables it as a cluster admin would.
+var mapFlags = []string{
+	"--feature-gates=MutatingAdmissionPolicy=true",
+	"--runtime-config=admissionregistration.k8s.io/v1beta1=true",
+}
+
+// shippedMutator is the mutation the shipped scheduler configuration implies.
+func shippedMutator(t *testing.T) (*admission.Mutator, report.Args) {
+	t.Helper()
+	data, err := os.ReadFile(util.ShippedConfigPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	args, err := report.LoadArgs(data, util.SchedulerName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := admission.NewMutator(util.SchedulerName, args.SystemPoolGuard, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, args
+}
+
+type admissionCase struct {
+	name string
+	// enabled: created in the opted-in namespace, else in a namespace without the label.
+	enabled bool
+	pod     *v1.Pod
+	// wantSchedulerName and wantAffinity: whether the admission path changes them.
+	wantSchedulerName, wantAffinity bool
+}
+
+func admissionCases() []admissionCase {
+	withTerms := st.MakePod().Name("with-terms").Container("pause").
+		NodeAffinityIn("disktype", []string{"ssd"}, st.NodeSelectorTypeMatchExpressions).Obj()
+	withTerms.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms = append(
+		withTerms.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms,
+		v1.NodeSelectorTerm{MatchFields: []v1.NodeSelectorRequirement{{Key: "metadata.name", Operator: v1.NodeSelectorOpIn, Values: []string{"n1"}}}})
+	preferred := st.MakePod().Name("preferred").Container("pause").Obj()
+	preferred.Spec.Affinity = &v1.Affinity{NodeAffinity: &v1.NodeAffinity{PreferredDuringSchedulingIgnoredDuringExecution: []v1.PreferredSchedulingTerm{{
+		Weight: 1, Preference: v1.NodeSelectorTerm{MatchExpressions: []v1.NodeSelectorRequirement{{Key: "a", Operator: v1.NodeSelectorOpExists}}},
+	}}}}
+	podAffinity := st.MakePod().Name("pod-affinity").Container("pause").PodAffinityExists("app", v1.LabelHostname, st.PodAffinityWithRequiredReq).Obj()
+	// The apiserver refuses a mirror pod without spec.nodeName.
+	mirror := st.MakePod().Name("mirror").Node("n1").Container("pause").Annotation(v1.MirrorPodAnnotationKey, "x").Obj()
+	daemon := st.MakePod().Name("daemon").Container("pause").OwnerReference("ds", schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "DaemonSet"}).Obj()
+	daemon.OwnerReferences[0].UID = "5e1f2f2a-0000-4000-8000-000000000001"
+	prio := st.MakePod().Name("prio").Container("pause").Obj()
+	prio.Spec.PriorityClassName = "system-cluster-critical"
+	return []admissionCase{
+		{name: "empty schedulerName", enabled: true, pod: st.MakePod().Name("plain").Container("pause").Obj(), wantSchedulerName: true, wantAffinity: true},
+		{name: "default-scheduler", enabled: true, pod: st.MakePod().Name("default").SchedulerName(admission.DefaultSchedulerName).Container("pause").Obj(), wantSchedulerName: true, wantAffinity: true},
+		{name: "already ours", enabled: true, pod: st.MakePod().Name("ours").SchedulerName(util.SchedulerName).Container("pause").Obj(), wantAffinity: true},
+		{name: "another scheduler", enabled: true, pod: st.MakePod().Name("other").SchedulerName("volcano").Container("pause").Obj()},
+		{name: "bound by nodeName", enabled: true, pod: st.MakePod().Name("bound").Node("n1").Container("pause").Obj()},
+		{name: "mirror pod", enabled: true, pod: mirror},
+		{name: "existing required terms", enabled: true, pod: withTerms, wantSchedulerName: true, wantAffinity: true},
+		{name: "preferred affinity only", enabled: true, pod: preferred, wantSchedulerName: true, wantAffinity: true},
+		{name: "pod affinity only", enabled: true, pod: podAffinity, wantSchedulerName: true, wantAffinity: true},
+		{name: "system toleration", enabled: true, pod: st.MakePod().Name("critical").Container("pause").Toleration("CriticalAddonsOnly").Obj(), wantSchedulerName: true},
+		{name: "system priority class", enabled: true, pod: prio, wantSchedulerName: true},
+		{name: "daemonset pod", enabled: true, pod: daemon, wantSchedulerName: true},
+		{name: "namespace not opted in", pod: st.MakePod().Name("elsewhere").Container("pause").Obj()},
+	}
+}
+
+// checkAdmission creates every case and checks what changed, and that the change is exactly
+// Mutator's (so the policy and the webhook agree with each other and with the Go code).
+func checkAdmission(ctx context.Context, t *testing.T, cs kubernetes.Interface, m *admission.Mutator, enabledNS, otherNS string) {
+	t.Helper()
+	for _, c := range admissionCases() {
+		t.Run(c.name, func(t *testing.T) {
+			pod := c.pod.DeepCopy()
+			pod.Namespace = otherNS
+			if c.enabled {
+				pod.Namespace = enabledNS
+			}
+			want := pod.DeepCopy()
+			if want.Spec.SchedulerName == "" {
+				want.Spec.SchedulerName = admission.DefaultSchedulerName // the apiserver's default
+			}
+			var res admission.Result
+			if c.enabled {
+				res = m.Mutate(want)
+			}
+			if res.SchedulerName != c.wantSchedulerName || res.NodeAffinity != c.wantAffinity {
+				t.Fatalf("Mutator: schedulerName %v affinity %v, the case wants %v %v", res.SchedulerName, res.NodeAffinity, c.wantSchedulerName, c.wantAffinity)
+			}
+			got, err := cs.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{})
+			if err != nil {
+				t.Fatalf("creating pod: %v", err)
+			}
+			if got.Spec.SchedulerName != want.Spec.SchedulerName {
+				t.Errorf("schedulerName %q, want %q", got.Spec.SchedulerName, want.Spec.SchedulerName)
+			}
+			if diff := cmp.Diff(want.Spec.Affinity, got.Spec.Affinity); diff != "" {
+				t.Errorf("affinity (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// createOptedInNamespaces returns a namespace labelled for pool-scheduler and one that is not.
+func createOptedInNamespaces(ctx context.Context, t *testing.T, cs kubernetes.Interface) (enabled, other string) {
+	t.Helper()
+	ns, err := cs.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{
+		GenerateName: "opted-in-", Labels: map[string]string{admission.NamespaceLabel: "true"},
+	}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ns.Name, util.CreateNamespace(ctx, t, cs, "not-opted-in")
+}
+
+// waitForMutation creates probe pods in ns until one is mutated: admission plugins pick up new
+// policies and webhook configurations from informers, a moment after they are created.
+func waitForMutation(ctx context.Context, t *testing.T, cs kubernetes.Interface, ns string) {
+	t.Helper()
+	i := 0
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		i++
+		p, err := cs.CoreV1().Pods(ns).Create(ctx, st.MakePod().Name(fmt.Sprintf("probe-%d", i)).Container("pause").Obj(), metav1.CreateOptions{})
+		if err != nil {
+			return false, err
+		}
+		return p.Spec.SchedulerName == util.SchedulerName, nil
+	})
+	if err != nil {
+		t.Fatalf("no pod in %s got schedulerName %s: %v", ns, util.SchedulerName, err)
+	}
+}
+
+// TestMutatingAdmissionPolicy: the shipped MutatingAdmissionPolicy (rendered from the shipped
+// scheduler configuration) sets schedulerName and the system-node affinity on new pods of an
+// opted-in namespace and leaves the others alone.
+func TestMutatingAdmissionPolicy(t *testing.T) {
+	tCtx := ktesting.Init(t)
+	cp := util.StartControlPlane(t, mapFlags...)
+	cs := cp.Client
+	m, args := shippedMutator(t)
+	policy, binding, err := admission.RenderPolicy(admission.PolicyOptions{
+		Name: "pool-scheduler", SchedulerName: util.SchedulerName, Guard: args.SystemPoolGuard,
+		Namespaces: admission.NamespaceSelector([]string{"kube-system"}),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.AdmissionregistrationV1beta1().MutatingAdmissionPolicies().Create(tCtx, policy, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating policy: %v", err)
+	}
+	if _, err := cs.AdmissionregistrationV1beta1().MutatingAdmissionPolicyBindings().Create(tCtx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating binding: %v", err)
+	}
+	enabled, other := createOptedInNamespaces(tCtx, t, cs)
+	waitForMutation(tCtx, t, cs, enabled)
+	checkAdmission(tCtx, t, cs, m, enabled, other)
+}
