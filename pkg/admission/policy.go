@@ -5,10 +5,12 @@ import (
 	"strconv"
 	"strings"
 
+	admissionv1 "k8s.io/api/admissionregistration/v1"
 	admissionv1beta1 "k8s.io/api/admissionregistration/v1beta1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/utils/ptr"
 
 	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config"
 )
@@ -178,3 +180,43 @@ object.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution
         ` + requiredCEL + `.nodeSelectorTerms.matchFields{key: e.key, operator: e.operator, values: e.values})} :
       ` + requiredCEL + `.nodeSelectorTerms{matchExpressions: EXPRESSIONS}
   })`
+
+// WebhookName is the webhook's name in its MutatingWebhookConfiguration.
+const WebhookName = "pods.pool-scheduler.io"
+
+// RenderWebhookConfiguration returns the MutatingWebhookConfiguration that sends pod creations
+// of the namespaces selected by namespaces to the webhook at clientConfig. Its caBundle is
+// left empty: the webhook's certificate rotation (or cert-manager's CA injector) fills it.
+func RenderWebhookConfiguration(name, schedulerName string, clientConfig admissionv1.WebhookClientConfig, namespaces *metav1.LabelSelector) *admissionv1.MutatingWebhookConfiguration {
+	ignore := admissionv1.Ignore
+	none := admissionv1.SideEffectClassNone
+	ifNeeded := admissionv1.IfNeededReinvocationPolicy
+	equivalent := admissionv1.Equivalent
+	var conditions []admissionv1.MatchCondition
+	for _, c := range MatchConditions(schedulerName) {
+		conditions = append(conditions, admissionv1.MatchCondition{Name: c.Name, Expression: c.Expression})
+	}
+	return &admissionv1.MutatingWebhookConfiguration{
+		TypeMeta:   metav1.TypeMeta{APIVersion: admissionv1.SchemeGroupVersion.String(), Kind: "MutatingWebhookConfiguration"},
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Webhooks: []admissionv1.MutatingWebhook{{
+			Name:         WebhookName,
+			ClientConfig: clientConfig,
+			Rules: []admissionv1.RuleWithOperations{{
+				Operations: []admissionv1.OperationType{admissionv1.Create},
+				Rule:       admissionv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}},
+			}},
+			// An outage must never block pod creation: the pod is then created as it came,
+			// counted in apiserver_admission_webhook_fail_open_count and reported by poolctl audit.
+			FailurePolicy:           &ignore,
+			MatchPolicy:             &equivalent,
+			NamespaceSelector:       namespaces,
+			MatchConditions:         conditions,
+			SideEffects:             &none,
+			AdmissionReviewVersions: []string{"v1"},
+			ReinvocationPolicy:      &ifNeeded,
+			// Pod creation waits for the webhook; a slow one fails open quickly.
+			TimeoutSeconds: ptr.To[int32](5),
+		}},
+	}
+}

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -8,15 +9,19 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/common/expfmt"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	"k8s.io/kubernetes/test/utils/ktesting"
 
 	"github.com/pool-scheduler/pool-scheduler/pkg/admission"
+	"github.com/pool-scheduler/pool-scheduler/pkg/labeler"
 	"github.com/pool-scheduler/pool-scheduler/pkg/report"
 	"github.com/pool-scheduler/pool-scheduler/test/util"
 )
@@ -179,4 +184,89 @@ func TestMutatingAdmissionPolicy(t *testing.T) {
 	enabled, other := createOptedInNamespaces(tCtx, t, cs)
 	waitForMutation(tCtx, t, cs, enabled)
 	checkAdmission(tCtx, t, cs, m, enabled, other)
+}
+
+// TestMutatingWebhook: the webhook (pool-labeler webhook's code, in process) with its own
+// certificate rotation: it fills the empty Secret, injects the CA into the
+// MutatingWebhookConfiguration and mutates exactly as the policy does. Stopped, pods are still
+// created (failurePolicy Ignore) and the miss shows in the apiserver's fail-open metric.
+func TestMutatingWebhook(t *testing.T) {
+	tCtx := ktesting.Init(t)
+	cp := util.StartControlPlane(t)
+	cs := cp.Client
+	m, _ := shippedMutator(t)
+
+	ns := util.CreateNamespace(tCtx, t, cs, "pool-scheduler")
+	secret := types.NamespacedName{Namespace: ns, Name: "pool-scheduler-webhook-tls"}
+	// The chart creates it empty; the webhook fills it.
+	if _, err := cs.CoreV1().Secrets(ns).Create(tCtx, &v1.Secret{ObjectMeta: metav1.ObjectMeta{Name: secret.Name}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	port := util.FreePort(t)
+	url := fmt.Sprintf("https://localhost:%d%s", port, admission.WebhookPath)
+	whc := admission.RenderWebhookConfiguration("pool-scheduler-"+ns, util.SchedulerName,
+		admissionregistrationv1.WebhookClientConfig{URL: &url}, admission.NamespaceSelector([]string{"kube-system"}))
+	if _, err := cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(tCtx, whc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	webhookCtx, stopWebhook := context.WithCancel(tCtx)
+	done := make(chan error, 1)
+	go func() {
+		done <- admission.RunWebhook(webhookCtx, cp.Config, labeler.Scheme, m, admission.WebhookOptions{
+			Port: port, CertDir: t.TempDir(), CertRotation: true, Secret: secret,
+			WebhookConfiguration: whc.Name, DNSName: "localhost", MetricsAddr: "0", ProbeAddr: "0",
+		})
+	}()
+	t.Cleanup(func() { stopWebhook(); <-done })
+
+	enabled, other := createOptedInNamespaces(tCtx, t, cs)
+	waitForMutation(tCtx, t, cs, enabled)
+	got, err := cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(tCtx, whc.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Webhooks[0].ClientConfig.CABundle) == 0 {
+		t.Errorf("the webhook works but its configuration has no caBundle")
+	}
+	checkAdmission(tCtx, t, cs, m, enabled, other)
+
+	// Down: the pod is created as it came, and the apiserver counts the miss.
+	stopWebhook()
+	if err := <-done; err != nil {
+		t.Fatalf("webhook: %v", err)
+	}
+	done <- nil // for the cleanup
+	p, err := cs.CoreV1().Pods(enabled).Create(tCtx, st.MakePod().Name("while-down").Container("pause").Obj(), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("with the webhook down, pod creation failed: %v", err)
+	}
+	if p.Spec.SchedulerName != admission.DefaultSchedulerName {
+		t.Errorf("with the webhook down, schedulerName %q, want the default", p.Spec.SchedulerName)
+	}
+	if n := failOpenCount(tCtx, t, cs, admission.WebhookName); n < 1 {
+		t.Errorf("apiserver_admission_webhook_fail_open_count for %s = %v, want >= 1", admission.WebhookName, n)
+	}
+}
+
+// failOpenCount reads kube-apiserver's count of calls to webhook that failed open.
+func failOpenCount(ctx context.Context, t *testing.T, cs kubernetes.Interface, webhook string) float64 {
+	t.Helper()
+	raw, err := cs.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	families, err := (&expfmt.TextParser{}).TextToMetricFamilies(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0.0
+	for _, m := range families["apiserver_admission_webhook_fail_open_count"].GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "name" && l.GetValue() == webhook {
+				total += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return total
 }
