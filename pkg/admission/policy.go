@@ -85,10 +85,9 @@ func RenderPolicy(o PolicyOptions) (*admissionv1beta1.MutatingAdmissionPolicy, *
 			// Object types exist only in mutation expressions, not in variables, and CEL has
 			// no let here (cel.bind is not in Kubernetes' environment): the list is written
 			// where it is used.
-			expr := strings.ReplaceAll(affinityPatchCEL, "EXPRESSIONS", termExpressionsCEL)
 			p.Spec.Mutations = append(p.Spec.Mutations, admissionv1beta1.Mutation{
 				PatchType: admissionv1beta1.PatchTypeJSONPatch,
-				JSONPatch: &admissionv1beta1.JSONPatch{Expression: strings.ReplaceAll(expr, "AVOID_SYSTEM", requirementsCEL(alts[0]))},
+				JSONPatch: &admissionv1beta1.JSONPatch{Expression: strings.ReplaceAll(AffinityPatchTemplate(), AvoidSystemPlaceholder, RequirementsCEL(alts[0]))},
 			})
 		}
 	}
@@ -128,9 +127,19 @@ func systemPodCEL(g *config.SystemPoolGuardArgs) string {
 	return strings.Join(terms, " ||\n")
 }
 
-// requirementsCEL writes node-selector requirements as typed CEL objects (Kubernetes' CEL
+// AvoidSystemPlaceholder stands for the requirements (RequirementsCEL) in AffinityPatchTemplate.
+const AvoidSystemPlaceholder = "AVOID_SYSTEM"
+
+// AffinityPatchTemplate is the policy's JSONPatch expression with AvoidSystemPlaceholder where
+// the requirements go. The Helm chart renders its policy from a generated copy
+// (files/affinity-patch.cel, make generate), so the CEL is written once, here.
+func AffinityPatchTemplate() string {
+	return strings.ReplaceAll(affinityPatchCEL, "EXPRESSIONS", termExpressionsCEL)
+}
+
+// RequirementsCEL writes node-selector requirements as typed CEL objects (Kubernetes' CEL
 // refuses map literals with values of different types).
-func requirementsCEL(reqs []v1.NodeSelectorRequirement) string {
+func RequirementsCEL(reqs []v1.NodeSelectorRequirement) string {
 	out := make([]string, 0, len(reqs))
 	for _, r := range reqs {
 		out = append(out, requiredCEL+".nodeSelectorTerms.matchExpressions{key: "+strconv.Quote(r.Key)+

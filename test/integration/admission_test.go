@@ -5,20 +5,25 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/common/expfmt"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	admissionregistrationv1beta1 "k8s.io/api/admissionregistration/v1beta1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	"k8s.io/kubernetes/test/utils/ktesting"
+	"k8s.io/utils/ptr"
 
 	"github.com/pool-scheduler/pool-scheduler/pkg/admission"
 	"github.com/pool-scheduler/pool-scheduler/pkg/labeler"
@@ -269,4 +274,122 @@ func failOpenCount(ctx context.Context, t *testing.T, cs kubernetes.Interface, w
 		}
 	}
 	return total
+}
+
+// TestHelmChartAdmission: the chart's admission objects are pkg/admission's, rendered from the
+// chart's own scheduler configuration: the MutatingAdmissionPolicy (created on a real
+// apiserver and mutating a pod), the webhook configuration, and the cert-manager variant.
+func TestHelmChartAdmission(t *testing.T) {
+	tCtx := ktesting.Init(t)
+	profileArgs := func(t *testing.T, r *renderedChart) (string, report.Args) {
+		t.Helper()
+		cfg, err := r.schedulerConfig(t, "pool-scheduler-config")
+		if err != nil {
+			t.Fatal(err)
+		}
+		args, err := report.ArgsFromProfile(&cfg.Profiles[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg.Profiles[0].SchedulerName, args
+	}
+
+	t.Run("policy", func(t *testing.T) {
+		r, err := renderChart(t, chartNamespace, `{admission: {mode: policy}, scheduler: {plugins: {systemPoolGuard: {args: {systemNamespaces: [kube-system, monitoring]}}}}}`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name, args := profileArgs(t, r)
+		wantPolicy, wantBinding, err := admission.RenderPolicy(admission.PolicyOptions{Name: name, SchedulerName: name,
+			Guard: args.SystemPoolGuard, Namespaces: admission.NamespaceSelector([]string{"kube-system"})})
+		if err != nil {
+			t.Fatal(err)
+		}
+		policy := &admissionregistrationv1beta1.MutatingAdmissionPolicy{}
+		fromUnstructured(t, r.get(t, "MutatingAdmissionPolicy", name), policy)
+		if diff := cmp.Diff(wantPolicy.Spec, policy.Spec); diff != "" {
+			t.Errorf("chart's policy is not pkg/admission's (-want +got):\n%s", diff)
+		}
+		binding := &admissionregistrationv1beta1.MutatingAdmissionPolicyBinding{}
+		fromUnstructured(t, r.get(t, "MutatingAdmissionPolicyBinding", name), binding)
+		if diff := cmp.Diff(wantBinding.Spec, binding.Spec); diff != "" {
+			t.Errorf("chart's binding (-want +got):\n%s", diff)
+		}
+
+		// Installed on a cluster that serves the API, it mutates.
+		cp := util.StartControlPlane(t, mapFlags...)
+		if _, err := cp.Client.AdmissionregistrationV1beta1().MutatingAdmissionPolicies().Create(tCtx, policy, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cp.Client.AdmissionregistrationV1beta1().MutatingAdmissionPolicyBindings().Create(tCtx, binding, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		enabled, _ := createOptedInNamespaces(tCtx, t, cp.Client)
+		waitForMutation(tCtx, t, cp.Client, enabled)
+	})
+
+	t.Run("webhook", func(t *testing.T) {
+		r, err := renderChart(t, chartNamespace, `admission: {namespaces: [team-b, team-a]}`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name, _ := profileArgs(t, r)
+		got := &admissionregistrationv1.MutatingWebhookConfiguration{}
+		fromUnstructured(t, r.get(t, "MutatingWebhookConfiguration", name), got)
+		want := admission.RenderWebhookConfiguration(name, name, admissionregistrationv1.WebhookClientConfig{Service: &admissionregistrationv1.ServiceReference{
+			Namespace: chartNamespace, Name: name + "-webhook", Path: ptr.To(admission.WebhookPath), Port: ptr.To[int32](443)}},
+			admission.NamespaceSelector([]string{"kube-system"}))
+		if len(got.Webhooks) != 2 {
+			t.Fatalf("%d webhooks, want the label's and the listed namespaces'", len(got.Webhooks))
+		}
+		if diff := cmp.Diff(want.Webhooks[0], got.Webhooks[0]); diff != "" {
+			t.Errorf("chart's webhook is not pkg/admission's (-want +got):\n%s", diff)
+		}
+		listed := want.Webhooks[0].DeepCopy()
+		listed.Name = "listed-pods.pool-scheduler.io"
+		listed.NamespaceSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
+			Key: v1.LabelMetadataName, Operator: metav1.LabelSelectorOpIn, Values: []string{"team-a", "team-b"}}}}
+		if diff := cmp.Diff(*listed, got.Webhooks[1]); diff != "" {
+			t.Errorf("listed namespaces' webhook (-want +got):\n%s", diff)
+		}
+		args := containerArgs(t, r.get(t, "Deployment", name+"-webhook"))
+		for _, a := range []string{"--config=/etc/pool-scheduler/config.yaml", "--scheduler-name=" + name, "--system-node-affinity=true",
+			"--cert-rotation=true", "--secret-name=" + name + "-webhook-tls", "--webhook-configuration=" + name, "--dns-name=" + name + "-webhook." + chartNamespace + ".svc"} {
+			if !containsString(args, a) {
+				t.Errorf("webhook args %v lack %s", args, a)
+			}
+		}
+	})
+
+	t.Run("cert-manager", func(t *testing.T) {
+		r, err := renderChart(t, chartNamespace, `admission: {webhook: {certManager: {enabled: true, issuerRef: {name: ca, kind: ClusterIssuer}}}}`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids := strings.Join(r.ids(), "\n")
+		for _, id := range []string{"Certificate pool-scheduler/pool-scheduler-webhook", "MutatingWebhookConfiguration pool-scheduler"} {
+			if !strings.Contains(ids, id) {
+				t.Errorf("rendered objects lack %s:\n%s", id, ids)
+			}
+		}
+		for _, id := range []string{"Secret pool-scheduler/pool-scheduler-webhook-tls", "Role pool-scheduler/pool-scheduler-webhook", "ClusterRole pool-scheduler-webhook"} {
+			if strings.Contains(ids, id) {
+				t.Errorf("with cert-manager the chart still renders %s (the webhook rotates nothing)", id)
+			}
+		}
+		whc := r.get(t, "MutatingWebhookConfiguration", "pool-scheduler")
+		if got := whc.GetAnnotations()["cert-manager.io/inject-ca-from"]; got != "pool-scheduler/pool-scheduler-webhook" {
+			t.Errorf("inject-ca-from = %q", got)
+		}
+		if args := containerArgs(t, r.get(t, "Deployment", "pool-scheduler-webhook")); !containsString(args, "--cert-rotation=false") {
+			t.Errorf("webhook args %v: want --cert-rotation=false", args)
+		}
+	})
+}
+
+func fromUnstructured(t *testing.T, u *unstructured.Unstructured, into any) {
+	t.Helper()
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(u.Object, into, true); err != nil {
+		t.Fatalf("%s: %v", objectID(u), err)
+	}
 }
