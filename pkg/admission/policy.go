@@ -190,6 +190,9 @@ object.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution
       ` + requiredCEL + `.nodeSelectorTerms{matchExpressions: EXPRESSIONS}
   })`
 
+// WebhookPath is where the webhook serves pod mutations.
+const WebhookPath = "/mutate-pods"
+
 // WebhookName is the webhook's name in its MutatingWebhookConfiguration.
 const WebhookName = "pods.pool-scheduler.io"
 

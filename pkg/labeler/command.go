@@ -21,7 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/pool-scheduler/pool-scheduler/pkg/admission"
+	"github.com/pool-scheduler/pool-scheduler/pkg/admission/webhook"
 	configv1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/config/v1"
 	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config/validation"
 	labelsv1alpha1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/labels/v1alpha1"
@@ -52,7 +52,7 @@ func NewCommand() *cobra.Command {
 	cmd.PersistentFlags().StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file; empty: in-cluster")
 	klogFlags := goFlagSet()
 	cmd.PersistentFlags().AddGoFlagSet(klogFlags)
-	cmd.AddCommand(newControllerCommand(&kubeconfig), newDomainCommand(&kubeconfig), admission.NewWebhookCommand(&kubeconfig, restConfig, Scheme))
+	cmd.AddCommand(newControllerCommand(&kubeconfig), newDomainCommand(&kubeconfig), webhook.NewWebhookCommand(&kubeconfig, restConfig, Scheme))
 	return cmd
 }
 

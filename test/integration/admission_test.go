@@ -3,8 +3,10 @@ package integration
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -26,6 +28,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/pool-scheduler/pool-scheduler/pkg/admission"
+	"github.com/pool-scheduler/pool-scheduler/pkg/admission/webhook"
+	"github.com/pool-scheduler/pool-scheduler/pkg/controlplane"
 	"github.com/pool-scheduler/pool-scheduler/pkg/labeler"
 	"github.com/pool-scheduler/pool-scheduler/pkg/report"
 	"github.com/pool-scheduler/pool-scheduler/test/util"
@@ -218,7 +222,7 @@ func TestMutatingWebhook(t *testing.T) {
 	webhookCtx, stopWebhook := context.WithCancel(tCtx)
 	done := make(chan error, 1)
 	go func() {
-		done <- admission.RunWebhook(webhookCtx, cp.Config, labeler.Scheme, m, admission.WebhookOptions{
+		done <- webhook.RunWebhook(webhookCtx, cp.Config, labeler.Scheme, m, webhook.WebhookOptions{
 			Port: port, CertDir: t.TempDir(), CertRotation: true, Secret: secret,
 			WebhookConfiguration: whc.Name, DNSName: "localhost", MetricsAddr: "0", ProbeAddr: "0",
 		})
@@ -251,6 +255,33 @@ func TestMutatingWebhook(t *testing.T) {
 	}
 	if n := failOpenCount(tCtx, t, cs, admission.WebhookName); n < 1 {
 		t.Errorf("apiserver_admission_webhook_fail_open_count for %s = %v, want >= 1", admission.WebhookName, n)
+	}
+	// poolctl audit names the pod, and only it: the mutated pods and the other namespace's are fine.
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := controlplane.WriteKubeconfig(cp.Config, kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderr, err := runPoolctl(t, "audit", "--kubeconfig", kubeconfig, "-o", "json", "--max-findings", "100")
+	if err != nil {
+		t.Fatalf("poolctl audit: %v\n%s", err, stderr)
+	}
+	var r report.Report
+	if err := json.Unmarshal([]byte(stdout), &r); err != nil {
+		t.Fatal(err)
+	}
+	// Reported besides: the probes created before the webhook served, and the pod created bound
+	// (its creator, not a scheduler, chose the node).
+	missed := map[string]bool{}
+	for _, f := range r.NotAdmitted {
+		missed[f.Object] = true
+	}
+	if !missed[enabled+"/while-down"] {
+		t.Errorf("audit does not report the pod created while the webhook was down: %v", r.NotAdmitted)
+	}
+	for _, c := range admissionCases() {
+		if c.enabled && c.wantSchedulerName && missed[enabled+"/"+c.pod.Name] {
+			t.Errorf("audit reports %s, which the webhook gave to the scheduler", c.pod.Name)
+		}
 	}
 }
 

@@ -1,4 +1,4 @@
-package admission
+package webhook
 
 import (
 	"bytes"
@@ -28,12 +28,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	admissionpkg "github.com/pool-scheduler/pool-scheduler/pkg/admission"
 	"github.com/pool-scheduler/pool-scheduler/pkg/report"
 	"github.com/pool-scheduler/pool-scheduler/pkg/version"
 )
-
-// WebhookPath is where the webhook serves pod mutations.
-const WebhookPath = "/mutate-pods"
 
 // WebhookOptions configure `pool-labeler webhook`.
 type WebhookOptions struct {
@@ -126,7 +124,7 @@ func NewWebhookCommand(kubeconfig *string, restConfig func(string) (*rest.Config
 
 // MutatorFromConfig builds the Mutator for profile schedulerName of the scheduler
 // configuration file path, from the same defaulted args the scheduler uses.
-func MutatorFromConfig(path, schedulerName string, systemNodeAffinity bool) (*Mutator, error) {
+func MutatorFromConfig(path, schedulerName string, systemNodeAffinity bool) (*admissionpkg.Mutator, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("--config: %w", err)
@@ -135,7 +133,7 @@ func MutatorFromConfig(path, schedulerName string, systemNodeAffinity bool) (*Mu
 	if err != nil {
 		return nil, fmt.Errorf("--config %s: %w", path, err)
 	}
-	m, err := NewMutator(name, args.SystemPoolGuard, systemNodeAffinity)
+	m, err := admissionpkg.NewMutator(name, args.SystemPoolGuard, systemNodeAffinity)
 	if err != nil {
 		return nil, fmt.Errorf("--config %s: profile %s: %w", path, name, err)
 	}
@@ -143,7 +141,7 @@ func MutatorFromConfig(path, schedulerName string, systemNodeAffinity bool) (*Mu
 }
 
 // RunWebhook serves the webhook until ctx ends.
-func RunWebhook(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, m *Mutator, o WebhookOptions) error {
+func RunWebhook(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, m *admissionpkg.Mutator, o WebhookOptions) error {
 	cacheOpts := cache.Options{}
 	if o.CertRotation {
 		// Only the certificate Secret is read from the manager's cache.
@@ -162,7 +160,7 @@ func RunWebhook(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, m
 		return err
 	}
 	server := webhook.NewServer(webhook.Options{Port: o.Port, CertDir: o.CertDir})
-	server.Register(WebhookPath, &webhook.Admission{Handler: &Handler{Mutator: m, Decoder: admission.NewDecoder(scheme)}})
+	server.Register(admissionpkg.WebhookPath, &webhook.Admission{Handler: &Handler{Mutator: m, Decoder: admission.NewDecoder(scheme)}})
 
 	certsReady := make(chan struct{})
 	if o.CertRotation {

@@ -1,4 +1,7 @@
-package admission
+// Package webhook serves pool-scheduler's admission path as a mutating admission webhook
+// (pool-labeler webhook): admission.Mutator behind controller-runtime's webhook server, with its
+// serving certificate generated and rotated by cert-controller's rotator.
+package webhook
 
 import (
 	"context"
@@ -7,6 +10,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
+
+	admissionpkg "github.com/pool-scheduler/pool-scheduler/pkg/admission"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 )
@@ -26,9 +31,9 @@ func init() {
 	ctrlmetrics.Registry.MustRegister(webhookRequests, webhookMutations)
 }
 
-// Handler is the mutating webhook: it applies Mutator to pods being created.
+// Handler is the mutating webhook: it applies admission.Mutator to pods being created.
 type Handler struct {
-	Mutator *Mutator
+	Mutator *admissionpkg.Mutator
 	Decoder admission.Decoder
 }
 
