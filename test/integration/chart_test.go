@@ -932,3 +932,20 @@ func TestHelmChartFlowSchema(t *testing.T) {
 		waitClassified(req.path, req.wantWith)
 	}
 }
+
+// TestHelmChartKubeVersion: helm install refuses clusters outside the version-skew policy of
+// the 1.34 scheduler (helm's own check, chartutil.IsCompatibleRange on Chart.yaml kubeVersion).
+func TestHelmChartKubeVersion(t *testing.T) {
+	ch, err := loader.Load(chartDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for v, want := range map[string]bool{
+		"v1.31.9": false, "v1.33.5": false, "v1.34.0": true, "v1.34.10": true, "v1.35.4": true,
+		"v1.35.0-eks-1a2b3c": true, "v1.36.0": false, "v1.37.2": false,
+	} {
+		if got := chartutil.IsCompatibleRange(ch.Metadata.KubeVersion, v); got != want {
+			t.Errorf("Kubernetes %s: chart kubeVersion %q admits it: %v, want %v", v, ch.Metadata.KubeVersion, got, want)
+		}
+	}
+}

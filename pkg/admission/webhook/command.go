@@ -26,7 +26,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
-	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	admissionpkg "github.com/pool-scheduler/pool-scheduler/pkg/admission"
 	"github.com/pool-scheduler/pool-scheduler/pkg/report"
@@ -160,7 +159,7 @@ func RunWebhook(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, m
 		return err
 	}
 	server := webhook.NewServer(webhook.Options{Port: o.Port, CertDir: o.CertDir})
-	server.Register(admissionpkg.WebhookPath, &webhook.Admission{Handler: &Handler{Mutator: m, Decoder: admission.NewDecoder(scheme)}})
+	serveMutations(server, m, scheme)
 
 	certsReady := make(chan struct{})
 	if o.CertRotation {

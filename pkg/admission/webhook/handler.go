@@ -12,7 +12,9 @@ import (
 	"k8s.io/klog/v2"
 
 	admissionpkg "github.com/pool-scheduler/pool-scheduler/pkg/admission"
+	"k8s.io/apimachinery/pkg/runtime"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 )
 
@@ -29,6 +31,11 @@ var (
 
 func init() {
 	ctrlmetrics.Registry.MustRegister(webhookRequests, webhookMutations)
+}
+
+// serveMutations registers the Handler at admission.WebhookPath.
+func serveMutations(server webhook.Server, m *admissionpkg.Mutator, scheme *runtime.Scheme) {
+	server.Register(admissionpkg.WebhookPath, &webhook.Admission{Handler: &Handler{Mutator: m, Decoder: admission.NewDecoder(scheme)}})
 }
 
 // Handler is the mutating webhook: it applies admission.Mutator to pods being created.
