@@ -39,7 +39,7 @@ var forbidden = regexp.MustCompile(`(?i)forbidden|cannot (get|list|watch|create|
 // ServiceAccount (the domain labeler's bound to a pod on its node, as a projected token is).
 // Leader election, labelling, scheduling and events work with no request refused; writes
 // outside each role are refused, and the admission policy keeps the domain labeler to its own
-// node and its own labels.
+// node and its own labels, and the labeler controller to the labels it manages.
 func TestLeastPrivilege(t *testing.T) {
 	tCtx := ktesting.Init(t)
 	cp := util.StartControlPlane(t, "--authorization-mode=Node,RBAC")
@@ -154,6 +154,8 @@ func TestLeastPrivilege(t *testing.T) {
 
 	// Refused writes.
 	labelPatch := []byte(`{"metadata":{"labels":{"example.com/owned":"yes"}}}`)
+	finalizerPatch := []byte(`{"metadata":{"finalizers":["example.com/hold"]}}`)
+	ownerPatch := []byte(`{"metadata":{"ownerReferences":[{"apiVersion":"v1","kind":"Namespace","name":"` + user + `","uid":"6f0b5a8e-2f1d-4c51-9e0a-0d7c8f1b2a3c"}]}}`)
 	refusals := []struct {
 		name    string
 		do      func(context.Context) error
@@ -178,6 +180,29 @@ func TestLeastPrivilege(t *testing.T) {
 			_, err := labelerClient.CoreV1().Pods(user).Create(ctx, util.Pod(user, "evil").Obj(), metav1.CreateOptions{})
 			return err
 		}, apierrors.IsForbidden, ""},
+		// The labeler controller's admission policy: only labels it manages, and that record.
+		{"labeler sets a label it does not manage", nodePatch(labelerClient, "spot-0", labelPatch),
+			anyError, "may only change labels listed in its managed-labels annotation, not example.com/owned"},
+		{"labeler moves a node to another pool, declaring the pool label managed", nodePatch(labelerClient, "spot-0",
+			[]byte(`{"metadata":{"labels":{"`+poolKey+`":"other"},"annotations":{"nodepool.banzaicloud.io/managed-labels":"[\"example.com/tier\",\"`+poolKey+`\"]"}}}`)),
+			anyError, "may not change pool-identity or node-restriction.kubernetes.io/ labels: " + poolKey},
+		{"labeler sets a node-restriction label, declaring it managed", nodePatch(labelerClient, "spot-0",
+			[]byte(`{"metadata":{"labels":{"node-restriction.kubernetes.io/tenant":"a"},"annotations":{"nodepool.banzaicloud.io/managed-labels":"[\"example.com/tier\",\"node-restriction.kubernetes.io/tenant\"]"}}}`)),
+			anyError, "may not change pool-identity or node-restriction.kubernetes.io/ labels: node-restriction.kubernetes.io/tenant"},
+		{"labeler taints a node", nodePatch(labelerClient, "spot-0", []byte(`{"spec":{"taints":[{"key":"example.com/evict","effect":"NoExecute"}]}}`)),
+			anyError, "the labeler may not change the node's spec"},
+		{"labeler cordons a node", nodePatch(labelerClient, "spot-0", []byte(`{"spec":{"unschedulable":true}}`)),
+			anyError, "the labeler may not change the node's spec"},
+		{"labeler sets another annotation", nodePatch(labelerClient, "spot-0", []byte(`{"metadata":{"annotations":{"example.com/note":"x"}}}`)),
+			anyError, "may not change annotations other than nodepool.banzaicloud.io/managed-labels"},
+		{"labeler adds a finalizer", nodePatch(labelerClient, "spot-0", finalizerPatch),
+			anyError, "the labeler may not change the node's finalizers or ownerReferences"},
+		{"labeler adds an ownerReference", nodePatch(labelerClient, "spot-0", ownerPatch),
+			anyError, "the labeler may not change the node's finalizers or ownerReferences"},
+		{"labeler writes node status", func(ctx context.Context) error {
+			_, err := labelerClient.CoreV1().Nodes().Patch(ctx, "spot-0", types.MergePatchType, []byte(`{"status":{"capacity":{"pods":"1"}}}`), metav1.PatchOptions{}, "status")
+			return err
+		}, apierrors.IsForbidden, ""},
 		{"domain labeler labels another node", func(ctx context.Context) error {
 			_, err := domain.CoreV1().Nodes().Patch(ctx, "az-1", types.MergePatchType,
 				[]byte(`{"metadata":{"labels":{"topology.pool-scheduler.io/update-domain":"3"}}}`), metav1.PatchOptions{})
@@ -191,6 +216,17 @@ func TestLeastPrivilege(t *testing.T) {
 			_, err := domain.CoreV1().Nodes().Patch(ctx, "az-0", types.MergePatchType, []byte(`{"spec":{"unschedulable":true}}`), metav1.PatchOptions{})
 			return err
 		}, anyError, "may not change the node's spec"},
+		{"domain labeler rewrites the managed-labels annotation", nodePatch(domain, "az-0",
+			[]byte(`{"metadata":{"annotations":{"nodepool.banzaicloud.io/managed-labels":"[\"example.com/tier\"]"}}}`)),
+			anyError, "the domain labeler may not change the node's annotations"},
+		{"domain labeler adds a finalizer", nodePatch(domain, "az-0", finalizerPatch),
+			anyError, "the domain labeler may not change the node's finalizers or ownerReferences"},
+		{"domain labeler adds an ownerReference", nodePatch(domain, "az-0", ownerPatch),
+			anyError, "the domain labeler may not change the node's finalizers or ownerReferences"},
+		{"domain labeler writes node status", func(ctx context.Context) error {
+			_, err := domain.CoreV1().Nodes().Patch(ctx, "az-0", types.MergePatchType, []byte(`{"status":{"capacity":{"pods":"1"}}}`), metav1.PatchOptions{}, "status")
+			return err
+		}, apierrors.IsForbidden, ""},
 		{"domain labeler deletes its node", func(ctx context.Context) error {
 			return domain.CoreV1().Nodes().Delete(ctx, "az-0", metav1.DeleteOptions{})
 		}, apierrors.IsForbidden, ""},
@@ -205,6 +241,11 @@ func TestLeastPrivilege(t *testing.T) {
 		default:
 			t.Logf("%s: refused: %v", r.name, err)
 		}
+	}
+	// The labeler may still remove a label it manages, dropping it from the annotation in the
+	// same write (the policy reads the annotation before and after).
+	if err := nodePatch(labelerClient, "spot-2", []byte(`{"metadata":{"labels":{"example.com/tier":null},"annotations":{"nodepool.banzaicloud.io/managed-labels":"[]"}}}`))(tCtx); err != nil {
+		t.Errorf("labeler removing a label it manages: %v", err)
 	}
 	// The domain labeler may still change its own domain label (the policy is not a blanket deny).
 	if _, err := domain.CoreV1().Nodes().Patch(tCtx, "az-0", types.MergePatchType,
@@ -223,6 +264,14 @@ func TestLeastPrivilege(t *testing.T) {
 }
 
 func anyError(err error) bool { return err != nil }
+
+// nodePatch is a JSON merge patch of a node by the client's identity.
+func nodePatch(cs kubernetes.Interface, node string, patch []byte) func(context.Context) error {
+	return func(ctx context.Context) error {
+		_, err := cs.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, patch, metav1.PatchOptions{})
+		return err
+	}
+}
 
 func dynamicFor(t *testing.T, cfg *rest.Config) dynamic.Interface {
 	t.Helper()

@@ -239,6 +239,8 @@ func TestHelmChart(t *testing.T) {
 		"ClusterRole pool-labeler",
 		"ClusterRoleBinding pool-labeler",
 		"Deployment pool-scheduler/pool-labeler",
+		"ValidatingAdmissionPolicy pool-labeler-managed-labels",
+		"ValidatingAdmissionPolicyBinding pool-labeler-managed-labels",
 		"PodDisruptionBudget pool-scheduler/pool-labeler",
 		"Role pool-scheduler/pool-labeler:leader-election",
 		"RoleBinding pool-scheduler/pool-labeler:leader-election",
@@ -579,7 +581,7 @@ func TestHelmChartRBACMatchesManifests(t *testing.T) {
 		return out
 	}
 	var manifests []*unstructured.Unstructured
-	for _, f := range []string{"scheduler/rbac.yaml", "labeler/controller/rbac.yaml", "labeler/domain/rbac.yaml", "labeler/domain/admission-policy.yaml"} {
+	for _, f := range []string{"scheduler/rbac.yaml", "labeler/controller/rbac.yaml", "labeler/controller/admission-policy.yaml", "labeler/domain/rbac.yaml", "labeler/domain/admission-policy.yaml"} {
 		data, err := os.ReadFile(filepath.Join(util.RepoRoot(), "manifests", f))
 		if err != nil {
 			t.Fatal(err)
