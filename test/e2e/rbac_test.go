@@ -12,8 +12,11 @@ import (
 	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -21,6 +24,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/kubernetes/test/utils/ktesting"
+	"k8s.io/utils/ptr"
 
 	labelsv1alpha1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/labels/v1alpha1"
 	"github.com/pool-scheduler/pool-scheduler/pkg/labeler"
@@ -65,6 +69,7 @@ func TestLeastPrivilege(t *testing.T) {
 		{Verb: "create", Group: "events.k8s.io", Resource: "events", Namespace: "default"},
 		{Verb: "get", Resource: "configmaps", Namespace: "kube-system", Name: "extension-apiserver-authentication"},
 		{Verb: "update", Resource: "persistentvolumes"},
+		{Verb: "update", Resource: "persistentvolumeclaims", Namespace: "default"},
 	})
 	waitAllowed(tCtx, t, labelerClient, "pool-labeler", []authorizationv1.ResourceAttributes{
 		{Verb: "patch", Resource: "nodes"},
@@ -123,6 +128,11 @@ func TestLeastPrivilege(t *testing.T) {
 		t.Errorf("the scheduler's Scheduled events did not all arrive: %v", err)
 	}
 
+	// VolumeBinding under the scheduler's own role and admission policy: it binds a free local
+	// PersistentVolume to a WaitForFirstConsumer claim (claimRef) and marks a claim to provision
+	// with its node (selected-node). No PV controller runs, so the pods stay in PreBind.
+	waitVolumeBinding(tCtx, t, admin, user)
+
 	// Domain mode: a DaemonSet pod's token is bound to the pod, which names its node.
 	util.CreateNode(tCtx, t, admin, util.Node("az-0", nil).Obj())
 	util.CreateNode(tCtx, t, admin, util.Node("az-1", nil).Obj())
@@ -173,6 +183,41 @@ func TestLeastPrivilege(t *testing.T) {
 			_, err := dynamicFor(t, schedCfg).Resource(labelsv1alpha1.Resource).Namespace(ns).Patch(ctx, "spot", types.MergePatchType, []byte(`{"spec":{"labels":{"a":"b"}}}`), metav1.PatchOptions{})
 			return err
 		}, apierrors.IsForbidden, ""},
+		{"scheduler updates the default scheduler's Lease", func(ctx context.Context) error {
+			l, err := admin.CoordinationV1().Leases("kube-system").Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "kube-scheduler"}}, metav1.CreateOptions{})
+			if err != nil {
+				return fmt.Errorf("admin creating the Lease: %w", err)
+			}
+			l.Spec.HolderIdentity = ptr.To("pool-scheduler")
+			_, err = sched.CoordinationV1().Leases("kube-system").Update(ctx, l, metav1.UpdateOptions{})
+			return err
+		}, apierrors.IsForbidden, ""},
+		{"scheduler creates a Lease outside its namespace", func(ctx context.Context) error {
+			_, err := sched.CoordinationV1().Leases("kube-system").Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "pool-scheduler"}}, metav1.CreateOptions{})
+			return err
+		}, apierrors.IsForbidden, ""},
+		{"scheduler patches a PersistentVolume", func(ctx context.Context) error {
+			_, err := sched.CoreV1().PersistentVolumes().Patch(ctx, "local-pv", types.MergePatchType, []byte(`{"spec":{"persistentVolumeReclaimPolicy":"Delete"}}`), metav1.PatchOptions{})
+			return err
+		}, apierrors.IsForbidden, ""},
+		{"scheduler changes a PersistentVolume's reclaim policy", updatePV(sched, "local-pv", func(pv *v1.PersistentVolume) {
+			pv.Spec.PersistentVolumeReclaimPolicy = v1.PersistentVolumeReclaimDelete
+		}), anyError, "pool-scheduler may only bind a PersistentVolume (set its claimRef), not change the rest of its spec"},
+		{"scheduler re-binds a bound PersistentVolume to another claim", updatePV(sched, "local-pv", func(pv *v1.PersistentVolume) {
+			pv.Spec.ClaimRef = &v1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: "default", Name: "stolen"}
+		}), anyError, "pool-scheduler may only bind a free PersistentVolume or one pre-bound to the claim"},
+		{"scheduler labels a PersistentVolume", updatePV(sched, "local-pv", func(pv *v1.PersistentVolume) {
+			pv.Labels = map[string]string{"example.com/owned": "yes"}
+		}), anyError, "pool-scheduler may not change labels, finalizers or ownerReferences of volumes and claims"},
+		{"scheduler annotates a claim", func(ctx context.Context) error {
+			pvc, err := sched.CoreV1().PersistentVolumeClaims(user).Get(ctx, "data", metav1.GetOptions{})
+			if err != nil {
+				return fmt.Errorf("get: %w", err)
+			}
+			metav1.SetMetaDataAnnotation(&pvc.ObjectMeta, "example.com/note", "x")
+			_, err = sched.CoreV1().PersistentVolumeClaims(user).Update(ctx, pvc, metav1.UpdateOptions{})
+			return err
+		}, anyError, "pool-scheduler may change no annotation but volume.kubernetes.io/selected-node"},
 		{"labeler deletes a node", func(ctx context.Context) error {
 			return labelerClient.CoreV1().Nodes().Delete(ctx, "spot-0", metav1.DeleteOptions{})
 		}, apierrors.IsForbidden, ""},
@@ -264,6 +309,89 @@ func TestLeastPrivilege(t *testing.T) {
 }
 
 func anyError(err error) bool { return err != nil }
+
+// updatePV gets a PersistentVolume with the client, changes it and updates it.
+func updatePV(cs kubernetes.Interface, name string, change func(*v1.PersistentVolume)) func(context.Context) error {
+	return func(ctx context.Context) error {
+		pv, err := cs.CoreV1().PersistentVolumes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("get: %w", err)
+		}
+		change(pv)
+		_, err = cs.CoreV1().PersistentVolumes().Update(ctx, pv, metav1.UpdateOptions{})
+		return err
+	}
+}
+
+// waitVolumeBinding creates a local PersistentVolume on spot-1 with a WaitForFirstConsumer
+// claim, a claim of a provisioning WaitForFirstConsumer class, and a pool-scheduler pod for
+// each, and waits for the scheduler's VolumeBinding to bind the volume to its claim and to mark
+// the other claim with the chosen node.
+func waitVolumeBinding(ctx context.Context, t *testing.T, admin kubernetes.Interface, ns string) {
+	t.Helper()
+	wffc := storagev1.VolumeBindingWaitForFirstConsumer
+	for name, provisioner := range map[string]string{"local": "kubernetes.io/no-provisioner", "provisioned": "example.com/provisioner"} {
+		if _, err := admin.StorageV1().StorageClasses().Create(ctx, &storagev1.StorageClass{
+			ObjectMeta: metav1.ObjectMeta{Name: name}, Provisioner: provisioner, VolumeBindingMode: &wffc,
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	size := resource.MustParse("1Gi")
+	pv, err := admin.CoreV1().PersistentVolumes().Create(ctx, &v1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: "local-pv"},
+		Spec: v1.PersistentVolumeSpec{
+			Capacity:                      v1.ResourceList{v1.ResourceStorage: size},
+			AccessModes:                   []v1.PersistentVolumeAccessMode{v1.ReadWriteOnce},
+			PersistentVolumeReclaimPolicy: v1.PersistentVolumeReclaimRetain,
+			StorageClassName:              "local",
+			PersistentVolumeSource:        v1.PersistentVolumeSource{Local: &v1.LocalVolumeSource{Path: "/mnt/disk"}},
+			NodeAffinity: &v1.VolumeNodeAffinity{Required: &v1.NodeSelector{NodeSelectorTerms: []v1.NodeSelectorTerm{{
+				MatchExpressions: []v1.NodeSelectorRequirement{{Key: v1.LabelHostname, Operator: v1.NodeSelectorOpIn, Values: []string{"spot-1"}}},
+			}}}},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What the PV controller (not running here) does to a new volume; VolumeBinding binds only
+	// Available ones.
+	pv.Status.Phase = v1.VolumeAvailable
+	if _, err := admin.CoreV1().PersistentVolumes().UpdateStatus(ctx, pv, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for claim, class := range map[string]string{"data": "local", "provisioned": "provisioned"} {
+		if _, err := admin.CoreV1().PersistentVolumeClaims(ns).Create(ctx, &v1.PersistentVolumeClaim{
+			ObjectMeta: metav1.ObjectMeta{Name: claim},
+			Spec: v1.PersistentVolumeClaimSpec{
+				StorageClassName: ptr.To(class),
+				AccessModes:      []v1.PersistentVolumeAccessMode{v1.ReadWriteOnce},
+				Resources:        v1.VolumeResourceRequirements{Requests: v1.ResourceList{v1.ResourceStorage: size}},
+			},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		util.CreatePod(ctx, t, admin, util.Pod(ns, "uses-"+claim).PVC(claim).Obj())
+	}
+	var pvc *v1.PersistentVolumeClaim
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		var err error
+		if pv, err = admin.CoreV1().PersistentVolumes().Get(ctx, "local-pv", metav1.GetOptions{}); err != nil {
+			return false, nil
+		}
+		if pvc, err = admin.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "provisioned", metav1.GetOptions{}); err != nil {
+			return false, nil
+		}
+		return pv.Spec.ClaimRef != nil && pvc.Annotations["volume.kubernetes.io/selected-node"] != "", nil
+	})
+	if err != nil {
+		t.Fatalf("VolumeBinding did not bind local-pv (claimRef %v) or select a node for the provisioned claim (annotations %v): %v", pv.Spec.ClaimRef, pvc.Annotations, err)
+	}
+	if pv.Spec.ClaimRef.Namespace != ns || pv.Spec.ClaimRef.Name != "data" {
+		t.Errorf("local-pv bound to %s/%s, want %s/data", pv.Spec.ClaimRef.Namespace, pv.Spec.ClaimRef.Name, ns)
+	}
+	t.Logf("VolumeBinding bound local-pv to %s/data and selected node %s for the provisioned claim", ns, pvc.Annotations["volume.kubernetes.io/selected-node"])
+}
 
 // nodePatch is a JSON merge patch of a node by the client's identity.
 func nodePatch(cs kubernetes.Interface, node string, patch []byte) func(context.Context) error {

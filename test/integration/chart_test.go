@@ -225,8 +225,6 @@ func TestHelmChart(t *testing.T) {
 	schedulerObjects := []string{
 		"ClusterRole pool-scheduler",
 		"ClusterRoleBinding pool-scheduler",
-		"ClusterRoleBinding pool-scheduler:kube-scheduler",
-		"ClusterRoleBinding pool-scheduler:volume-scheduler",
 		"ConfigMap pool-scheduler/pool-scheduler-config",
 		"Deployment pool-scheduler/pool-scheduler",
 		"PodDisruptionBudget pool-scheduler/pool-scheduler",
@@ -234,6 +232,8 @@ func TestHelmChart(t *testing.T) {
 		"RoleBinding kube-system/pool-scheduler:extension-apiserver-authentication-reader",
 		"RoleBinding pool-scheduler/pool-scheduler:leader-election",
 		"ServiceAccount pool-scheduler/pool-scheduler",
+		"ValidatingAdmissionPolicy pool-scheduler-volume-binding",
+		"ValidatingAdmissionPolicyBinding pool-scheduler-volume-binding",
 	}
 	controllerObjects := []string{
 		"ClusterRole pool-labeler",
@@ -431,8 +431,6 @@ labeler:
 			"ClusterRole nodepools",
 			"ClusterRole pool-labeler-domain",
 			"ClusterRoleBinding nodepools",
-			"ClusterRoleBinding nodepools:kube-scheduler",
-			"ClusterRoleBinding nodepools:volume-scheduler",
 			"ClusterRoleBinding pool-labeler-domain",
 			"ConfigMap ops/nodepools-config",
 			"DaemonSet ops/pool-labeler-domain",
@@ -440,7 +438,9 @@ labeler:
 			"RoleBinding kube-system/nodepools:extension-apiserver-authentication-reader",
 			"ServiceAccount ops/nodepools",
 			"ServiceAccount ops/pool-labeler-domain",
+			"ValidatingAdmissionPolicy nodepools-volume-binding",
 			"ValidatingAdmissionPolicy pool-labeler-domain-own-node",
+			"ValidatingAdmissionPolicyBinding nodepools-volume-binding",
 			"ValidatingAdmissionPolicyBinding pool-labeler-domain-own-node",
 		},
 		check: func(t *testing.T, r *renderedChart, cfg *schedconfig.KubeSchedulerConfiguration) {
@@ -581,7 +581,7 @@ func TestHelmChartRBACMatchesManifests(t *testing.T) {
 		return out
 	}
 	var manifests []*unstructured.Unstructured
-	for _, f := range []string{"scheduler/rbac.yaml", "labeler/controller/rbac.yaml", "labeler/controller/admission-policy.yaml", "labeler/domain/rbac.yaml", "labeler/domain/admission-policy.yaml"} {
+	for _, f := range []string{"scheduler/rbac.yaml", "scheduler/admission-policy.yaml", "labeler/controller/rbac.yaml", "labeler/controller/admission-policy.yaml", "labeler/domain/rbac.yaml", "labeler/domain/admission-policy.yaml"} {
 		data, err := os.ReadFile(filepath.Join(util.RepoRoot(), "manifests", f))
 		if err != nil {
 			t.Fatal(err)
