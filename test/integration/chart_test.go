@@ -556,10 +556,11 @@ func TestHelmChartRejectsBadValues(t *testing.T) {
 }
 
 // TestHelmChartRBACMatchesManifests: the chart grants exactly what the kustomize manifests grant
-// (same objects, rules, role references, subjects and admission policy), so the least-privilege
-// tests of manifests/ cover chart installs too.
+// (same objects, rules, role references, subjects and admission policies, the optional
+// system-pods policy included), so the least-privilege tests of manifests/ cover chart installs
+// too.
 func TestHelmChartRBACMatchesManifests(t *testing.T) {
-	r, err := renderChart(t, chartNamespace, `labeler: {domain: {enabled: true}}`)
+	r, err := renderChart(t, chartNamespace, `{labeler: {domain: {enabled: true}}, scheduler: {plugins: {systemPoolGuard: {admissionPolicy: {enabled: true}}}}}`)
 	if err != nil {
 		t.Fatalf("rendering: %v", err)
 	}
@@ -581,7 +582,7 @@ func TestHelmChartRBACMatchesManifests(t *testing.T) {
 		return out
 	}
 	var manifests []*unstructured.Unstructured
-	for _, f := range []string{"scheduler/rbac.yaml", "scheduler/admission-policy.yaml", "labeler/controller/rbac.yaml", "labeler/controller/admission-policy.yaml", "labeler/domain/rbac.yaml", "labeler/domain/admission-policy.yaml"} {
+	for _, f := range []string{"scheduler/rbac.yaml", "scheduler/admission-policy.yaml", "labeler/controller/rbac.yaml", "labeler/controller/admission-policy.yaml", "labeler/domain/rbac.yaml", "labeler/domain/admission-policy.yaml", "policies/system-pods/admission-policy.yaml"} {
 		data, err := os.ReadFile(filepath.Join(util.RepoRoot(), "manifests", f))
 		if err != nil {
 			t.Fatal(err)
