@@ -2,9 +2,14 @@ package e2e
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -14,6 +19,7 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -23,10 +29,12 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/kubernetes/test/utils/ktesting"
 	"k8s.io/utils/ptr"
 
 	labelsv1alpha1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/labels/v1alpha1"
+	"github.com/pool-scheduler/pool-scheduler/pkg/controlplane"
 	"github.com/pool-scheduler/pool-scheduler/pkg/labeler"
 	"github.com/pool-scheduler/pool-scheduler/test/util"
 )
@@ -85,8 +93,13 @@ func TestLeastPrivilege(t *testing.T) {
 		util.CreateNode(tCtx, t, admin, util.Node(fmt.Sprintf("spot-%d", i), map[string]string{poolKey: "spot"}).Obj())
 	}
 
+	// /metrics as shipped (HTTPS, every scrape checked by the apiserver), with a certificate of
+	// the test's, so the scrapes below verify it.
+	metricsAddr := fmt.Sprintf("127.0.0.1:%d", util.FreePort(t))
+	metricsCertDir, metricsCA := servingCert(t)
 	labelerProc := util.StartProcess(t, util.LabelerBinary(t), "controller", "--kubeconfig="+labelerKubeconfig,
-		"--leader-elect-namespace="+ns, "--metrics-bind-address=0", "--health-probe-bind-address=0", "-v=2")
+		"--leader-elect-namespace="+ns, "--metrics-bind-address="+metricsAddr, "--metrics-cert-dir="+metricsCertDir,
+		"--health-probe-bind-address=0", "-v=2")
 	doc := util.ShippedConfigFor(t, cp)
 	doc["clientConnection"].(map[string]any)["kubeconfig"] = schedKubeconfig
 	// In a pod, kube-scheduler uses its in-cluster credentials for delegated authentication and
@@ -95,6 +108,8 @@ func TestLeastPrivilege(t *testing.T) {
 
 	util.WaitForLeaseHolder(tCtx, t, admin, ns, "pool-scheduler", "", 60*time.Second)
 	util.WaitForLeaseHolder(tCtx, t, admin, ns, "pool-labeler", "", 60*time.Second)
+
+	checkMetricsAuth(tCtx, t, cp, "https://"+metricsAddr+"/metrics", metricsCA)
 
 	user := util.CreateNamespace(tCtx, t, admin, "rbac")
 	for i := 0; i < 6; i++ {
@@ -453,4 +468,103 @@ func grepLinesRe(s string, re *regexp.Regexp, max int) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// servingCert writes a self-signed certificate for 127.0.0.1 into a directory as tls.crt and
+// tls.key (the names pool-labeler's --metrics-cert-dir reads) and returns the directory and a
+// pool that trusts it.
+func servingCert(t *testing.T) (string, *x509.CertPool) {
+	t.Helper()
+	certPEM, keyPEM, err := certutil.GenerateSelfSignedCertKey("127.0.0.1", []net.IP{net.ParseIP("127.0.0.1")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for name, data := range map[string][]byte{"tls.crt": certPEM, "tls.key": keyPEM} {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(certPEM)
+	return dir, pool
+}
+
+// checkMetricsAuth: the labeler's /metrics refuses a scrape without a token (401) and one by a
+// ServiceAccount without get on /metrics (403), and serves one that has it; the labeler asks the
+// apiserver with the rights its shipped ClusterRole gives it (TokenReview, SubjectAccessReview).
+func checkMetricsAuth(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, url string, roots *x509.CertPool) {
+	t.Helper()
+	admin := cp.Client
+	const ns = "monitoring"
+	if _, err := admin.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, sa := range []string{"prometheus", "nobody"} {
+		if _, err := admin.CoreV1().ServiceAccounts(ns).Create(ctx, &v1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := admin.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: "metrics-reader"},
+		Rules:      []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "prometheus-metrics-reader"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "metrics-reader"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: "prometheus"}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	promCfg, _ := util.ServiceAccountConfig(ctx, t, cp, ns, "prometheus", nil)
+	nobodyCfg, _ := util.ServiceAccountConfig(ctx, t, cp, ns, "nobody", nil)
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}}
+	scrape := func(ctx context.Context, token string) (int, string, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return 0, "", err
+		}
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return 0, "", err
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body), err
+	}
+	// The authorized scrape first: it waits for the server to listen and for the new binding.
+	var code int
+	var body string
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		var err error
+		code, body, err = scrape(ctx, promCfg.BearerToken)
+		return err == nil && code == http.StatusOK, nil
+	})
+	if err != nil || !strings.Contains(body, "pool_labeler_node_patch_errors_total") {
+		t.Fatalf("scrape with get on /metrics: HTTP %d, want 200 with the labeler's metrics: %v\n%.300s", code, err, body)
+	}
+	for _, tt := range []struct {
+		name  string
+		token string
+		want  int
+	}{
+		{"no token", "", http.StatusUnauthorized},
+		{"a ServiceAccount without get on /metrics", nobodyCfg.BearerToken, http.StatusForbidden},
+		// The apiserver's TokenReview reports an error for a token it cannot parse, which
+		// controller-runtime's filter answers with 500: refused all the same (0: any refusal).
+		{"an invalid token", "not-a-token", 0},
+	} {
+		code, body, err := scrape(ctx, tt.token)
+		switch {
+		case err != nil:
+			t.Errorf("scrape with %s: %v", tt.name, err)
+		case tt.want == 0 && code < 400, tt.want != 0 && code != tt.want:
+			t.Errorf("scrape with %s: HTTP %d, want %d (0: any refusal)\n%.300s", tt.name, code, tt.want, body)
+		}
+	}
 }

@@ -3,6 +3,10 @@ package integration
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -257,6 +261,7 @@ func TestHelmChart(t *testing.T) {
 	monitoringObjects := []string{
 		"Service pool-scheduler/pool-labeler",
 		"Service pool-scheduler/pool-scheduler",
+		"Secret pool-scheduler/pool-scheduler-metrics-tls",
 		"ServiceMonitor pool-scheduler/pool-labeler",
 		"ServiceMonitor pool-scheduler/pool-scheduler",
 	}
@@ -398,6 +403,7 @@ monitoring:
 			if got, want := vars[0].(map[string]any)["expression"], "['topology.pool-scheduler.io/update-domain', 'topology.pool-scheduler.io/fault-domain']"; got != want {
 				t.Errorf("admission policy ownKeys = %v, want %v", got, want)
 			}
+			checkMetricsTLS(t, r)
 			args := containerArgs(t, r.get(t, "Deployment", "pool-labeler"))
 			for _, want := range []string{"--namespaces=pipeline-system,team-a", "--overwrite-conflicts=true",
 				"--leader-elect-lease-duration=30s", "--leader-elect-renew-deadline=20s", "--leader-elect-retry-period=4s"} {
@@ -793,6 +799,65 @@ func (a *dryRunApplier) apply(ctx context.Context, t *testing.T, o *unstructured
 	})
 	if err != nil {
 		t.Errorf("%s rejected by the apiserver: %v", objectID(o), err)
+	}
+}
+
+// checkMetricsTLS: each ServiceMonitor verifies its endpoint's certificate (never
+// insecureSkipVerify) with the CA of the generated Secret, whose certificate is valid for the
+// ServiceMonitor's serverName, and the scheduler and labeler serve that certificate.
+func checkMetricsTLS(t *testing.T, r *renderedChart) {
+	t.Helper()
+	secret := r.get(t, "Secret", "pool-scheduler-metrics-tls")
+	data, _, _ := unstructured.NestedStringMap(secret.Object, "data")
+	decoded := map[string][]byte{}
+	for _, k := range []string{"ca.crt", "tls.crt", "tls.key"} {
+		b, err := base64.StdEncoding.DecodeString(data[k])
+		if err != nil || len(b) == 0 {
+			t.Fatalf("metrics TLS Secret %s: %v (%d bytes)", k, err, len(b))
+		}
+		decoded[k] = b
+	}
+	if _, err := tls.X509KeyPair(decoded["tls.crt"], decoded["tls.key"]); err != nil {
+		t.Errorf("metrics TLS Secret: tls.crt and tls.key do not match: %v", err)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(decoded["ca.crt"]) {
+		t.Fatal("metrics TLS Secret: ca.crt holds no certificate")
+	}
+	block, _ := pem.Decode(decoded["tls.crt"])
+	if block == nil {
+		t.Fatal("metrics TLS Secret: tls.crt is not PEM")
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"pool-scheduler", "pool-labeler"} {
+		sm := r.get(t, "ServiceMonitor", name)
+		endpoints, _, _ := unstructured.NestedSlice(sm.Object, "spec", "endpoints")
+		for _, e := range endpoints {
+			ep := e.(map[string]any)
+			if skip, _, _ := unstructured.NestedBool(ep, "tlsConfig", "insecureSkipVerify"); skip {
+				t.Errorf("ServiceMonitor %s skips certificate verification", name)
+			}
+			if scheme, _, _ := unstructured.NestedString(ep, "scheme"); scheme != "https" {
+				t.Errorf("ServiceMonitor %s scheme = %q, want https", name, scheme)
+			}
+			caSecret, _, _ := unstructured.NestedString(ep, "tlsConfig", "ca", "secret", "name")
+			serverName, _, _ := unstructured.NestedString(ep, "tlsConfig", "serverName")
+			if caSecret != secret.GetName() {
+				t.Errorf("ServiceMonitor %s CA from Secret %q, want %s", name, caSecret, secret.GetName())
+			}
+			if _, err := cert.Verify(x509.VerifyOptions{Roots: roots, DNSName: serverName, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
+				t.Errorf("ServiceMonitor %s: the certificate does not verify for serverName %q: %v", name, serverName, err)
+			}
+		}
+	}
+	if args := containerArgs(t, r.get(t, "Deployment", "pool-scheduler")); !containsString(args, "--tls-cert-file=/etc/pool-scheduler-tls/tls.crt") {
+		t.Errorf("scheduler args %q: not serving the metrics certificate", args)
+	}
+	if args := containerArgs(t, r.get(t, "Deployment", "pool-labeler")); !containsString(args, "--metrics-cert-dir=/etc/pool-labeler-tls") {
+		t.Errorf("labeler args %q: not serving the metrics certificate", args)
 	}
 }
 

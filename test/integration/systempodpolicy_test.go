@@ -64,7 +64,9 @@ func TestSystemPodPolicy(t *testing.T) {
 			}
 			util.ApplyAccessObjects(tCtx, t, cp, src.objects(t))
 
-			critical := func(p *v1.Pod) { p.Spec.Tolerations = []v1.Toleration{{Key: "CriticalAddonsOnly", Operator: v1.TolerationOpExists}} }
+			critical := func(p *v1.Pod) {
+				p.Spec.Tolerations = []v1.Toleration{{Key: "CriticalAddonsOnly", Operator: v1.TolerationOpExists}}
+			}
 			priority := func(class string) func(*v1.Pod) { return func(p *v1.Pod) { p.Spec.PriorityClassName = class } }
 			pod := func(ns, name string, change func(*v1.Pod)) *v1.Pod {
 				p := util.Pod(ns, name).Obj()
