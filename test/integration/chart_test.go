@@ -467,6 +467,13 @@ labeler:
 			if got, want := vars[0].(map[string]any)["expression"], "['example.com/ud']"; got != want {
 				t.Errorf("admission policy ownKeys = %v, want %v", got, want)
 			}
+			// The scheduler's volume policy names its ServiceAccount: a wrong name would switch
+			// the policy off without a word.
+			volumes := r.get(t, "ValidatingAdmissionPolicy", "nodepools-volume-binding")
+			conds, _, _ = unstructured.NestedSlice(volumes.Object, "spec", "matchConditions")
+			if got, want := conds[0].(map[string]any)["expression"], "request.userInfo.username == 'system:serviceaccount:ops:nodepools'"; got != want {
+				t.Errorf("volume-binding policy matches %v, want %v", got, want)
+			}
 		},
 	}}
 	for _, tt := range tests {
