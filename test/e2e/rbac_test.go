@@ -299,6 +299,25 @@ func TestLeastPrivilege(t *testing.T) {
 			t.Logf("%s: refused: %v", r.name, err)
 		}
 	}
+	// Defence in depth: were both labelers granted nodes/status (the shipped roles do not, see
+	// the refusals above), the admission policies would still refuse status writes.
+	grantNodeStatus(tCtx, t, admin, ns, "pool-labeler", "pool-labeler-domain")
+	waitAllowed(tCtx, t, labelerClient, "pool-labeler", []authorizationv1.ResourceAttributes{{Verb: "patch", Resource: "nodes", Subresource: "status"}})
+	waitAllowed(tCtx, t, domain, "pool-labeler-domain", []authorizationv1.ResourceAttributes{{Verb: "patch", Resource: "nodes", Subresource: "status"}})
+	for who, c := range map[string]struct {
+		cs   kubernetes.Interface
+		node string
+		want string
+	}{
+		"labeler":        {labelerClient, "spot-0", "the labeler may not write node status"},
+		"domain labeler": {domain, "az-0", "the domain labeler may not write node status"},
+	} {
+		_, err := c.cs.CoreV1().Nodes().Patch(tCtx, c.node, types.MergePatchType, []byte(`{"status":{"capacity":{"pods":"1"}}}`), metav1.PatchOptions{}, "status")
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s writing node status with RBAC allowing it: %v, want refused by its admission policy (%q)", who, err, c.want)
+		}
+	}
+
 	// The labeler may still remove a label it manages, dropping it from the annotation in the
 	// same write (the policy reads the annotation before and after).
 	if err := nodePatch(labelerClient, "spot-2", []byte(`{"metadata":{"labels":{"example.com/tier":null},"annotations":{"nodepool.banzaicloud.io/managed-labels":"[]"}}}`))(tCtx); err != nil {
@@ -321,6 +340,27 @@ func TestLeastPrivilege(t *testing.T) {
 }
 
 func anyError(err error) bool { return err != nil }
+
+// grantNodeStatus binds a ClusterRole allowing patch on nodes/status to the ServiceAccounts.
+func grantNodeStatus(ctx context.Context, t *testing.T, admin kubernetes.Interface, ns string, serviceAccounts ...string) {
+	t.Helper()
+	if _, err := admin.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: "test-node-status"},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"nodes/status"}, Verbs: []string{"patch"}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "test-node-status"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "test-node-status"},
+	}
+	for _, sa := range serviceAccounts {
+		binding.Subjects = append(binding.Subjects, rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: sa})
+	}
+	if _, err := admin.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
 
 // updatePV gets a PersistentVolume with the client, changes it and updates it.
 func updatePV(cs kubernetes.Interface, name string, change func(*v1.PersistentVolume)) func(context.Context) error {
