@@ -3,6 +3,10 @@ package integration
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -230,8 +234,6 @@ func TestHelmChart(t *testing.T) {
 	schedulerObjects := []string{
 		"ClusterRole pool-scheduler",
 		"ClusterRoleBinding pool-scheduler",
-		"ClusterRoleBinding pool-scheduler:kube-scheduler",
-		"ClusterRoleBinding pool-scheduler:volume-scheduler",
 		"ConfigMap pool-scheduler/pool-scheduler-config",
 		"Deployment pool-scheduler/pool-scheduler",
 		"PodDisruptionBudget pool-scheduler/pool-scheduler",
@@ -239,11 +241,15 @@ func TestHelmChart(t *testing.T) {
 		"RoleBinding kube-system/pool-scheduler:extension-apiserver-authentication-reader",
 		"RoleBinding pool-scheduler/pool-scheduler:leader-election",
 		"ServiceAccount pool-scheduler/pool-scheduler",
+		"ValidatingAdmissionPolicy pool-scheduler-volume-binding",
+		"ValidatingAdmissionPolicyBinding pool-scheduler-volume-binding",
 	}
 	controllerObjects := []string{
 		"ClusterRole pool-labeler",
 		"ClusterRoleBinding pool-labeler",
 		"Deployment pool-scheduler/pool-labeler",
+		"ValidatingAdmissionPolicy pool-labeler-managed-labels",
+		"ValidatingAdmissionPolicyBinding pool-labeler-managed-labels",
 		"PodDisruptionBudget pool-scheduler/pool-labeler",
 		"Role pool-scheduler/pool-labeler:leader-election",
 		"RoleBinding pool-scheduler/pool-labeler:leader-election",
@@ -260,6 +266,7 @@ func TestHelmChart(t *testing.T) {
 	monitoringObjects := []string{
 		"Service pool-scheduler/pool-labeler",
 		"Service pool-scheduler/pool-scheduler",
+		"Secret pool-scheduler/pool-scheduler-metrics-tls",
 		"ServiceMonitor pool-scheduler/pool-labeler",
 		"ServiceMonitor pool-scheduler/pool-scheduler",
 	}
@@ -415,6 +422,7 @@ admission: {mode: policy, namespaces: [team-a, kube-system]}
 			if got, want := vars[0].(map[string]any)["expression"], "['topology.pool-scheduler.io/update-domain', 'topology.pool-scheduler.io/fault-domain']"; got != want {
 				t.Errorf("admission policy ownKeys = %v, want %v", got, want)
 			}
+			checkMetricsTLS(t, r)
 			args := containerArgs(t, r.get(t, "Deployment", "pool-labeler"))
 			for _, want := range []string{"--namespaces=pipeline-system,team-a", "--overwrite-conflicts=true",
 				"--leader-elect-lease-duration=30s", "--leader-elect-renew-deadline=20s", "--leader-elect-retry-period=4s"} {
@@ -449,8 +457,6 @@ labeler:
 			"ClusterRole nodepools",
 			"ClusterRole pool-labeler-domain",
 			"ClusterRoleBinding nodepools",
-			"ClusterRoleBinding nodepools:kube-scheduler",
-			"ClusterRoleBinding nodepools:volume-scheduler",
 			"ClusterRoleBinding pool-labeler-domain",
 			"ConfigMap ops/nodepools-config",
 			"DaemonSet ops/pool-labeler-domain",
@@ -458,7 +464,9 @@ labeler:
 			"RoleBinding kube-system/nodepools:extension-apiserver-authentication-reader",
 			"ServiceAccount ops/nodepools",
 			"ServiceAccount ops/pool-labeler-domain",
+			"ValidatingAdmissionPolicy nodepools-volume-binding",
 			"ValidatingAdmissionPolicy pool-labeler-domain-own-node",
+			"ValidatingAdmissionPolicyBinding nodepools-volume-binding",
 			"ValidatingAdmissionPolicyBinding pool-labeler-domain-own-node",
 		},
 		check: func(t *testing.T, r *renderedChart, cfg *schedconfig.KubeSchedulerConfiguration) {
@@ -478,6 +486,13 @@ labeler:
 			vars, _, _ := unstructured.NestedSlice(policy.Object, "spec", "variables")
 			if got, want := vars[0].(map[string]any)["expression"], "['example.com/ud']"; got != want {
 				t.Errorf("admission policy ownKeys = %v, want %v", got, want)
+			}
+			// The scheduler's volume policy names its ServiceAccount: a wrong name would switch
+			// the policy off without a word.
+			volumes := r.get(t, "ValidatingAdmissionPolicy", "nodepools-volume-binding")
+			conds, _, _ = unstructured.NestedSlice(volumes.Object, "spec", "matchConditions")
+			if got, want := conds[0].(map[string]any)["expression"], "request.userInfo.username == 'system:serviceaccount:ops:nodepools'"; got != want {
+				t.Errorf("volume-binding policy matches %v, want %v", got, want)
 			}
 		},
 	}}
@@ -577,10 +592,11 @@ func TestHelmChartRejectsBadValues(t *testing.T) {
 }
 
 // TestHelmChartRBACMatchesManifests: the chart grants exactly what the kustomize manifests grant
-// (same objects, rules, role references, subjects and admission policy), so the least-privilege
-// tests of manifests/ cover chart installs too.
+// (same objects, rules, role references, subjects and admission policies, the optional
+// system-pods policy included), so the least-privilege tests of manifests/ cover chart installs
+// too.
 func TestHelmChartRBACMatchesManifests(t *testing.T) {
-	r, err := renderChart(t, chartNamespace, `labeler: {domain: {enabled: true}}`)
+	r, err := renderChart(t, chartNamespace, `{labeler: {domain: {enabled: true}}, scheduler: {plugins: {systemPoolGuard: {admissionPolicy: {enabled: true}}}}}`)
 	if err != nil {
 		t.Fatalf("rendering: %v", err)
 	}
@@ -602,7 +618,7 @@ func TestHelmChartRBACMatchesManifests(t *testing.T) {
 		return out
 	}
 	var manifests []*unstructured.Unstructured
-	for _, f := range []string{"scheduler/rbac.yaml", "labeler/controller/rbac.yaml", "labeler/domain/rbac.yaml", "labeler/domain/admission-policy.yaml", "admission/webhook/rbac.yaml"} {
+	for _, f := range []string{"scheduler/rbac.yaml", "scheduler/admission-policy.yaml", "labeler/controller/rbac.yaml", "labeler/controller/admission-policy.yaml", "labeler/domain/rbac.yaml", "labeler/domain/admission-policy.yaml", "policies/system-pods/admission-policy.yaml", "admission/webhook/rbac.yaml"} {
 		data, err := os.ReadFile(filepath.Join(util.RepoRoot(), "manifests", f))
 		if err != nil {
 			t.Fatal(err)
@@ -813,6 +829,65 @@ func (a *dryRunApplier) apply(ctx context.Context, t *testing.T, o *unstructured
 	})
 	if err != nil {
 		t.Errorf("%s rejected by the apiserver: %v", objectID(o), err)
+	}
+}
+
+// checkMetricsTLS: each ServiceMonitor verifies its endpoint's certificate (never
+// insecureSkipVerify) with the CA of the generated Secret, whose certificate is valid for the
+// ServiceMonitor's serverName, and the scheduler and labeler serve that certificate.
+func checkMetricsTLS(t *testing.T, r *renderedChart) {
+	t.Helper()
+	secret := r.get(t, "Secret", "pool-scheduler-metrics-tls")
+	data, _, _ := unstructured.NestedStringMap(secret.Object, "data")
+	decoded := map[string][]byte{}
+	for _, k := range []string{"ca.crt", "tls.crt", "tls.key"} {
+		b, err := base64.StdEncoding.DecodeString(data[k])
+		if err != nil || len(b) == 0 {
+			t.Fatalf("metrics TLS Secret %s: %v (%d bytes)", k, err, len(b))
+		}
+		decoded[k] = b
+	}
+	if _, err := tls.X509KeyPair(decoded["tls.crt"], decoded["tls.key"]); err != nil {
+		t.Errorf("metrics TLS Secret: tls.crt and tls.key do not match: %v", err)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(decoded["ca.crt"]) {
+		t.Fatal("metrics TLS Secret: ca.crt holds no certificate")
+	}
+	block, _ := pem.Decode(decoded["tls.crt"])
+	if block == nil {
+		t.Fatal("metrics TLS Secret: tls.crt is not PEM")
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"pool-scheduler", "pool-labeler"} {
+		sm := r.get(t, "ServiceMonitor", name)
+		endpoints, _, _ := unstructured.NestedSlice(sm.Object, "spec", "endpoints")
+		for _, e := range endpoints {
+			ep := e.(map[string]any)
+			if skip, _, _ := unstructured.NestedBool(ep, "tlsConfig", "insecureSkipVerify"); skip {
+				t.Errorf("ServiceMonitor %s skips certificate verification", name)
+			}
+			if scheme, _, _ := unstructured.NestedString(ep, "scheme"); scheme != "https" {
+				t.Errorf("ServiceMonitor %s scheme = %q, want https", name, scheme)
+			}
+			caSecret, _, _ := unstructured.NestedString(ep, "tlsConfig", "ca", "secret", "name")
+			serverName, _, _ := unstructured.NestedString(ep, "tlsConfig", "serverName")
+			if caSecret != secret.GetName() {
+				t.Errorf("ServiceMonitor %s CA from Secret %q, want %s", name, caSecret, secret.GetName())
+			}
+			if _, err := cert.Verify(x509.VerifyOptions{Roots: roots, DNSName: serverName, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
+				t.Errorf("ServiceMonitor %s: the certificate does not verify for serverName %q: %v", name, serverName, err)
+			}
+		}
+	}
+	if args := containerArgs(t, r.get(t, "Deployment", "pool-scheduler")); !containsString(args, "--tls-cert-file=/etc/pool-scheduler-tls/tls.crt") {
+		t.Errorf("scheduler args %q: not serving the metrics certificate", args)
+	}
+	if args := containerArgs(t, r.get(t, "Deployment", "pool-labeler")); !containsString(args, "--metrics-cert-dir=/etc/pool-labeler-tls") {
+		t.Errorf("labeler args %q: not serving the metrics certificate", args)
 	}
 }
 

@@ -171,7 +171,7 @@ func StartProcess(t testing.TB, binary string, args ...string) *SchedulerProcess
 	return p
 }
 
-// FreePort returns a TCP port free on 127.0.0.1 at the time of the call.
+// FreePort returns a TCP port on 127.0.0.1 that nothing listens on.
 func FreePort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")

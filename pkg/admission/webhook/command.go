@@ -48,7 +48,12 @@ type WebhookOptions struct {
 	WebhookConfiguration string
 	DNSName              string
 	MetricsAddr          string
+	MetricsSecure        bool
+	MetricsCertDir       string
 	ProbeAddr            string
+	// Metrics builds the metrics server's options (the labeler's: authenticated and authorized
+	// HTTPS unless MetricsSecure is false); nil: plain HTTP on MetricsAddr.
+	Metrics func(addr string, secure bool, certDir string) metricsserver.Options
 }
 
 // Validate names the flag at fault.
@@ -81,8 +86,9 @@ func (o *WebhookOptions) Validate() error {
 }
 
 // NewWebhookCommand returns `webhook`: the mutating admission webhook.
-func NewWebhookCommand(kubeconfig *string, restConfig func(string) (*rest.Config, error), scheme *runtime.Scheme) *cobra.Command {
-	o := WebhookOptions{}
+func NewWebhookCommand(kubeconfig *string, restConfig func(string) (*rest.Config, error), scheme *runtime.Scheme,
+	metrics func(addr string, secure bool, certDir string) metricsserver.Options) *cobra.Command {
+	o := WebhookOptions{Metrics: metrics}
 	cmd := &cobra.Command{
 		Use:   "webhook",
 		Short: "Serve the mutating admission webhook that gives pods of opted-in namespaces to pool-scheduler (Deployment)",
@@ -116,7 +122,9 @@ func NewWebhookCommand(kubeconfig *string, restConfig func(string) (*rest.Config
 	f.StringVar(&o.Secret.Name, "secret-name", "pool-scheduler-webhook-tls", "the certificate Secret (must exist; the chart creates it empty)")
 	f.StringVar(&o.WebhookConfiguration, "webhook-configuration", "pool-scheduler", "MutatingWebhookConfiguration whose caBundle is kept current")
 	f.StringVar(&o.DNSName, "dns-name", "", "DNS name of the webhook Service (<service>.<namespace>.svc), the certificate's subject")
-	f.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8080", "address of /metrics; 0 disables")
+	f.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8443", "address of /metrics; 0 disables")
+	f.BoolVar(&o.MetricsSecure, "metrics-secure", true, "serve /metrics over HTTPS to clients the apiserver authenticates and authorizes (get on /metrics), as pool-labeler controller does; false: plain HTTP, bind it to 127.0.0.1")
+	f.StringVar(&o.MetricsCertDir, "metrics-cert-dir", "", "directory with the metrics server's tls.crt and tls.key; empty: a self-signed certificate")
 	f.StringVar(&o.ProbeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz (ready once the certificate is served); 0 disables")
 	return cmd
 }
@@ -149,10 +157,14 @@ func RunWebhook(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, m
 			Field:      fields.OneTermEqualSelector("metadata.name", o.Secret.Name),
 		}}
 	}
+	metrics := metricsserver.Options{BindAddress: o.MetricsAddr}
+	if o.Metrics != nil {
+		metrics = o.Metrics(o.MetricsAddr, o.MetricsSecure, o.MetricsCertDir)
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
 		Cache:                  cacheOpts,
-		Metrics:                metricsserver.Options{BindAddress: o.MetricsAddr},
+		Metrics:                metrics,
 		HealthProbeBindAddress: o.ProbeAddr,
 	})
 	if err != nil {

@@ -105,3 +105,12 @@ request.namespace in {{ include "pool-scheduler.celList" $g.systemNamespaces }} 
 {{- end }}
 {{- toJson (concat $reqs $neg) -}}
 {{- end -}}
+
+{{/* The Secret with the /metrics serving certificate (tls.crt, tls.key, ca.crt) when the
+ServiceMonitor is enabled: monitoring.serviceMonitor.tlsSecretName, or the one the chart
+generates (templates/metrics-tls.yaml); empty when monitoring is off. */}}
+{{- define "pool-scheduler.metricsTLSSecret" -}}
+{{- if .Values.monitoring.serviceMonitor.enabled -}}
+{{- .Values.monitoring.serviceMonitor.tlsSecretName | default (printf "%s-metrics-tls" (include "pool-scheduler.schedulerName" .)) -}}
+{{- end -}}
+{{- end -}}
