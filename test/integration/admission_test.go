@@ -403,9 +403,16 @@ func TestHelmChartAdmission(t *testing.T) {
 				t.Errorf("rendered objects lack %s:\n%s", id, ids)
 			}
 		}
-		for _, id := range []string{"Secret pool-scheduler/pool-scheduler-webhook-tls", "Role pool-scheduler/pool-scheduler-webhook", "ClusterRole pool-scheduler-webhook"} {
+		for _, id := range []string{"Secret pool-scheduler/pool-scheduler-webhook-tls", "Role pool-scheduler/pool-scheduler-webhook"} {
 			if strings.Contains(ids, id) {
 				t.Errorf("with cert-manager the chart still renders %s (the webhook rotates nothing)", id)
+			}
+		}
+		// Left: the metrics authorization (TokenReviews, SubjectAccessReviews), no webhook configuration write.
+		rules, _, _ := unstructured.NestedSlice(r.get(t, "ClusterRole", "pool-scheduler-webhook").Object, "rules")
+		for _, rule := range rules {
+			if groups := fmt.Sprint(rule.(map[string]any)["apiGroups"]); strings.Contains(groups, "admissionregistration") {
+				t.Errorf("with cert-manager the webhook may still write webhook configurations: %v", rule)
 			}
 		}
 		whc := r.get(t, "MutatingWebhookConfiguration", "pool-scheduler")
