@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/pool-scheduler/pool-scheduler/pkg/admission/webhook"
 	configv1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/config/v1"
 	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config/validation"
 	labelsv1alpha1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/labels/v1alpha1"
@@ -42,7 +43,7 @@ func NewCommand() *cobra.Command {
 	var kubeconfig string
 	cmd := &cobra.Command{
 		Use:          "pool-labeler",
-		Short:        "Applies NodePoolLabelSets to nodes (controller) and labels a node with its Azure fault and update domain (domain)",
+		Short:        "Applies NodePoolLabelSets to nodes (controller), labels a node with its Azure fault and update domain (domain), and serves the mutating admission webhook (webhook)",
 		Long:         version.String(),
 		Version:      version.Version,
 		SilenceUsage: true,
@@ -52,7 +53,7 @@ func NewCommand() *cobra.Command {
 	cmd.PersistentFlags().StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file; empty: in-cluster")
 	klogFlags := goFlagSet()
 	cmd.PersistentFlags().AddGoFlagSet(klogFlags)
-	cmd.AddCommand(newControllerCommand(&kubeconfig), newDomainCommand(&kubeconfig))
+	cmd.AddCommand(newControllerCommand(&kubeconfig), newDomainCommand(&kubeconfig), webhook.NewWebhookCommand(&kubeconfig, restConfig, Scheme, metricsOptions))
 	return cmd
 }
 

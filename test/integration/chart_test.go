@@ -167,7 +167,11 @@ func (r *renderedChart) get(t *testing.T, kind, name string) *unstructured.Unstr
 func (r *renderedChart) schedulerDeploymentName(t *testing.T) string {
 	t.Helper()
 	for _, o := range r.objects {
-		if o.GetKind() == "Deployment" && containsString(containerArgs(t, o), "--config=/etc/pool-scheduler/config.yaml") {
+		if o.GetKind() != "Deployment" {
+			continue
+		}
+		// The webhook reads the same file.
+		if args := containerArgs(t, o); containsString(args, "--config=/etc/pool-scheduler/config.yaml") && !containsString(args, "webhook") {
 			return o.GetName()
 		}
 	}
@@ -222,7 +226,8 @@ func (r *renderedChart) schedulerConfig(t *testing.T, configMap string) (*schedc
 // accept it. The rendered scheduler configuration must decode strictly and validate.
 func TestHelmChart(t *testing.T) {
 	tCtx := ktesting.Init(t)
-	cp := util.StartControlPlane(t)
+	// The MutatingAdmissionPolicy API served, so admission.mode=policy is validated (CEL compiled).
+	cp := util.StartControlPlane(t, mapFlags...)
 	installServiceMonitorCRD(tCtx, t, cp)
 	applier := newDryRunApplier(t, cp)
 
@@ -265,6 +270,18 @@ func TestHelmChart(t *testing.T) {
 		"ServiceMonitor pool-scheduler/pool-labeler",
 		"ServiceMonitor pool-scheduler/pool-scheduler",
 	}
+	webhookObjects := []string{
+		"ClusterRole pool-scheduler-webhook",
+		"ClusterRoleBinding pool-scheduler-webhook",
+		"Deployment pool-scheduler/pool-scheduler-webhook",
+		"MutatingWebhookConfiguration pool-scheduler",
+		"PodDisruptionBudget pool-scheduler/pool-scheduler-webhook",
+		"Role pool-scheduler/pool-scheduler-webhook",
+		"RoleBinding pool-scheduler/pool-scheduler-webhook",
+		"Secret pool-scheduler/pool-scheduler-webhook-tls",
+		"Service pool-scheduler/pool-scheduler-webhook",
+		"ServiceAccount pool-scheduler/pool-scheduler-webhook",
+	}
 	concat := func(lists ...[]string) []string {
 		var out []string
 		for _, l := range lists {
@@ -284,7 +301,7 @@ func TestHelmChart(t *testing.T) {
 	}{{
 		name: "defaults",
 		// The domain labeler is on: its affinity keeps it to AKS nodes, its selector to Linux.
-		want: concat(schedulerObjects, controllerObjects, domainObjects),
+		want: concat(schedulerObjects, controllerObjects, domainObjects, webhookObjects),
 		check: func(t *testing.T, r *renderedChart, cfg *schedconfig.KubeSchedulerConfiguration) {
 			checkMatchesShippedConfig(t, r, cfg)
 			ds := r.get(t, "DaemonSet", "pool-labeler-domain")
@@ -300,7 +317,7 @@ func TestHelmChart(t *testing.T) {
 	}, {
 		name:   "AKS system-mode selector switched off",
 		values: `scheduler: {plugins: {systemPoolGuard: {args: {systemNodeSelector: {}}}}}`,
-		want:   concat(schedulerObjects, controllerObjects, domainObjects),
+		want:   concat(schedulerObjects, controllerObjects, domainObjects, webhookObjects),
 		check: func(t *testing.T, _ *renderedChart, cfg *schedconfig.KubeSchedulerConfiguration) {
 			args := util.PluginArgs(t, &cfg.Profiles[0], "SystemPoolGuard").(*config.SystemPoolGuardArgs)
 			if args.SystemNodeSelector == nil || len(args.SystemNodeSelector.MatchLabels)+len(args.SystemNodeSelector.MatchExpressions) != 0 {
@@ -346,9 +363,11 @@ scheduler:
         - {name: fault-domain, labelKeys: [topology.kubernetes.azure.com/fault-domain], joint: true}
 monitoring:
   serviceMonitor: {enabled: true, labels: {release: prometheus}}
+admission: {mode: policy, namespaces: [team-a, kube-system]}
 `,
 		want: concat(schedulerObjects, controllerObjects, domainObjects, monitoringObjects,
-			[]string{"FlowSchema pool-scheduler", "FlowSchema pool-scheduler-leader-election"}),
+			[]string{"FlowSchema pool-scheduler", "FlowSchema pool-scheduler-leader-election",
+				"MutatingAdmissionPolicy pool-scheduler", "MutatingAdmissionPolicyBinding pool-scheduler", "MutatingAdmissionPolicyBinding pool-scheduler-listed"}),
 		check: func(t *testing.T, r *renderedChart, cfg *schedconfig.KubeSchedulerConfiguration) {
 			if got := [2]any{cfg.ClientConnection.QPS, cfg.ClientConnection.Burst}; got != [2]any{float32(300.5), int32(1000000)} {
 				t.Errorf("clientConnection qps, burst = %v, want [300.5 1000000] from values", got)
@@ -414,7 +433,7 @@ monitoring:
 		},
 	}, {
 		name:   "labelers off",
-		values: `labeler: {controller: {enabled: false}, domain: {enabled: false}}`,
+		values: `{labeler: {controller: {enabled: false}, domain: {enabled: false}}, admission: {mode: none}}`,
 		want:   concat(schedulerObjects),
 	}, {
 		name:      "custom names, one replica, no leader election, no PDB, plugins off",
@@ -426,6 +445,7 @@ scheduler:
   leaderElection: {enabled: false}
   podDisruptionBudget: {enabled: false}
   plugins: {nodePoolReady: {enabled: false}, systemPoolGuard: {enabled: false}, domainSpread: {enabled: false}}
+admission: {mode: none}
 labeler:
   controller: {enabled: false}
   domain:
@@ -550,6 +570,9 @@ func TestHelmChartRejectsBadValues(t *testing.T) {
 		{name: "client burst fractional", values: `scheduler: {clientConnection: {burst: 1.5}}`, wantErr: "/scheduler/clientConnection/burst"},
 		{name: "misspelled client setting", values: `scheduler: {clientConnection: {qsp: 100}}`, wantErr: "qsp"},
 		{name: "client qps as a flag", values: `scheduler: {extraArgs: [--kube-api-qps=100]}`, wantErr: "set scheduler.clientConnection"},
+		{name: "admission mode", values: `admission: {mode: always}`, wantErr: "/admission/mode"},
+		{name: "policy with a two-requirement system selector", values: `{admission: {mode: policy}, scheduler: {plugins: {systemPoolGuard: {args: {systemNodeSelector: {matchLabels: {a: b, c: d}}}}}}}`, wantErr: "at most one requirement"},
+		{name: "cert-manager without an issuer", values: `admission: {webhook: {certManager: {enabled: true}}}`, wantErr: "issuerRef"},
 		{name: "client burst as a flag", values: `scheduler: {extraArgs: [--v=3, --kube-api-burst, "200"]}`, wantErr: "--kube-api-burst is ignored"},
 	}
 	for _, tt := range tests {
@@ -595,7 +618,7 @@ func TestHelmChartRBACMatchesManifests(t *testing.T) {
 		return out
 	}
 	var manifests []*unstructured.Unstructured
-	for _, f := range []string{"scheduler/rbac.yaml", "scheduler/admission-policy.yaml", "labeler/controller/rbac.yaml", "labeler/controller/admission-policy.yaml", "labeler/domain/rbac.yaml", "labeler/domain/admission-policy.yaml", "policies/system-pods/admission-policy.yaml"} {
+	for _, f := range []string{"scheduler/rbac.yaml", "scheduler/admission-policy.yaml", "labeler/controller/rbac.yaml", "labeler/controller/admission-policy.yaml", "labeler/domain/rbac.yaml", "labeler/domain/admission-policy.yaml", "policies/system-pods/admission-policy.yaml", "admission/webhook/rbac.yaml"} {
 		data, err := os.ReadFile(filepath.Join(util.RepoRoot(), "manifests", f))
 		if err != nil {
 			t.Fatal(err)
@@ -982,5 +1005,22 @@ func TestHelmChartFlowSchema(t *testing.T) {
 	}
 	for _, req := range requests {
 		waitClassified(req.path, req.wantWith)
+	}
+}
+
+// TestHelmChartKubeVersion: helm install refuses clusters outside the version-skew policy of
+// the 1.34 scheduler (helm's own check, chartutil.IsCompatibleRange on Chart.yaml kubeVersion).
+func TestHelmChartKubeVersion(t *testing.T) {
+	ch, err := loader.Load(chartDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for v, want := range map[string]bool{
+		"v1.31.9": false, "v1.33.5": false, "v1.34.0": true, "v1.34.10": true, "v1.35.4": true,
+		"v1.35.0-eks-1a2b3c": true, "v1.36.0": false, "v1.37.2": false,
+	} {
+		if got := chartutil.IsCompatibleRange(ch.Metadata.KubeVersion, v); got != want {
+			t.Errorf("Kubernetes %s: chart kubeVersion %q admits it: %v, want %v", v, ch.Metadata.KubeVersion, got, want)
+		}
 	}
 }
