@@ -158,11 +158,15 @@ type Bundle struct {
 }
 
 // Bundles are the install YAMLs of a release: the scheduler (with the CRD, namespace, RBAC and
-// admission policies) and the labeler's controller, as the chart installs by default; the Azure
-// domain labeler on its own, as the chart's labeler.domain.enabled adds it; the optional
-// system-pods admission policy (docs/security.md), off by default in the chart.
+// admission policies), its admission webhook (namespaces opt in by label) and the labeler's
+// controller, as the chart installs by default; the Azure domain labeler on its own, as the
+// chart's labeler.domain.enabled adds it; the MutatingAdmissionPolicy way in instead of the
+// webhook (docs/autoscaling.md); the optional system-pods admission policy (docs/security.md),
+// off by default in the chart.
 var Bundles = []Bundle{
-	{File: "install.yaml", Dirs: []string{"manifests/scheduler", "manifests/labeler/controller"}},
+	// manifests/admission/webhook includes manifests/scheduler: the webhook mounts its ConfigMap.
+	{File: "install.yaml", Dirs: []string{"manifests/admission/webhook", "manifests/labeler/controller"}},
+	{File: "install-admission-policy.yaml", Dirs: []string{"manifests/admission/policy"}},
 	{File: "install-domain-labeler.yaml", Dirs: []string{"manifests/labeler/domain"}},
 	{File: "install-system-pod-policy.yaml", Dirs: []string{"manifests/policies/system-pods"}},
 }

@@ -131,8 +131,8 @@ func TestPackageChart(t *testing.T) {
 			}
 		}
 	}
-	if workloads != 3 {
-		t.Errorf("%d workloads rendered, want 3 (scheduler, labeler controller, domain labeler)", workloads)
+	if workloads != 4 {
+		t.Errorf("%d workloads rendered, want 4 (scheduler, admission webhook, labeler controller, domain labeler)", workloads)
 	}
 	for _, f := range ch.Raw {
 		if f.Name == "values.yaml" && !strings.Contains(string(f.Data), "# Default values for the pool-scheduler chart.") {
@@ -317,8 +317,8 @@ func TestRepositoryManifestsNameARelease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if found != 3 {
-		t.Errorf("%d pool-scheduler containers in manifests/, want 3", found)
+	if found != 4 {
+		t.Errorf("%d pool-scheduler containers in manifests/, want 4 (scheduler, admission webhook, labeler controller, domain labeler)", found)
 	}
 }
 
