@@ -1,6 +1,7 @@
 // Package webhook serves pool-scheduler's admission path as a mutating admission webhook
 // (pool-labeler webhook): admission.Mutator behind controller-runtime's webhook server, with its
-// serving certificate generated and rotated by cert-controller's rotator.
+// serving certificate generated and rotated by the webhook itself (certs.go, cert-controller's
+// certificate functions).
 package webhook
 
 import (
