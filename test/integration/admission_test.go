@@ -394,7 +394,12 @@ func TestHelmChartAdmission(t *testing.T) {
 		if diff := cmp.Diff(*listed, got.Webhooks[1]); diff != "" {
 			t.Errorf("listed namespaces' webhook (-want +got):\n%s", diff)
 		}
-		args := containerArgs(t, r.get(t, "Deployment", name+"-webhook"))
+		deploy := r.get(t, "Deployment", name+"-webhook")
+		spread, _, _ := unstructured.NestedSlice(deploy.Object, "spec", "template", "spec", "topologySpreadConstraints")
+		if len(spread) != 1 || fmt.Sprint(spread[0].(map[string]any)["labelSelector"]) != fmt.Sprint(map[string]any{"matchLabels": map[string]any{"app.kubernetes.io/instance": chartRelease, "app.kubernetes.io/name": name + "-webhook"}}) {
+			t.Errorf("webhook replicas not spread over nodes by their own labels: %v", spread)
+		}
+		args := containerArgs(t, deploy)
 		for _, a := range []string{"--config=/etc/pool-scheduler/config.yaml", "--scheduler-name=" + name, "--system-node-affinity=true",
 			"--cert-rotation=true", "--secret-name=" + name + "-webhook-tls", "--webhook-configuration=" + name, "--dns-name=" + name + "-webhook." + chartNamespace + ".svc"} {
 			if !containsString(args, a) {
