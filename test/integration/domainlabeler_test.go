@@ -236,7 +236,9 @@ func TestDomainLabelerRecovers(t *testing.T) {
 		ctx, cancel := context.WithCancel(tCtx)
 		defer cancel()
 		done := make(chan error, 1)
-		go func() { done <- labeler.RunDomainMode(ctx, cs, opts(nodeName, srv.URL+"/metadata/instance/compute"), interval) }()
+		go func() {
+			done <- labeler.RunDomainMode(ctx, cs, opts(nodeName, srv.URL+"/metadata/instance/compute"), interval)
+		}()
 		err := wait.PollUntilContextTimeout(tCtx, 5*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
 			return notFound.Load() >= 1, nil
 		})
