@@ -34,6 +34,9 @@ BUILD_GOGC ?= 400
 # Tests that start kube-apiserver find etcd on PATH.
 TEST_ENV := PATH="$(BIN):$$PATH" GOFLAGS="$(DEV_GOFLAGS)"
 GOTEST_FLAGS ?=
+# The unit and integration suites run under the race detector (it needs cgo: a C compiler).
+# RACE= runs them without it.
+RACE ?= -race
 
 .PHONY: help
 help: ## Show this help.
@@ -82,8 +85,8 @@ $(BIN)/etcd: go.mod go.sum
 test: unit fuzz-smoke integration e2e image-test perf-smoke ## Unit, fuzz smoke, integration (real apiserver), end-to-end (built binaries), the image, and the scheduler_perf smoke test.
 
 .PHONY: unit
-unit: ## Unit tests, static checks of shipped files (Dockerfile lint, metrics docs) and benchmarks compiled (run once).
-	GOFLAGS="$(DEV_GOFLAGS)" $(GO) test $(GOTEST_FLAGS) ./pkg/... ./cmd/... ./internal/... ./manifests/... ./test/static/...
+unit: ## Unit tests (race detector on), static checks of shipped files (Dockerfile lint, metrics docs) and benchmarks compiled (run once).
+	GOFLAGS="$(DEV_GOFLAGS)" $(GO) test $(RACE) $(GOTEST_FLAGS) ./pkg/... ./cmd/... ./internal/... ./manifests/... ./test/static/...
 	GOFLAGS="$(DEV_GOFLAGS)" $(GO) test -run='^$$' -bench=. -benchtime=1x ./pkg/... >/dev/null
 
 # Fuzz targets as package:Target; `go test -fuzz` takes one package and one target at a time.
@@ -109,8 +112,8 @@ fuzz-smoke: ## A few seconds of fuzzing per target (FUZZ_SMOKE_TIME), as make te
 	$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZ_SMOKE_TIME)
 
 .PHONY: integration
-integration: etcd ## Plugins in process against kube-apiserver + etcd.
-	$(TEST_ENV) $(GO) test $(GOTEST_FLAGS) -timeout=20m ./test/integration/...
+integration: etcd ## Plugins in process against kube-apiserver + etcd (race detector on).
+	$(TEST_ENV) $(GO) test $(RACE) $(GOTEST_FLAGS) -timeout=30m ./test/integration/...
 
 .PHONY: e2e
 e2e: etcd build kubectl ## bin/pool-scheduler as a child process against kube-apiserver + etcd; kubectl pool (bin/poolctl as a kubectl plugin).

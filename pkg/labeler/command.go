@@ -156,19 +156,29 @@ func newDomainCommand(kubeconfig *string) *cobra.Command {
 	var (
 		onNotAzure string
 		interval   time.Duration
+		reprobe    time.Duration
 		attempts   int
 	)
 	cmd := &cobra.Command{
 		Use:   "domain",
 		Short: "Label this node with its Azure platform fault and update domain (DaemonSet)",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if opts.NodeName == "" {
-				return errors.New("--node-name (or NODE_NAME) is required")
-			}
+			opts.Backoff = wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.2, Steps: attempts, Cap: time.Minute}
+			opts.PatchBackoff = wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.2, Cap: time.Minute}
+			var errs []error
 			switch onNotAzure {
-			case "exit", "idle", "fail":
+			case "exit", "fail":
+			case "idle":
+				// Idle, not asleep: a node whose endpoint was not up at boot is labelled once it is.
+				opts.ReprobeInterval = reprobe
 			default:
-				return fmt.Errorf("--on-not-azure: %q is not one of exit, idle, fail", onNotAzure)
+				errs = append(errs, fmt.Errorf("--on-not-azure: %q is not one of exit, idle, fail", onNotAzure))
+			}
+			if reprobe <= 0 {
+				errs = append(errs, fmt.Errorf("--reprobe-interval must be positive, got %v", reprobe))
+			}
+			if err := errors.Join(append(errs, ValidateDomainOptions(opts, interval))...); err != nil {
+				return err
 			}
 			cfg, err := restConfig(*kubeconfig)
 			if err != nil {
@@ -178,7 +188,6 @@ func newDomainCommand(kubeconfig *string) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			opts.Backoff = wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.2, Steps: attempts, Cap: time.Minute}
 			ctx := ctrl.SetupSignalHandler()
 			logger := klog.FromContext(ctx)
 			logger.Info("Starting", "version", version.String(), "mode", "domain", "node", opts.NodeName)
@@ -189,8 +198,7 @@ func newDomainCommand(kubeconfig *string) *cobra.Command {
 				case "exit":
 					return nil
 				case "idle":
-					// A DaemonSet restarts pods that exit: wait quietly instead of crash-looping.
-					<-ctx.Done()
+					// Only when ctx ended: idle mode probes again every --reprobe-interval.
 					return nil
 				}
 			}
@@ -203,9 +211,10 @@ func newDomainCommand(kubeconfig *string) *cobra.Command {
 	f.StringVar(&opts.UpdateDomainKey, "update-domain-key", DefaultUpdateDomainKey, "label key for the platform update domain")
 	f.StringVar(&opts.FaultDomainKey, "fault-domain-key", DefaultFaultDomainKey, "label key for the platform fault domain; empty: do not write it")
 	f.DurationVar(&opts.RequestTimeout, "request-timeout", 5*time.Second, "timeout of one metadata request")
-	f.IntVar(&attempts, "attempts", 8, "metadata attempts before giving up on transient errors (exponential backoff from 1s)")
+	f.IntVar(&attempts, "attempts", 8, "metadata attempts before giving up on transient errors: refused, unreachable, timeouts, 5xx, 429 (exponential backoff from 1s, at most 1m apart)")
 	f.DurationVar(&interval, "recheck-interval", 5*time.Minute, "how often the labels are checked and restored")
-	f.StringVar(&onNotAzure, "on-not-azure", "exit", "what to do when the endpoint is not Azure: exit (0), idle (stay up, for DaemonSets), fail (exit 1)")
+	f.StringVar(&onNotAzure, "on-not-azure", "exit", "what to do when the endpoint is not Azure's or never answered: exit (0), idle (stay up and probe again every --reprobe-interval, for DaemonSets), fail (exit 1)")
+	f.DurationVar(&reprobe, "reprobe-interval", 10*time.Minute, "with --on-not-azure=idle, how often the endpoint is probed again")
 	return cmd
 }
 

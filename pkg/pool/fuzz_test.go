@@ -1,6 +1,7 @@
 package pool
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -40,24 +41,81 @@ func parseLabels(s string) map[string]string {
 	return labels
 }
 
-// refPoolOf is the definition of a node's pool, written as plainly as possible.
+// The fuzz references below are written from the definitions (DESIGN.md: "Pool identity";
+// the managed-labels annotation is a JSON array of keys), not from the code: they call none of
+// the package's helpers and do not share its default list, so a change to either shows.
+
+// refDefaultPoolLabelKeys is DESIGN.md's default list, spelled out here on purpose.
+var refDefaultPoolLabelKeys = []string{
+	"nodepool.banzaicloud.io/name",
+	"node.banzaicloud.io/nodepool",
+	"kubernetes.azure.com/agentpool",
+	"agentpool",
+	"cloud.google.com/gke-nodepool",
+	"eks.amazonaws.com/nodegroup",
+	"karpenter.sh/nodepool",
+	"doks.digitalocean.com/node-pool",
+}
+
+// refPoolOf: the value of the first key in the list with a non-empty value. Written as a scan
+// from the end that keeps the last hit, unlike the implementation's early return.
 func refPoolOf(keys []string, labels map[string]string) (string, bool) {
 	if len(keys) == 0 {
-		keys = configv1.DefaultPoolLabelKeys
+		keys = refDefaultPoolLabelKeys
 	}
-	for _, k := range keys {
-		if labels[k] != "" {
-			return labels[k], true
+	name, found := "", false
+	for i := len(keys) - 1; i >= 0; i-- {
+		if v, has := labels[keys[i]]; has && len(v) > 0 {
+			name, found = v, true
 		}
 	}
-	return "", false
+	return name, found
+}
+
+// refManagedLabels: a blank value (JSON whitespace only) lists nothing; otherwise the value must
+// decode as a JSON array whose every entry is a string. Decoded generically, not into the
+// implementation's types.
+func refManagedLabels(annotation string) ([]string, bool) {
+	blank := true
+	for i := 0; i < len(annotation); i++ {
+		if c := annotation[i]; c != ' ' && c != '\t' && c != '\n' && c != '\r' {
+			blank = false
+		}
+	}
+	if blank {
+		return nil, true
+	}
+	var v any
+	if json.Unmarshal([]byte(annotation), &v) != nil {
+		return nil, false
+	}
+	list, isList := v.([]any)
+	if !isList {
+		return nil, false
+	}
+	keys := make([]string, 0, len(list))
+	for _, e := range list {
+		k, isString := e.(string)
+		if !isString {
+			return nil, false
+		}
+		keys = append(keys, k)
+	}
+	return keys, true
+}
+
+func TestReferenceDefaultsMatchTheShippedDefaults(t *testing.T) {
+	// The shipped defaults may grow a key only together with DESIGN.md and this reference.
+	if diff := cmp.Diff(refDefaultPoolLabelKeys, configv1.DefaultPoolLabelKeys); diff != "" {
+		t.Errorf("default pool label keys (-reference +shipped):\n%s", diff)
+	}
 }
 
 // FuzzPoolOf fuzzes pool identity and the readiness gate's use of it: the configured keys
 // (one per line; none means the defaults), the node's labels ("k=v" per line) and its
 // managed-labels annotation. Properties: PoolOf agrees with the plain definition, is
 // deterministic and does not depend on the caller's slice; ValidateLabelKeys refuses duplicates;
-// with no NodePoolLabelSets the gate's verdict follows from PoolOf and ParseManagedLabels alone.
+// with no NodePoolLabelSets the gate's verdict follows from the pool and the annotation alone (refPoolOf, refManagedLabels).
 func FuzzPoolOf(f *testing.F) {
 	f.Add("", "nodepool.banzaicloud.io/name=spot", "")
 	f.Add("", "kubernetes.azure.com/agentpool=aks\nnodepool.banzaicloud.io/name=banzai", "")
@@ -109,7 +167,7 @@ func FuzzPoolOf(f *testing.F) {
 			if v.Pool != wantName && v.Cause != UnknownPool {
 				t.Fatalf("%s: verdict names pool %q, PoolOf says %q", policy, v.Pool, wantName)
 			}
-			managed, err := ParseManagedLabels(annotation)
+			managed, wellFormed := refManagedLabels(annotation)
 			stale := ""
 			for _, k := range managed {
 				if _, present := labels[k]; present {
@@ -121,7 +179,7 @@ func FuzzPoolOf(f *testing.F) {
 			switch {
 			case !ok && policy == config.UnknownPoolReject:
 				want = UnknownPool
-			case err != nil:
+			case !wellFormed:
 				want = MalformedAnnotation
 			case stale != "":
 				want = StaleLabel

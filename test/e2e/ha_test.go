@@ -19,18 +19,6 @@ import (
 	"github.com/pool-scheduler/pool-scheduler/test/util"
 )
 
-// Leader-election timing of the HA test's copy of the shipped config (shipped: the
-// kube-scheduler defaults 15s/10s/2s). Shorter, so a takeover after SIGKILL (which does not
-// release the Lease: the standby waits for it to expire) takes ~6 s instead of ~15 s; a 5 s renew deadline
-// keeps a busy leader from losing the Lease on a loaded 2-core machine.
-const (
-	haLeaseDuration = "6s"
-	haRenewDeadline = "5s"
-	haRetryPeriod   = "1s"
-)
-
-// acquiredLease is what client-go's leader election logs when a process becomes leader.
-
 // bindingLog records, from a watch on the pods of a namespace, when each pod was first seen
 // bound and to which node, and any pod whose nodeName changed after it was set.
 type bindingLog struct {
@@ -105,12 +93,14 @@ func (b *bindingLog) firstAfter(t time.Time) (time.Time, bool) {
 	return first, !first.IsZero()
 }
 
-// TestSchedulerHA runs three bin/pool-scheduler replicas with the shipped config (leader election
-// on the Lease pool-scheduler/pool-scheduler; only the lease timing shortened, see haLeaseDuration)
-// while 1000 pods are created, SIGKILLs the leader three times (a
-// replacement replica starts after each kill, as a Deployment would) and checks:
+// TestSchedulerHA runs three bin/pool-scheduler replicas with the shipped config as shipped
+// (leader election on the Lease pool-scheduler/pool-scheduler with the shipped timings, the
+// kube-scheduler defaults 15s/10s/2s: a takeover after SIGKILL, which does not release the
+// Lease, takes ~15 s) while pods are created at a steady pace until the kills are done,
+// SIGKILLs the leader three times (a replacement replica starts after each kill, as a
+// Deployment would) and checks:
 //   - a standby takes the Lease over each time and binds pods (takeover times are logged);
-//   - no pod is lost: all 1000 end bound, each to a ready node of the pool;
+//   - no pod is lost: all end bound, each to a ready node of the pool;
 //   - no pod is bound twice. The apiserver refuses a second binding of a bound pod ("already
 //     assigned", 409) and nodeName is immutable, so a double binding cannot be stored; what two
 //     schedulers acting at once (split brain) would produce is that refusal. The test asserts it
@@ -139,39 +129,46 @@ func TestSchedulerHA(t *testing.T) {
 	bindings := watchBindings(tCtx, t, cs, ns)
 
 	doc := util.ShippedConfigFor(t, cp)
-	le := doc["leaderElection"].(map[string]any)
-	le["leaseDuration"], le["renewDeadline"], le["retryPeriod"] = haLeaseDuration, haRenewDeadline, haRetryPeriod
+	le := util.LoadShippedConfig(t).LeaderElection
+	timings := fmt.Sprintf("%v/%v/%v", le.LeaseDuration.Duration, le.RenewDeadline.Duration, le.RetryPeriod.Duration)
 	const leaseNS, leaseName = "pool-scheduler", "pool-scheduler"
+	// Waits scale with the lease: a takeover takes up to a lease duration plus a retry period,
+	// more on a loaded machine.
+	leaseWait := 4*le.LeaseDuration.Duration + 30*time.Second
 	replicas := &util.Replicas{
 		Client: cs, LeaseNamespace: leaseNS, LeaseName: leaseName,
 		Start:          func() *util.SchedulerProcess { return util.StartSchedulerBinary(t, doc) },
 		FirstWorkAfter: bindings.firstAfter,
+		LeaseTimeout:   leaseWait,
 	}
 	replicas.StartReplicas(tCtx, t, 3)
 
-	// Create the pods at a steady pace (~40/s, ~25 s in all) so that the kills happen while they
-	// are being created.
-	const pods = 1000
+	// Create pods at a steady pace (~40/s) until the kills are done, so that every leader has
+	// pods to bind, however long the takeovers take.
 	createCtx, stopCreating := context.WithCancel(tCtx)
 	defer stopCreating()
 	created := make(chan error, 1)
+	var pods int
 	go func() {
 		tick := time.NewTicker(25 * time.Millisecond)
 		defer tick.Stop()
-		for i := 0; i < pods; i++ {
+		for i := 0; ; i++ {
 			select {
 			case <-createCtx.Done():
-				created <- createCtx.Err()
+				created <- nil
 				return
 			case <-tick.C:
 			}
-			p := util.Pod(ns, fmt.Sprintf("p-%04d", i)).Obj()
+			p := util.Pod(ns, fmt.Sprintf("p-%05d", i)).Obj()
 			if _, err := cs.CoreV1().Pods(ns).Create(createCtx, p, metav1.CreateOptions{}); err != nil {
+				if createCtx.Err() != nil {
+					created <- nil
+					return
+				}
 				created <- fmt.Errorf("creating pod %s: %w", p.Name, err)
 				return
 			}
 		}
-		created <- nil
 	}()
 
 	var takeovers []string
@@ -179,7 +176,7 @@ func TestSchedulerHA(t *testing.T) {
 		// The current leader is the live replica that logged acquiring the Lease; it must be
 		// binding pods before it is killed.
 		base := bindings.count()
-		leader, err := replicas.Leader(tCtx, 60*time.Second, func() bool { return bindings.count() >= base+20 })
+		leader, err := replicas.Leader(tCtx, leaseWait, func() bool { return bindings.count() >= base+20 })
 		if err != nil {
 			t.Fatalf("kill %d: no live leader binding pods (bound so far %d): %v", k, bindings.count(), err)
 		}
@@ -187,7 +184,7 @@ func TestSchedulerHA(t *testing.T) {
 			t.Fatalf("kill %d: Lease holder %q, want the leader seen so far %q", k, h, replicas.Holder)
 		}
 		boundAtKill := bindings.count()
-		took, err := replicas.KillLeader(tCtx, t, leader, 60*time.Second)
+		took, err := replicas.KillLeader(tCtx, t, leader, leaseWait)
 		if err != nil {
 			t.Fatalf("kill %d: no pod bound: %v", k, err)
 		}
@@ -197,15 +194,22 @@ func TestSchedulerHA(t *testing.T) {
 		takeovers = append(takeovers, msg)
 	}
 
-	select {
-	case err := <-created:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(2 * time.Minute):
-		t.Fatal("pods not created within 2 minutes")
+	// The last leader binds pods for a while, then creation stops.
+	base := bindings.count()
+	if _, err := replicas.Leader(tCtx, leaseWait, func() bool { return bindings.count() >= base+20 }); err != nil {
+		t.Fatalf("the last leader is not binding pods: %v", err)
 	}
-	t.Logf("all %d pods created; %d bound so far", pods, bindings.count())
+	stopCreating()
+	if err := <-created; err != nil {
+		t.Fatal(err)
+	}
+	// A create cut short by the stop may still have reached the apiserver: count what exists.
+	all, err := cs.CoreV1().Pods(ns).List(tCtx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods = len(all.Items)
+	t.Logf("%d pods created; %d bound so far", pods, bindings.count())
 	list := util.WaitAllBound(tCtx, t, cs, ns, pods, 2*time.Minute)
 
 	for _, p := range list {
@@ -239,7 +243,7 @@ func TestSchedulerHA(t *testing.T) {
 	if lease.Spec.LeaseTransitions == nil || *lease.Spec.LeaseTransitions < 3 {
 		t.Errorf("Lease transitions %v, want >= 3", lease.Spec.LeaseTransitions)
 	}
-	t.Logf("takeovers (lease %s/%s/%s):\n  %s", haLeaseDuration, haRenewDeadline, haRetryPeriod, strings.Join(takeovers, "\n  "))
+	t.Logf("takeovers (shipped lease timings %s):\n  %s", timings, strings.Join(takeovers, "\n  "))
 }
 
 // checkSchedulingEvents fails the test if a pod has more than one Scheduled event or a binding

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -84,6 +85,17 @@ func TestLabelerHA(t *testing.T) {
 	mutateCtx, stopMutating := context.WithCancel(tCtx)
 	var mutations sync.WaitGroup
 	var mutateErr error
+	var mutated atomic.Int32 // mutations done
+	// afterMutations waits until n more mutations were made: the leader has had work to do.
+	afterMutations := func(n int32) {
+		t.Helper()
+		target := mutated.Load() + n
+		if err := wait.PollUntilContextTimeout(tCtx, 50*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
+			return mutated.Load() >= target, nil
+		}); err != nil {
+			t.Fatalf("%d mutations not made within 60s (%d done; the mutation error is reported at the end)", n, mutated.Load())
+		}
+	}
 	mutations.Add(1)
 	go func() {
 		defer mutations.Done()
@@ -123,6 +135,7 @@ func TestLabelerHA(t *testing.T) {
 				mutateErr = fmt.Errorf("mutation %d: %w", i, err)
 				return
 			}
+			mutated.Add(1)
 		}
 	}()
 
@@ -132,8 +145,8 @@ func TestLabelerHA(t *testing.T) {
 		if err != nil {
 			t.Fatalf("kill %d: no live leader: %v", k, err)
 		}
-		// Let the leader work for a moment.
-		time.Sleep(2 * time.Second)
+		// Let the leader work: one round of every kind of change.
+		afterMutations(6)
 		took, err := replicas.KillLeader(tCtx, t, leader, 30*time.Second)
 		if err != nil {
 			t.Fatalf("kill %d: no node labels written: %v", k, err)
@@ -144,7 +157,7 @@ func TestLabelerHA(t *testing.T) {
 		takeovers = append(takeovers, msg)
 	}
 	// One more round of changes for the last leader, then stop.
-	time.Sleep(2 * time.Second)
+	afterMutations(6)
 	stopMutating()
 	mutations.Wait()
 	if mutateErr != nil {

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/kubernetes/test/utils/ktesting"
 
@@ -79,8 +81,18 @@ func TestLabelerAndSchedulerWhileNodesJoin(t *testing.T) {
 	for i := 0; i < pods; i++ {
 		util.CreatePod(tCtx, t, cs, util.Pod(ns, fmt.Sprintf("app-%d", i)).Obj())
 	}
-	// Let the pods be tried against an empty pool first.
-	time.Sleep(500 * time.Millisecond)
+	// Let the pods be tried against an empty pool first: every one found no node.
+	util.WaitForPods(tCtx, t, cs, ns, 60*time.Second, func(list []v1.Pod) (bool, error) {
+		tried := 0
+		for _, p := range list {
+			for _, c := range p.Status.Conditions {
+				if c.Type == v1.PodScheduled && c.Status == v1.ConditionFalse {
+					tried++
+				}
+			}
+		}
+		return tried == pods, nil
+	})
 	for i := 0; i < nodes; i++ {
 		util.CreateNode(tCtx, t, cs, util.Node(fmt.Sprintf("spot-%d", i), map[string]string{"nodepool.banzaicloud.io/name": "spot"}).Obj())
 	}
@@ -94,16 +106,11 @@ func TestLabelerAndSchedulerWhileNodesJoin(t *testing.T) {
 		return bound == pods, nil
 	})
 	// The watch may trail the list slightly.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	_ = wait.PollUntilContextTimeout(tCtx, 20*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
 		mu.Lock()
-		n := len(boundAt)
-		mu.Unlock()
-		if n == pods || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		defer mu.Unlock()
+		return len(boundAt) == pods, nil
+	})
 	mu.Lock()
 	defer mu.Unlock()
 	if len(boundAt) != pods {

@@ -96,10 +96,11 @@ func TestSchedulerSurvivesControlPlaneRestart(t *testing.T) {
 
 	down := time.Now()
 	t.Logf("restarting the control plane: %d pods created, %d bound", createdCount.Load(), bound())
+	errorsBefore := r.ClientErrors(proc)
 	r.StopAPIServer()
 	r.Etcd.Kill()
-	// Let the scheduler's clients fail for a while.
-	time.Sleep(2 * time.Second)
+	// Keep it down until the scheduler's clients have noticed (logged a failed request).
+	r.WaitForClientErrors(tCtx, t, proc, errorsBefore, 1)
 	r.Etcd.Start()
 	r.StartAPIServer()
 	outage := time.Since(down)
@@ -132,4 +133,67 @@ func TestSchedulerSurvivesControlPlaneRestart(t *testing.T) {
 	}
 	t.Logf("all %d pods bound (%d created after the restart), the last %v after creation ended; scheduler still running and leading",
 		pods, pods-int(createdAtRestart), time.Since(start).Round(time.Millisecond))
+}
+
+// TestLabelerSurvivesControlPlaneRestart: bin/pool-labeler (controller, leader election on) keeps
+// running through a kube-apiserver stop and etcd SIGKILL, reconnects, keeps its Lease, and
+// applies set and node changes made after the restart. Renew deadline lengthened as above.
+func TestLabelerSurvivesControlPlaneRestart(t *testing.T) {
+	tCtx := ktesting.Init(t)
+	r := util.StartRestartableControlPlane(t)
+	cs := r.Client
+	const ns = "pool-scheduler"
+	if _, err := cs.CoreV1().Namespaces().Create(tCtx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	util.MustApplyLabelSet(tCtx, t, r.APIServer, util.LabelSet(ns, "spot", map[string]string{"example.com/tier": "gold"}))
+	util.CreateNode(tCtx, t, cs, util.Node("spot-0", map[string]string{poolKey: "spot"}).Obj())
+
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := controlplane.WriteKubeconfig(r.Config, kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	proc := util.StartProcess(t, util.LabelerBinary(t), "controller", "--kubeconfig="+kubeconfig,
+		"--leader-elect-namespace="+ns, "--metrics-bind-address=0", "--health-probe-bind-address=0", "-v=2",
+		"--leader-elect-lease-duration=40s", "--leader-elect-renew-deadline=30s", "--leader-elect-retry-period=2s")
+	holder, _ := util.WaitForLeaseHolder(tCtx, t, cs, ns, "pool-labeler", "", 60*time.Second)
+	labelled := func(want map[string]string, nodes ...string) {
+		t.Helper()
+		err := wait.PollUntilContextTimeout(tCtx, 50*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+			for _, name := range nodes {
+				n, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+				if err != nil {
+					return false, nil
+				}
+				for k, v := range want {
+					if n.Labels[k] != v {
+						return false, nil
+					}
+				}
+			}
+			return true, nil
+		})
+		if err != nil {
+			t.Fatalf("nodes %v not labelled %v: %v", nodes, want, err)
+		}
+	}
+	labelled(map[string]string{"example.com/tier": "gold"}, "spot-0")
+
+	errorsBefore := r.ClientErrors(proc)
+	r.StopAPIServer()
+	r.Etcd.Kill()
+	r.WaitForClientErrors(tCtx, t, proc, errorsBefore, 1)
+	r.Etcd.Start()
+	r.StartAPIServer()
+
+	// Changes after the restart reach the labeler through its re-established watches.
+	util.MustApplyLabelSet(tCtx, t, r.APIServer, util.LabelSet(ns, "spot", map[string]string{"example.com/tier": "gold", "example.com/team": "data"}))
+	util.CreateNode(tCtx, t, cs, util.Node("spot-1", map[string]string{poolKey: "spot"}).Obj())
+	labelled(map[string]string{"example.com/tier": "gold", "example.com/team": "data"}, "spot-0", "spot-1")
+	if proc.Exited() {
+		t.Fatalf("labeler exited: %s", proc.Output())
+	}
+	if h := util.LeaseHolder(tCtx, cs, ns, "pool-labeler"); h != holder {
+		t.Errorf("Lease holder %q after the restart, want %q (the labeler lost its Lease)", h, holder)
+	}
 }

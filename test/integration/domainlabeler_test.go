@@ -6,12 +6,15 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/kubernetes/test/utils/ktesting"
 
 	"github.com/pool-scheduler/pool-scheduler/pkg/labeler"
@@ -169,3 +172,89 @@ func TestDomainLabeler(t *testing.T) {
 		})
 	}
 }
+
+// TestDomainLabelerRecovers: the domain mode does not give up on a node for good when the
+// metadata endpoint or the apiserver fails for a while.
+func TestDomainLabelerRecovers(t *testing.T) {
+	tCtx := ktesting.Init(t)
+	cp := util.StartControlPlane(t)
+	labelled := func(t *testing.T, nodeName, ud string) {
+		t.Helper()
+		err := wait.PollUntilContextTimeout(tCtx, 20*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			n, err := cp.Client.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+			return err == nil && n.Labels[labeler.DefaultUpdateDomainKey] == ud, nil
+		})
+		if err != nil {
+			n, _ := cp.Client.CoreV1().Nodes().Get(tCtx, nodeName, metav1.GetOptions{})
+			t.Fatalf("node %s not labelled with update domain %s: %v", nodeName, ud, n.GetLabels())
+		}
+	}
+	opts := func(nodeName, endpoint string) labeler.DomainOptions {
+		return labeler.DomainOptions{
+			NodeName: nodeName, Endpoint: endpoint,
+			FaultDomainKey: labeler.DefaultFaultDomainKey, UpdateDomainKey: labeler.DefaultUpdateDomainKey,
+			RequestTimeout: 2 * time.Second,
+			Backoff:        wait.Backoff{Duration: 10 * time.Millisecond, Factor: 2, Steps: 3},
+			PatchBackoff:   wait.Backoff{Duration: 20 * time.Millisecond, Factor: 2, Cap: 200 * time.Millisecond},
+		}
+	}
+	// A long recheck interval: only the retries under test can label the node in time.
+	const interval = time.Hour
+
+	t.Run("not Azure at boot: idle mode probes again", func(t *testing.T) {
+		nodeName := "reprobe"
+		util.CreateNode(tCtx, t, cp.Client, util.Node(nodeName, nil).Obj())
+		// The first two answers say "not Azure" (a 404, as before the endpoint is set up).
+		srv, calls := imds(t, status(404), status(404), compute(1, 3))
+		o := opts(nodeName, srv.URL+"/metadata/instance/compute")
+		o.ReprobeInterval = 50 * time.Millisecond
+		ctx, cancel := context.WithCancel(tCtx)
+		defer cancel()
+		go func() { _ = labeler.RunDomainMode(ctx, cp.Client, o, interval) }()
+		labelled(t, nodeName, "3")
+		if calls.Load() < 3 {
+			t.Errorf("%d metadata calls, want at least 3", calls.Load())
+		}
+	})
+
+	t.Run("node patch fails: retried with backoff, not after the recheck interval", func(t *testing.T) {
+		nodeName := "late-node"
+		srv, _ := imds(t, compute(0, 2))
+		// Count the labeler's failed node reads: the node does not exist yet.
+		var notFound atomic.Int32
+		cfg := rest.CopyConfig(cp.Config)
+		cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+			return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+				resp, err := rt.RoundTrip(r)
+				if err == nil && resp.StatusCode == http.StatusNotFound && strings.HasSuffix(r.URL.Path, "/nodes/"+nodeName) {
+					notFound.Add(1)
+				}
+				return resp, err
+			})
+		})
+		cs := kubernetes.NewForConfigOrDie(cfg)
+		ctx, cancel := context.WithCancel(tCtx)
+		defer cancel()
+		done := make(chan error, 1)
+		go func() {
+			done <- labeler.RunDomainMode(ctx, cs, opts(nodeName, srv.URL+"/metadata/instance/compute"), interval)
+		}()
+		err := wait.PollUntilContextTimeout(tCtx, 5*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+			return notFound.Load() >= 1, nil
+		})
+		if err != nil {
+			t.Fatal("the labeler never tried to read the node")
+		}
+		util.CreateNode(tCtx, t, cp.Client, util.Node(nodeName, nil).Obj())
+		labelled(t, nodeName, "2")
+		select {
+		case err := <-done:
+			t.Fatalf("domain mode returned: %v", err)
+		default:
+		}
+	})
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

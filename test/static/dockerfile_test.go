@@ -15,6 +15,7 @@ import (
 	"runtime"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -40,10 +41,16 @@ func repoRoot(t *testing.T) string {
 
 // offlineResolver answers BuildKit's base-image lookups without a registry: an empty linux image
 // config. Only the rules that inspect a base image's own ENV or platform lose information.
-type offlineResolver struct{ resolved []string }
+// BuildKit resolves the stages' base images in parallel (errgroup), hence the lock.
+type offlineResolver struct {
+	mu       sync.Mutex
+	resolved []string
+}
 
 func (r *offlineResolver) ResolveImageConfig(_ context.Context, ref string, opt sourceresolver.Opt) (string, digest.Digest, []byte, error) {
+	r.mu.Lock()
 	r.resolved = append(r.resolved, ref)
+	r.mu.Unlock()
 	p := ocispecs.Platform{OS: "linux", Architecture: runtime.GOARCH}
 	if opt.Platform != nil {
 		p = *opt.Platform

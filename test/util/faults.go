@@ -326,3 +326,22 @@ func (r *RestartableControlPlane) StopAPIServer() {
 		r.APIServer = nil
 	}
 }
+
+// WaitForClientErrors waits until proc has logged n more failed requests to the control plane
+// (lines naming its address) than it had when called, so an outage lasts until the process's
+// clients have noticed it, however long that takes on a loaded machine.
+func (r *RestartableControlPlane) WaitForClientErrors(ctx context.Context, t *testing.T, proc *SchedulerProcess, since, n int) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
+		return r.ClientErrors(proc) >= since+n, nil
+	})
+	if err != nil {
+		t.Fatalf("the process logged no failed requests to %s within 2m (%d, want %d)", r.fwd.Addr(), r.ClientErrors(proc), since+n)
+	}
+}
+
+// ClientErrors counts the lines of proc's output that name the control plane's address: client
+// errors (a request URL) once the process has started.
+func (r *RestartableControlPlane) ClientErrors(proc *SchedulerProcess) int {
+	return strings.Count(proc.Output(), r.fwd.Addr())
+}

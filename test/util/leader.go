@@ -22,6 +22,9 @@ type Replicas struct {
 	// after a time, if any.
 	FirstWorkAfter func(time.Time) (time.Time, bool)
 
+	// LeaseTimeout bounds the wait for a new Lease holder after a kill (0: 60 s).
+	LeaseTimeout time.Duration
+
 	// Procs are every replica started, killed ones included; Killed those killed.
 	Procs, Killed []*SchedulerProcess
 	// Holder is the Lease holder seen last.
@@ -69,7 +72,7 @@ func (r *Replicas) Leader(ctx context.Context, timeout time.Duration, working fu
 	return leader, err
 }
 
-// KillLeader SIGKILLs leader, starts a replacement, waits (60 s) for another replica to take
+// KillLeader SIGKILLs leader, starts a replacement, waits (LeaseTimeout) for another replica to take
 // the Lease and then for its first work, within workTimeout of taking it. The error says the
 // new holder did no work.
 func (r *Replicas) KillLeader(ctx context.Context, t *testing.T, leader *SchedulerProcess, workTimeout time.Duration) (Takeover, error) {
@@ -79,7 +82,11 @@ func (r *Replicas) KillLeader(ctx context.Context, t *testing.T, leader *Schedul
 	r.Killed = append(r.Killed, leader)
 	r.Procs = append(r.Procs, r.Start())
 
-	holder, leaseAt := WaitForLeaseHolder(ctx, t, r.Client, r.LeaseNamespace, r.LeaseName, r.Holder, 60*time.Second)
+	leaseTimeout := r.LeaseTimeout
+	if leaseTimeout == 0 {
+		leaseTimeout = 60 * time.Second
+	}
+	holder, leaseAt := WaitForLeaseHolder(ctx, t, r.Client, r.LeaseNamespace, r.LeaseName, r.Holder, leaseTimeout)
 	r.Holder = holder
 	took := Takeover{Holder: holder, Lease: leaseAt.Sub(killedAt)}
 	var workAt time.Time

@@ -40,12 +40,8 @@ func (pl *DomainSpread) isSchedulableAfterPodChange(logger klog.Logger, pod *v1.
 		// An update other than starting to terminate does not change the counts.
 		return fwk.QueueSkip, nil
 	}
-	if newPod == nil || newPod.DeletionTimestamp != nil {
-		// The scheduler moves the pod to the active queue right after this hint, and the replica
-		// index hears of the change on another goroutine: uncount the replica now, or the next
-		// attempt could still see it and refuse the pod again, its event already spent.
-		pl.replicas.remove(changed.UID, false)
-	}
+	// A decision only: the replica index follows the pod informer on its own (see
+	// waitingReplicas for a retry that comes before the index has the change).
 	logger.V(5).Info("A replica of the workload moved", "plugin", Name, "pod", klog.KObj(pod), "replica", klog.KObj(changed))
 	return fwk.Queue, nil
 }

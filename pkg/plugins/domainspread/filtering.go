@@ -27,6 +27,8 @@ func (pl *DomainSpread) PreFilter(ctx context.Context, state fwk.CycleState, pod
 		return nil, fwk.AsStatus(fmt.Errorf("%s: counting replicas: %w", Name, err))
 	}
 	state.Write(stateKey, s)
+	// Until it is placed: a replica going away activates it (see waitingReplicas).
+	pl.waiting.remember(w, pod)
 	return nil, nil
 }
 

@@ -47,6 +47,9 @@ type DomainSpread struct {
 	// replicas counts every workload's replicas per node, fed by podInformer.
 	replicas    *replicaIndex
 	podInformer cache.SharedIndexInformer
+	// waiting and handle: pods to activate when a replica of their workload goes away.
+	waiting waitingReplicas
+	handle  framework.Handle
 }
 
 var (
@@ -92,10 +95,14 @@ func New(ctx context.Context, obj runtime.Object, h framework.Handle) (framework
 	pl.rejections = rejectionCounters(pl.dims)
 	pl.nodeDomains = nodememo.New(pl.resolve)
 	pl.replicas = newReplicaIndex()
+	pl.handle = h
+	logger := klog.FromContext(ctx)
+	pl.replicas.uncounted = func(w workload) { pl.replicaUncounted(logger, w) }
+	pl.replicas.placedOrGone = pl.waiting.forget
 	// The scheduler's pod informer (succeeded and failed pods filtered out); the scheduler
 	// starts it after building its profiles.
 	pl.podInformer = h.SharedInformerFactory().Core().V1().Pods().Informer()
-	reg, err := pl.podInformer.AddEventHandler(pl.replicas.handler(klog.FromContext(ctx)))
+	reg, err := pl.podInformer.AddEventHandler(pl.replicas.handler(logger))
 	if err != nil {
 		return nil, fmt.Errorf("%s: watching pods: %w", Name, err)
 	}

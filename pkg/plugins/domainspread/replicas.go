@@ -31,6 +31,11 @@ type replicaIndex struct {
 
 	synced       atomic.Bool
 	registration cache.ResourceEventHandlerRegistration
+	// uncounted, if set, runs after the informer made the index uncount a replica of a workload
+	// (outside the lock); pending pods of the workload may fit now.
+	uncounted func(workload)
+	// placedOrGone, if set, runs for every pod the informer reports on a node or deleted.
+	placedOrGone func(workload, types.UID)
 	// syncTimeout bounds how long a cycle waits for the initial list (see waitForSync).
 	syncTimeout time.Duration
 }
@@ -74,15 +79,24 @@ func (x *replicaIndex) place(uid types.UID, w workload, node string, bound bool)
 }
 
 // remove stops counting pod uid; with onlyAssumed, only if the informer has not seen it bound.
-func (x *replicaIndex) remove(uid types.UID, onlyAssumed bool) {
+// It returns the workload of the pod it uncounted, if it did.
+func (x *replicaIndex) remove(uid types.UID, onlyAssumed bool) (workload, bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	old, ok := x.placed[uid]
 	if !ok || (onlyAssumed && old.bound) {
-		return
+		return workload{}, false
 	}
 	delete(x.placed, uid)
 	x.uncountLocked(old)
+	return old.workload, true
+}
+
+// removeObserved uncounts a pod the informer reports gone or no longer counting.
+func (x *replicaIndex) removeObserved(uid types.UID) {
+	if w, ok := x.remove(uid, false); ok && x.uncounted != nil {
+		x.uncounted(w)
+	}
 }
 
 func (x *replicaIndex) uncountLocked(p placement) {
@@ -119,10 +133,13 @@ func (x *replicaIndex) observe(pod *v1.Pod) {
 		return
 	}
 	w, ok := workloadOf(pod)
+	if ok && x.placedOrGone != nil {
+		x.placedOrGone(w, pod.UID)
+	}
 	// The scheduler's informer already drops finished pods; any other informer does not.
 	finished := pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed
 	if !ok || pod.DeletionTimestamp != nil || finished {
-		x.remove(pod.UID, false)
+		x.removeObserved(pod.UID)
 		return
 	}
 	x.place(pod.UID, w, pod.Spec.NodeName, true)
@@ -150,7 +167,10 @@ func (x *replicaIndex) handler(logger klog.Logger) cache.ResourceEventHandler {
 				logger.Info("Unexpected object in a pod deletion, ignored", "plugin", Name, "type", fmt.Sprintf("%T", obj))
 				return
 			}
-			x.remove(pod.UID, false)
+			if w, ok := workloadOf(pod); ok && x.placedOrGone != nil {
+				x.placedOrGone(w, pod.UID)
+			}
+			x.removeObserved(pod.UID)
 		},
 	}
 }

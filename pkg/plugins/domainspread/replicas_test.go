@@ -1,6 +1,9 @@
 package domainspread
 
 import (
+	"context"
+	"sort"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -8,10 +11,14 @@ import (
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	"k8s.io/kubernetes/test/utils/ktesting"
+
+	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config"
 )
 
 // TestReplicaIndex replays informer events and the plugin's Reserve/Unreserve and checks the
@@ -124,9 +131,15 @@ func TestReservedReplicaSteersTheNextOne(t *testing.T) {
 }
 
 // fakeRegistration is an event handler registration whose initial list is delivered when told.
-type fakeRegistration struct{ synced atomic.Bool }
+type fakeRegistration struct {
+	synced atomic.Bool
+	asked  atomic.Int32
+}
 
-func (r *fakeRegistration) HasSynced() bool { return r.synced.Load() }
+func (r *fakeRegistration) HasSynced() bool {
+	r.asked.Add(1)
+	return r.synced.Load()
+}
 
 // TestCountWaitsForTheIndex: a cycle before the pod informer has delivered its initial list to
 // the index waits for it, and fails with an error (not empty counts) if it never comes.
@@ -142,18 +155,26 @@ func TestCountWaitsForTheIndex(t *testing.T) {
 		t.Fatalf("PreScore before the initial list: want an error, got %v", status)
 	}
 	pl.replicas.syncTimeout = time.Minute
+	reg.asked.Store(0)
 	go func() {
-		time.Sleep(20 * time.Millisecond)
+		// Deliver the initial list once the cycle has found it missing and is waiting.
+		_ = wait.PollUntilContextTimeout(ctx, time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+			return reg.asked.Load() > 0, nil
+		})
 		reg.synced.Store(true)
 	}()
 	if status := pl.PreScore(ctx, framework.NewCycleState(), pod, nil); !status.IsSuccess() {
 		t.Fatalf("PreScore once the initial list arrived: %v", status)
 	}
+	if reg.asked.Load() < 2 {
+		t.Errorf("PreScore did not wait for the initial list (asked %d times)", reg.asked.Load())
+	}
 }
 
-// TestHintUncountsTheReplicaAtOnce: when a replica goes away, the hint that requeues a refused
-// pod uncounts it, so the retry does not depend on the index's own handler having run first.
-func TestHintUncountsTheReplicaAtOnce(t *testing.T) {
+// TestHintLeavesTheIndexAlone: the hint only decides. The scheduler calls it once per waiting
+// pod and not at all when none waits, so the index must not depend on it: the replica stays
+// counted until the pod informer reports it gone.
+func TestHintLeavesTheIndexAlone(t *testing.T) {
 	ctx := ktesting.Init(t)
 	replica := rsPod("p1", "rs-a", "fd0-ud0")
 	pl := newTestPlugin(t, ctx, defaultArgs(), []*v1.Pod{replica}, grid(2, 1))
@@ -167,14 +188,76 @@ func TestHintUncountsTheReplicaAtOnce(t *testing.T) {
 		{name: "terminating", oldObj: replica, newObj: terminating},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			pl.replicas.place(replica.UID, workload{namespace: "default", uid: "rs-a"}, "fd0-ud0", true)
 			hint, err := pl.isSchedulableAfterPodChange(ctx.Logger(), rsPod("p2", "rs-a", ""), tc.oldObj, tc.newObj)
 			if err != nil || hint != fwk.Queue {
 				t.Fatalf("hint = %v, %v; want Queue", hint, err)
 			}
-			if n := pl.replicas.len(); n != 0 {
-				t.Errorf("replicas counted after the hint: %d, want 0", n)
+			if n := pl.replicas.len(); n != 1 {
+				t.Errorf("replicas counted after the hint: %d, want the informer's 1", n)
 			}
 		})
+	}
+}
+
+// activator records Activate calls; the rest of the Handle is unused here.
+type activator struct {
+	framework.Handle
+	mu        sync.Mutex
+	activated []string
+}
+
+func (a *activator) Activate(_ klog.Logger, pods map[string]*v1.Pod) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for k := range pods {
+		a.activated = append(a.activated, k)
+	}
+	sort.Strings(a.activated)
+}
+
+func (a *activator) take() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := a.activated
+	a.activated = nil
+	return out
+}
+
+// TestReplicaGoneActivatesWaitingPods: once the pod informer makes the index uncount a replica,
+// the workload's pods that Hard mode counted for and that are not placed yet are activated (a
+// retry the hint started may have run before the index had the change). Placed pods, other
+// workloads' pods and replicas that still count activate nothing.
+func TestReplicaGoneActivatesWaitingPods(t *testing.T) {
+	ctx := ktesting.Init(t)
+	args := defaultArgs()
+	args.Mode = config.SpreadHard
+	replica := rsPod("r1", "rs-a", "fd0-ud0")
+	pl := newTestPlugin(t, ctx, args, []*v1.Pod{replica}, grid(2, 1))
+	h := &activator{}
+	pl.handle = h
+	handler := pl.replicas.handler(ctx.Logger())
+
+	waitingA, placedA, waitingB := rsPod("wa", "rs-a", ""), rsPod("pa", "rs-a", ""), rsPod("wb", "rs-b", "")
+	for _, p := range []*v1.Pod{waitingA, placedA, waitingB} {
+		if _, status := pl.PreFilter(ctx, framework.NewCycleState(), p, nil); !status.IsSuccess() {
+			t.Fatal(status)
+		}
+	}
+	if status := pl.Reserve(ctx, framework.NewCycleState(), placedA, "fd1-ud0"); !status.IsSuccess() {
+		t.Fatal(status)
+	}
+	// A replica that keeps counting (relabelled) activates nothing.
+	handler.OnUpdate(replica, replica.DeepCopy())
+	if got := h.take(); len(got) != 0 {
+		t.Errorf("activated %v, want none", got)
+	}
+	handler.OnDelete(replica)
+	if diff := cmp.Diff([]string{"default/wa"}, h.take()); diff != "" {
+		t.Errorf("activated (-want +got):\n%s", diff)
+	}
+	// Once only: the workload's waiting pods were taken.
+	handler.OnDelete(replica)
+	if got := h.take(); len(got) != 0 {
+		t.Errorf("activated again: %v", got)
 	}
 }

@@ -12,6 +12,7 @@ import (
 func (pl *DomainSpread) Reserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
 	if w, ok := workloadOf(pod); ok {
 		pl.replicas.place(pod.UID, w, nodeName, false)
+		pl.waiting.forget(w, pod.UID)
 	}
 	return nil
 }

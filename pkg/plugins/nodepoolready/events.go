@@ -65,26 +65,25 @@ func (pl *NodePoolReady) usable(affinity nodeaffinity.RequiredNodeAffinity, node
 	return match
 }
 
-// isSchedulableAfterLabelSetChange applies the change to the plugin's index (see labelSetIndex)
-// and queues the pod when the desired labels changed: an added set can make listed managed
-// labels wanted again, a changed or deleted one can drop a label a node lacks. Status-only
-// updates, such as the labeler's, are skipped.
+// isSchedulableAfterLabelSetChange queues the pod when the desired labels changed: an added set
+// can make listed managed labels wanted again, a changed or deleted one can drop a label a node
+// lacks. Status-only updates, such as the labeler's, are skipped. A decision only: the scheduler
+// calls it once per waiting pod, and not at all when none waits, so the label-set index follows
+// the plugin's own informer (see labelSetIndex for a retry that comes before it has the change).
 func (pl *NodePoolReady) isSchedulableAfterLabelSetChange(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
 	if newObj == nil {
-		set := asLabelSet(oldObj)
-		if set == nil || !pl.labelSets.watches(set.Namespace) {
+		if set := asLabelSet(oldObj); set == nil || !pl.labelSets.watches(set.Namespace) {
 			return fwk.QueueSkip, nil
 		}
-		pl.labelSets.remove(logger, set)
 		return fwk.Queue, nil
 	}
 	set := asLabelSet(newObj)
 	if set == nil || !pl.labelSets.watches(set.Namespace) {
 		return fwk.QueueSkip, nil
 	}
-	pl.labelSets.upsert(logger, set)
 	if oldObj != nil {
-		if old := asLabelSet(oldObj); old != nil && old.UID == set.UID && maps.Equal(old.Spec.Labels, set.Spec.Labels) {
+		if old := asLabelSet(oldObj); old != nil && old.UID == set.UID && maps.Equal(old.Spec.Labels, set.Spec.Labels) &&
+			(old.DeletionTimestamp == nil) == (set.DeletionTimestamp == nil) {
 			return fwk.QueueSkip, nil
 		}
 	}

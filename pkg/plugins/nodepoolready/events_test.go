@@ -2,11 +2,15 @@ package nodepoolready
 
 import (
 	"testing"
+	"time"
 
+	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	"k8s.io/kubernetes/test/utils/ktesting"
 
@@ -86,11 +90,16 @@ func toUnstructured(t *testing.T, set *labelsv1alpha1.NodePoolLabelSet) *unstruc
 	return &unstructured.Unstructured{Object: obj}
 }
 
+// TestIsSchedulableAfterLabelSetChange: the hint decides from the objects it is given and leaves
+// the plugin's state alone (the scheduler calls it once per waiting pod, and not at all when no
+// pod waits): the label-set index is the plugin informer's.
 func TestIsSchedulableAfterLabelSetChange(t *testing.T) {
 	v1set := labelSet("ns", "spot", "u1", 1, map[string]labelsv1alpha1.LabelValue{"example.com/a": "1"})
 	v2set := labelSet("ns", "spot", "u1", 2, map[string]labelsv1alpha1.LabelValue{"example.com/a": "2"})
 	statusOnly := v1set.DeepCopy()
 	statusOnly.Status.State = labelsv1alpha1.SyncStateSynced
+	deleting := v1set.DeepCopy()
+	deleting.DeletionTimestamp = &metav1.Time{Time: time.Now()}
 	otherNS := labelSet("other", "spot", "u9", 1, map[string]labelsv1alpha1.LabelValue{"example.com/a": "1"})
 
 	tests := []struct {
@@ -98,22 +107,23 @@ func TestIsSchedulableAfterLabelSetChange(t *testing.T) {
 		namespace string
 		old, new  *labelsv1alpha1.NodePoolLabelSet
 		want      fwk.QueueingHint
-		// wantLabel is the desired value of example.com/a after the hint ran ("" = no set).
-		wantLabel string
 	}{
-		{name: "labels changed", old: v1set, new: v2set, want: fwk.Queue, wantLabel: "2"},
-		{name: "status-only update", old: v1set, new: statusOnly, want: fwk.QueueSkip, wantLabel: "1"},
-		{name: "added", new: v2set, want: fwk.Queue, wantLabel: "2"},
-		{name: "deleted", old: v1set, want: fwk.Queue, wantLabel: ""},
-		{name: "other namespace when one is watched", namespace: "ns", old: nil, new: otherNS, want: fwk.QueueSkip, wantLabel: "1"},
+		{name: "labels changed", old: v1set, new: v2set, want: fwk.Queue},
+		{name: "status-only update", old: v1set, new: statusOnly, want: fwk.QueueSkip},
+		{name: "deletion started", old: v1set, new: deleting, want: fwk.Queue},
+		{name: "added", new: v2set, want: fwk.Queue},
+		{name: "deleted", old: v1set, want: fwk.Queue},
+		{name: "other namespace when one is watched", namespace: "ns", old: nil, new: otherNS, want: fwk.QueueSkip},
+		{name: "deleted in another namespace when one is watched", namespace: "ns", old: otherNS, want: fwk.QueueSkip},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			logger, _ := ktesting.NewTestContext(t)
 			args := defaultArgs()
 			args.LabelSetNamespace = tt.namespace
-			// The plugin's own informer has seen v1 only: the hint must bring it up to date.
+			// The plugin's own informer has seen v1 only.
 			pl := newTestPlugin(t, args, v1set)
+			before := pl.labelSets.current()
 			var oldObj, newObj any
 			if tt.old != nil {
 				oldObj = toUnstructured(t, tt.old)
@@ -128,11 +138,41 @@ func TestIsSchedulableAfterLabelSetChange(t *testing.T) {
 			if got != tt.want {
 				t.Errorf("hint = %v, want %v", got, tt.want)
 			}
-			value, _ := pl.labelSets.current().Pool("spot").Desired("example.com/a")
-			if value != tt.wantLabel {
-				t.Errorf("index after hint: example.com/a = %q, want %q", value, tt.wantLabel)
+			if after := pl.labelSets.current(); after != before {
+				value, _ := after.Pool("spot").Desired("example.com/a")
+				t.Errorf("the hint changed the label-set index: example.com/a = %q, want the informer's %q", value, "1")
 			}
 		})
+	}
+}
+
+// TestPostFilterActivatesWhenSetsChangedDuringCycle: a cycle that judged nodes by label sets the
+// plugin's informer has since replaced retries the pod at once, whichever of the plugin's
+// informer and the scheduler's saw the change first.
+func TestPostFilterActivatesWhenSetsChangedDuringCycle(t *testing.T) {
+	logger, ctx := ktesting.NewTestContext(t)
+	pl := newTestPlugin(t, defaultArgs())
+	h := &activator{}
+	pl.handle = h
+	pod := st.MakePod().Namespace("default").Name("p").Obj()
+
+	state := framework.NewCycleState()
+	if _, status := pl.PreFilter(ctx, state, pod, nil); !status.IsSuccess() {
+		t.Fatal(status)
+	}
+	pl.PostFilter(ctx, state, pod, nil)
+	if got := h.take(); len(got) != 0 {
+		t.Errorf("activated %v although the sets did not change", got)
+	}
+
+	state = framework.NewCycleState()
+	if _, status := pl.PreFilter(ctx, state, pod, nil); !status.IsSuccess() {
+		t.Fatal(status)
+	}
+	pl.labelSets.upsert(logger, labelSet("ns", "spot", "u1", 1, map[string]labelsv1alpha1.LabelValue{"example.com/a": "1"}))
+	pl.PostFilter(ctx, state, pod, nil)
+	if diff := cmp.Diff([]string{"default/p"}, h.take()); diff != "" {
+		t.Errorf("activated (-want +got):\n%s", diff)
 	}
 }
 

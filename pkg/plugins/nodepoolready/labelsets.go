@@ -23,13 +23,17 @@ import (
 	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
 )
 
-// labelSetIndex keeps the compiled NodePoolLabelSets the plugin judges nodes against.
+// labelSetIndex keeps the compiled NodePoolLabelSets the plugin judges nodes against, fed by the
+// plugin's own informer only: queueing hints decide, they do not update it (the scheduler calls
+// them once per waiting pod, and not at all when none waits).
 //
-// It is fed by its own informer and also by the scheduler's queueing-hint calls, which carry the
-// object the scheduler's (separate) informer has just seen. Applying that object here first
-// closes a race: without it a pod requeued by a label-set change could be retried before our
-// informer has the change, be rejected again, and wait for the periodic flush.
-// Updates are ordered by (UID, generation), so the two feeds never move the index backwards.
+// The scheduler's informer, which calls the hints, and this one are separate: a pod requeued by
+// a label-set change may be retried before this index has the change and be refused again, its
+// event spent. PostFilter closes that gap: it remembers the pod and activates it at once if the
+// index changed during the cycle; a change that comes later activates the remembered pods
+// (onInformerChange).
+// Updates are ordered by (UID, generation), and deleted UIDs are remembered, so a stale event
+// never moves the index backwards.
 type labelSetIndex struct {
 	namespace string
 

@@ -22,9 +22,9 @@ const maxWaiting = 10000
 
 // waitingPods remembers the pods that found no node, for two retries the queueing hints cannot
 // give:
-//   - a NodePoolLabelSet change seen by the plugin's own informer: the hint covers changes the
-//     scheduler's informer delivers while pods wait; this covers the other order, when the
-//     scheduler saw the change (and had no pod to requeue) before the plugin's informer did;
+//   - a NodePoolLabelSet change seen by the plugin's own informer: the hint requeues pods when the
+//     scheduler's informer delivers the change, which may be before or after the plugin's
+//     informer has it (the hints do not update the index); this retries them once it has;
 //   - a node becoming ready, for pods this plugin did not reject: a pod refused by NodeAffinity
 //     or NodeResourcesFit before the node even joined is requeued by their hints only after its
 //     backoff (up to 10 s). Activating it when the node becomes ready keeps the promise that
@@ -68,10 +68,18 @@ func (w *waitingPods) takeAll() map[string]*v1.Pod {
 	return pods
 }
 
-// PostFilter remembers a pod no node fits; it never makes a pod schedulable itself.
-func (pl *NodePoolReady) PostFilter(_ context.Context, _ fwk.CycleState, pod *v1.Pod, _ framework.NodeToStatusReader) (*framework.PostFilterResult, *fwk.Status) {
+// PostFilter remembers a pod no node fits; it never makes a pod schedulable itself. If the
+// label sets changed since PreFilter pinned them, the cycle judged nodes by an old view: the pod
+// is activated at once (it is still in flight, so the queue requeues it when the cycle ends).
+func (pl *NodePoolReady) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ framework.NodeToStatusReader) (*framework.PostFilterResult, *fwk.Status) {
 	if !(pl.ignoreDaemonSetPods && isExempt(pod)) {
 		pl.waiting.remember(pod)
+		// After remember: a change from here on finds the pod remembered (activateWaiting).
+		if s, err := getPreFilterState(state); err == nil && s.labelSets != pl.labelSets.current() && pl.handle != nil {
+			logger := klog.FromContext(ctx)
+			logger.V(4).Info("NodePoolLabelSets changed during the cycle, retrying the pod", "plugin", Name, "pod", klog.KObj(pod))
+			pl.handle.Activate(logger, map[string]*v1.Pod{pod.Namespace + "/" + pod.Name: pod})
+		}
 	}
 	return nil, fwk.NewStatus(fwk.Unschedulable)
 }
