@@ -82,6 +82,13 @@ func PlanNode(labels, annotations map[string]string, desired *pool.PoolLabels, o
 		if _, want := desired.Desired(k); want {
 			continue
 		}
+		if desired.Conflict(k) != nil {
+			// The pool's sets disagree on it: neither set, changed nor removed, but still ours.
+			if _, present := labels[k]; present {
+				owned = append(owned, k)
+			}
+			continue
+		}
 		if _, present := labels[k]; present {
 			plan.Remove = append(plan.Remove, k)
 		}
