@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -22,7 +21,6 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
-	shipped "github.com/pool-scheduler/pool-scheduler/manifests/scheduler"
 	labelsv1alpha1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/labels/v1alpha1"
 	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
 	"github.com/pool-scheduler/pool-scheduler/pkg/report"
@@ -31,15 +29,14 @@ import (
 type auditOptions struct {
 	// kubectl's connection flags (--kubeconfig, --context, --namespace, --server, --as, ...), so
 	// `kubectl pool audit` takes what kubectl takes.
-	cluster       *genericclioptions.ConfigFlags
-	output        string
-	maxFindings   int
-	systemPools   []string
-	timeout       time.Duration
-	config        string
-	schedulerName string
-	lbSKU         string
-	primaryVMSet  string
+	cluster      *genericclioptions.ConfigFlags
+	output       string
+	maxFindings  int
+	systemPools  []string
+	timeout      time.Duration
+	config       configSource
+	lbSKU        string
+	primaryVMSet string
 }
 
 func newAuditCommand() *cobra.Command {
@@ -79,8 +76,7 @@ func newAuditCommand() *cobra.Command {
 	o.cluster.AddFlags(f)
 	f.StringVarP(&o.output, "output", "o", "table", "table or json")
 	f.IntVar(&o.maxFindings, "max-findings", 0, "exit 1 when there are more findings than this")
-	f.StringVar(&o.config, "config", "", "the deployed KubeSchedulerConfiguration file (the config.yaml key of the scheduler's ConfigMap); default: the shipped manifests/scheduler/config.yaml")
-	f.StringVar(&o.schedulerName, "scheduler-name", "pool-scheduler", "the profile of --config to measure against")
+	o.config.addFlags(f)
 	f.StringSliceVar(&o.systemPools, "system-pools", nil, "override the profile's SystemPoolGuard systemPools")
 	f.StringVar(&o.lbSKU, "azure-load-balancer-sku", report.SKUStandard, "Azure load balancer SKU: Standard (every node not labelled "+report.ExcludeFromLoadBalancersLabel+" is a backend) or Basic (one availability set or scale set)")
 	f.StringVar(&o.primaryVMSet, "azure-primary-vmset", "", "Basic SKU: cloud-provider-azure's primaryAvailabilitySetName or primaryScaleSetName, the backend of Services without "+report.AzureLoadBalancerModeAnnotation)
@@ -88,27 +84,15 @@ func newAuditCommand() *cobra.Command {
 	return cmd
 }
 
-// auditPolicy builds the policy from the scheduler configuration the cluster runs, so the audit
-// judges what the scheduler enforces.
-func auditPolicy(o auditOptions) (report.Policy, error) {
-	data, source := shipped.Config, "the shipped configuration"
-	if o.config != "" {
-		var err error
-		if data, err = os.ReadFile(o.config); err != nil {
-			return report.Policy{}, fmt.Errorf("--config: %w", err)
-		}
-		source = o.config
-	}
-	args, err := report.LoadArgs(data, o.schedulerName)
-	if err != nil {
-		return report.Policy{}, fmt.Errorf("--config %s: %w", source, err)
-	}
+// auditPolicy builds the policy from the scheduler configuration the cluster runs (args, read
+// from source), so the audit judges what the scheduler enforces.
+func auditPolicy(o auditOptions, args report.Args, source string) (report.Policy, error) {
 	if o.systemPools != nil {
 		args.SystemPoolGuard.SystemPools = o.systemPools
 	}
 	policy, err := report.NewPolicy(args)
 	if err != nil {
-		return report.Policy{}, fmt.Errorf("--config %s: %w", source, err)
+		return report.Policy{}, fmt.Errorf("%s: %w", source, err)
 	}
 	switch {
 	case strings.EqualFold(o.lbSKU, report.SKUStandard):
@@ -123,10 +107,6 @@ func auditPolicy(o auditOptions) (report.Policy, error) {
 }
 
 func audit(ctx context.Context, o auditOptions) (*report.Report, error) {
-	policy, err := auditPolicy(o)
-	if err != nil {
-		return nil, err
-	}
 	cfg, err := o.cluster.ToRESTConfig()
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig: %w", err)
@@ -147,6 +127,14 @@ func audit(ctx context.Context, o auditOptions) (*report.Report, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
+	args, source, err := o.config.load(ctx, cs, cfg.Host)
+	if err != nil {
+		return nil, err
+	}
+	policy, err := auditPolicy(o, args, source)
+	if err != nil {
+		return nil, err
+	}
 	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, explain(cfg.Host, err)
@@ -176,17 +164,18 @@ func audit(ctx context.Context, o auditOptions) (*report.Report, error) {
 	for i := range slices.Items {
 		in.EndpointSlices = append(in.EndpointSlices, &slices.Items[i])
 	}
-	sets, err := listLabelSets(ctx, dynamic.NewForConfigOrDie(cfg))
+	sets, err := listLabelSets(ctx, dynamic.NewForConfigOrDie(cfg), args.NodePoolReady.LabelSetNamespace)
 	if err != nil {
 		return nil, explain(cfg.Host, err)
 	}
-	in.LabelSets = pool.CompileLabelSets(sets)
+	in.LabelSets = pool.CompileLabelSetsFor(policy.Gate.Identity, sets)
 	return report.Compute(in, policy), nil
 }
 
-// listLabelSets reads NodePoolLabelSets; a cluster without the CRD has none.
-func listLabelSets(ctx context.Context, dyn dynamic.Interface) ([]*labelsv1alpha1.NodePoolLabelSet, error) {
-	list, err := dyn.Resource(labelsv1alpha1.Resource).List(ctx, metav1.ListOptions{})
+// listLabelSets reads the NodePoolLabelSets of namespace ("": all), as the scheduler reads them
+// (its labelSetNamespace); a cluster without the CRD has none.
+func listLabelSets(ctx context.Context, dyn dynamic.Interface, namespace string) ([]*labelsv1alpha1.NodePoolLabelSet, error) {
+	list, err := dyn.Resource(labelsv1alpha1.Resource).Namespace(namespace).List(ctx, metav1.ListOptions{})
 	if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
 		return nil, nil
 	}
