@@ -44,10 +44,11 @@ func newAuditCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "audit",
 		Short: "Report pods on not-ready nodes, user pods on system pools, weak spread and load-balancer pool mismatches in a live cluster (read-only)",
-		Long: "Reads nodes, pods, services, endpoint slices and NodePoolLabelSets (get and list only) and reports, with the " +
-			"same measurements as poolctl simulate. Exits 1 when the findings exceed --max-findings, for CI use. " +
-			"Pods, services and endpoint slices are read from every namespace, or from --namespace's only; nodes and " +
-			"NodePoolLabelSets always cluster-wide.",
+		Long: "Reads the scheduler's configuration (--config, or its ConfigMap: --config-map), nodes, pods, services, endpoint " +
+			"slices and NodePoolLabelSets (get and list only) and reports, with the same measurements as poolctl simulate " +
+			"and the policy of that configuration. Exits 1 when the findings exceed --max-findings, for CI use. " +
+			"Pods, services and endpoint slices are read from every namespace, or from --namespace's only; nodes " +
+			"cluster-wide, NodePoolLabelSets from the configuration's labelSetNamespace.",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.output != "table" && o.output != "json" {
 				return fmt.Errorf("-o: %q is not table or json", o.output)
@@ -201,7 +202,7 @@ func explain(host string, err error) error {
 	case apierrors.IsUnauthorized(err):
 		return fmt.Errorf("the cluster at %s refused the credentials: %w (check --kubeconfig and --context)", host, err)
 	case apierrors.IsForbidden(err):
-		return fmt.Errorf("the credentials may not read this (audit needs get/list on nodes, pods, services, endpointslices and nodepoollabelsets): %w", err)
+		return fmt.Errorf("the credentials may not read this (poolctl needs get/list on the scheduler's configmap, nodes, pods, services, endpointslices and nodepoollabelsets): %w", err)
 	case errors.As(err, &netErr):
 		return fmt.Errorf("cannot reach the cluster at %s: %w (check --kubeconfig, --context and the network)", host, err)
 	}
