@@ -21,3 +21,5 @@ go tool conversion-gen --go-header-file "$boilerplate" \
 go tool defaulter-gen --go-header-file "$boilerplate" \
   --output-file zz_generated.defaults.go \
   ./pkg/apis/config/v1
+# The admission manifests generated from pkg/admission and the shipped scheduler configuration.
+go run ./hack/admission-manifests

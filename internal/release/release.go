@@ -157,12 +157,14 @@ type Bundle struct {
 	Dirs []string
 }
 
-// Bundles are the install YAMLs of a release: the scheduler (with the CRD, namespace and RBAC)
-// and the labeler's controller, as the chart installs by default; the Azure domain labeler on
-// its own, as the chart's labeler.domain.enabled adds it.
+// Bundles are the install YAMLs of a release: the scheduler (with the CRD, namespace, RBAC and
+// admission policies) and the labeler's controller, as the chart installs by default; the Azure
+// domain labeler on its own, as the chart's labeler.domain.enabled adds it; the optional
+// system-pods admission policy (docs/security.md), off by default in the chart.
 var Bundles = []Bundle{
 	{File: "install.yaml", Dirs: []string{"manifests/scheduler", "manifests/labeler/controller"}},
 	{File: "install-domain-labeler.yaml", Dirs: []string{"manifests/labeler/domain"}},
+	{File: "install-system-pod-policy.yaml", Dirs: []string{"manifests/policies/system-pods"}},
 }
 
 // RenderBundle renders dirs of the repository at root with kustomize (sigs.k8s.io/kustomize/api,

@@ -213,8 +213,8 @@ func TestPackageChartRefusesBadInput(t *testing.T) {
 
 // TestRenderBundles: each install YAML is the kustomize render of its directories (objects in
 // `kubectl kustomize` order: namespace and CRD before what uses them), every container runs the
-// release's image by tag and digest with pull policy IfNotPresent, and the two files together
-// hold the scheduler, the labeler controller and the domain labeler.
+// release's image by tag and digest with pull policy IfNotPresent, and the files together hold
+// the scheduler, the labeler controller, the domain labeler and every admission policy.
 func TestRenderBundles(t *testing.T) {
 	kinds := map[string]bool{}
 	for _, b := range Bundles {
@@ -245,7 +245,9 @@ func TestRenderBundles(t *testing.T) {
 			}
 		}
 	}
-	for _, want := range []string{"Deployment/pool-scheduler", "Deployment/pool-labeler", "DaemonSet/pool-labeler-domain", "CustomResourceDefinition/nodepoollabelsets.labels.banzaicloud.io", "Namespace/pool-scheduler"} {
+	for _, want := range []string{"Deployment/pool-scheduler", "Deployment/pool-labeler", "DaemonSet/pool-labeler-domain", "CustomResourceDefinition/nodepoollabelsets.labels.banzaicloud.io", "Namespace/pool-scheduler",
+		"ValidatingAdmissionPolicy/pool-scheduler-volume-binding", "ValidatingAdmissionPolicy/pool-labeler-managed-labels",
+		"ValidatingAdmissionPolicy/pool-labeler-domain-own-node", "ValidatingAdmissionPolicy/pool-scheduler-system-pods"} {
 		if !kinds[want] {
 			t.Errorf("no %s in the install YAMLs", want)
 		}

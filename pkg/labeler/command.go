@@ -20,8 +20,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/pool-scheduler/pool-scheduler/pkg/admission/webhook"
 	configv1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/config/v1"
 	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config/validation"
 	labelsv1alpha1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/labels/v1alpha1"
@@ -43,7 +45,7 @@ func NewCommand() *cobra.Command {
 	var kubeconfig string
 	cmd := &cobra.Command{
 		Use:          "pool-labeler",
-		Short:        "Applies NodePoolLabelSets to nodes (controller) and labels a node with its Azure fault and update domain (domain)",
+		Short:        "Applies NodePoolLabelSets to nodes (controller), labels a node with its Azure fault and update domain (domain), and serves the mutating admission webhook (webhook)",
 		Long:         version.String(),
 		Version:      version.Version,
 		SilenceUsage: true,
@@ -53,7 +55,7 @@ func NewCommand() *cobra.Command {
 	cmd.PersistentFlags().StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file; empty: in-cluster")
 	klogFlags := goFlagSet()
 	cmd.PersistentFlags().AddGoFlagSet(klogFlags)
-	cmd.AddCommand(newControllerCommand(&kubeconfig), newDomainCommand(&kubeconfig))
+	cmd.AddCommand(newControllerCommand(&kubeconfig), newDomainCommand(&kubeconfig), webhook.NewWebhookCommand(&kubeconfig, restConfig, Scheme, metricsOptions))
 	return cmd
 }
 
@@ -76,6 +78,8 @@ func newControllerCommand(kubeconfig *string) *cobra.Command {
 		renewDeadline        time.Duration
 		retryPeriod          time.Duration
 		metricsAddr          string
+		metricsSecure        bool
+		metricsCertDir       string
 		probeAddr            string
 		resync               time.Duration
 		schedulerConfig      string
@@ -117,7 +121,7 @@ func newControllerCommand(kubeconfig *string) *cobra.Command {
 			mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 				Scheme:                  Scheme,
 				Cache:                   cacheOpts,
-				Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
+				Metrics:                 metricsOptions(metricsAddr, metricsSecure, metricsCertDir),
 				HealthProbeBindAddress:  probeAddr,
 				LeaderElection:          leaderElect,
 				LeaderElectionID:        "pool-labeler",
@@ -154,7 +158,9 @@ func newControllerCommand(kubeconfig *string) *cobra.Command {
 	f.DurationVar(&leaseDuration, "leader-elect-lease-duration", 15*time.Second, "how long a standby waits after the last renewal before taking the Lease over")
 	f.DurationVar(&renewDeadline, "leader-elect-renew-deadline", 10*time.Second, "how long the leader keeps retrying a renewal before it gives up leading (less than the lease duration)")
 	f.DurationVar(&retryPeriod, "leader-elect-retry-period", 2*time.Second, "how often candidates try to acquire or renew the Lease")
-	f.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "address of /metrics; 0 disables")
+	f.StringVar(&metricsAddr, "metrics-bind-address", ":8443", "address of /metrics; 0 disables")
+	f.BoolVar(&metricsSecure, "metrics-secure", true, "serve /metrics over HTTPS to clients the apiserver authenticates (TokenReview) and authorizes (SubjectAccessReview: get on the non-resource URL /metrics); false: plain HTTP to anyone who can connect, so bind it to 127.0.0.1")
+	f.StringVar(&metricsCertDir, "metrics-cert-dir", "", "directory with the metrics server's tls.crt and tls.key; empty or missing files: a self-signed certificate")
 	f.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz; 0 disables")
 	f.DurationVar(&resync, "resync-period", 10*time.Minute, "how often every node is reconciled again, to catch anything missed")
 	return cmd
@@ -264,4 +270,18 @@ func controllerGate(cmd *cobra.Command, path, schedulerName string, poolLabelKey
 		return pool.Gate{}, fmt.Errorf("--namespaces=%s disagrees with the scheduler's labelSetNamespace %q in %s: the labeler and the scheduler must read the same NodePoolLabelSets; drop --namespaces", strings.Join(*namespaces, ","), ns, path)
 	}
 	return pool.NewGate(args.NodePoolReady), nil
+}
+
+// metricsOptions: by default /metrics is served over HTTPS, and every request is authenticated
+// and authorized through the apiserver (controller-runtime's filters), as kube-scheduler's secure
+// port is: the node-label and label-set names in the labeler's metrics are not for anyone who can
+// reach the pod.
+func metricsOptions(addr string, secure bool, certDir string) metricsserver.Options {
+	opts := metricsserver.Options{BindAddress: addr}
+	if secure {
+		opts.SecureServing = true
+		opts.FilterProvider = filters.WithAuthenticationAndAuthorization
+		opts.CertDir = certDir
+	}
+	return opts
 }

@@ -1,9 +1,11 @@
 package pool
 
 import (
+	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/sets"
 )
 
@@ -66,8 +68,15 @@ func (p *SystemPolicy) IsSystemPod(pod *v1.Pod) bool {
 	return false
 }
 
-// IsDaemonSetPod reports whether a DaemonSet controls pod.
+// IsDaemonSetPod reports whether an apps/v1 DaemonSet controls pod. Only the group apps counts:
+// anyone who may create a pod may write any owner reference into it, and a kind DaemonSet of
+// another group (a custom resource of the user's) would otherwise make it a system pod. The
+// owner is not looked up, so the reference is still the pod's word (docs/security.md).
 func IsDaemonSetPod(pod *v1.Pod) bool {
 	ref := metav1.GetControllerOfNoCopy(pod)
-	return ref != nil && ref.Kind == "DaemonSet"
+	if ref == nil || ref.Kind != "DaemonSet" {
+		return false
+	}
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	return err == nil && gv.Group == appsv1.GroupName
 }

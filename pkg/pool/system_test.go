@@ -1,6 +1,8 @@
 package pool
 
 import (
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -73,10 +75,14 @@ func TestClassifyNode(t *testing.T) {
 }
 
 func TestIsSystemPod(t *testing.T) {
-	ds := st.MakePod().Namespace("monitoring").OwnerReference("agent", v1.SchemeGroupVersion.WithKind("DaemonSet")).Obj()
-	dsNotController := st.MakePod().Namespace("monitoring").OwnerReference("agent", v1.SchemeGroupVersion.WithKind("DaemonSet")).Obj()
+	ds := st.MakePod().Namespace("monitoring").OwnerReference("agent", appsv1.SchemeGroupVersion.WithKind("DaemonSet")).Obj()
+	dsNotController := st.MakePod().Namespace("monitoring").OwnerReference("agent", appsv1.SchemeGroupVersion.WithKind("DaemonSet")).Obj()
 	dsNotController.OwnerReferences[0].Controller = ptr.To(false)
 	rs := st.MakePod().Namespace("default").OwnerReference("web-abc", v1.SchemeGroupVersion.WithKind("ReplicaSet")).Obj()
+	// Anyone who may create a pod may write this owner reference: a kind DaemonSet of another
+	// API group (here a custom resource's) must not make it a system pod.
+	dsOtherGroup := st.MakePod().Namespace("monitoring").OwnerReference("agent", schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "DaemonSet"}).Obj()
+	dsCoreGroup := st.MakePod().Namespace("monitoring").OwnerReference("agent", v1.SchemeGroupVersion.WithKind("DaemonSet")).Obj()
 
 	tests := []struct {
 		name   string
@@ -92,6 +98,8 @@ func TestIsSystemPod(t *testing.T) {
 		{name: "DaemonSet pod", pod: ds, want: true},
 		{name: "DaemonSet pods not system when disabled", policy: func(p *SystemPolicy) { p.DaemonSetPods = false }, pod: ds, want: false},
 		{name: "DaemonSet owner that is not the controller", pod: dsNotController, want: false},
+		{name: "DaemonSet owner of another API group", pod: dsOtherGroup, want: false},
+		{name: "DaemonSet owner of the core group", pod: dsCoreGroup, want: false},
 		{name: "ReplicaSet pod", pod: rs, want: false},
 		{
 			name: "explicit system toleration",

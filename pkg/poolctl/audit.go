@@ -16,11 +16,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/pool-scheduler/pool-scheduler/pkg/admission"
 	labelsv1alpha1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/labels/v1alpha1"
 	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
 	"github.com/pool-scheduler/pool-scheduler/pkg/report"
@@ -37,6 +39,8 @@ type auditOptions struct {
 	config       configSource
 	lbSKU        string
 	primaryVMSet string
+	// optedInSelector selects the namespaces whose pods the admission path gives to the scheduler.
+	optedInSelector string
 }
 
 func newAuditCommand() *cobra.Command {
@@ -82,6 +86,7 @@ func newAuditCommand() *cobra.Command {
 	f.StringVar(&o.lbSKU, "azure-load-balancer-sku", report.SKUStandard, "Azure load balancer SKU: Standard (every node not labelled "+report.ExcludeFromLoadBalancersLabel+" is a backend) or Basic (one availability set or scale set)")
 	f.StringVar(&o.primaryVMSet, "azure-primary-vmset", "", "Basic SKU: cloud-provider-azure's primaryAvailabilitySetName or primaryScaleSetName, the backend of Services without "+report.AzureLoadBalancerModeAnnotation)
 	f.DurationVar(&o.timeout, "timeout", 30*time.Second, "timeout for reading the cluster")
+	f.StringVar(&o.optedInSelector, "opted-in-selector", admission.NamespaceLabel+"=true", "label selector of the namespaces opted in to the scheduler by the admission path; pods there that name the default scheduler are reported; empty: none")
 	return cmd
 }
 
@@ -170,6 +175,19 @@ func audit(ctx context.Context, o auditOptions) (*report.Report, error) {
 		return nil, explain(cfg.Host, err)
 	}
 	in.LabelSets = pool.CompileLabelSetsFor(policy.Gate.Identity, sets)
+	if o.optedInSelector != "" {
+		if _, err := labels.Parse(o.optedInSelector); err != nil {
+			return nil, fmt.Errorf("--opted-in-selector: %w", err)
+		}
+		nss, err := cs.CoreV1().Namespaces().List(ctx, metav1.ListOptions{LabelSelector: o.optedInSelector})
+		if err != nil {
+			return nil, explain(cfg.Host, err)
+		}
+		in.OptedIn, in.SchedulerName = map[string]bool{}, o.config.schedulerName
+		for _, ns := range nss.Items {
+			in.OptedIn[ns.Name] = true
+		}
+	}
 	return report.Compute(in, policy), nil
 }
 
@@ -202,7 +220,7 @@ func explain(host string, err error) error {
 	case apierrors.IsUnauthorized(err):
 		return fmt.Errorf("the cluster at %s refused the credentials: %w (check --kubeconfig and --context)", host, err)
 	case apierrors.IsForbidden(err):
-		return fmt.Errorf("the credentials may not read this (poolctl needs get/list on the scheduler's configmap, nodes, pods, services, endpointslices and nodepoollabelsets): %w", err)
+		return fmt.Errorf("the credentials may not read this (poolctl needs get/list on the scheduler's configmap, nodes, pods, services, endpointslices, namespaces and nodepoollabelsets): %w", err)
 	case errors.As(err, &netErr):
 		return fmt.Errorf("cannot reach the cluster at %s: %w (check --kubeconfig, --context and the network)", host, err)
 	}
@@ -224,6 +242,7 @@ func writeAuditTable(w io.Writer, r *report.Report) {
 	section("USER PODS ON SYSTEM POOLS", r.UserPodsOnSystemNodes)
 	section("WORKLOADS WITH WEAK SPREAD (skew > 1, or all replicas in one domain)", r.WeakSpread)
 	section("LOADBALANCER SERVICES WHOSE ENDPOINTS GET NO TRAFFIC (externalTrafficPolicy: Local)", r.LoadBalancerMismatches)
+	section("PODS OF OPTED-IN NAMESPACES NOT GIVEN TO THE SCHEDULER", r.NotAdmitted)
 	if len(r.LoadBalancerUndetermined) > 0 {
 		section("LOADBALANCER BACKEND POOLS THAT CANNOT BE TOLD (not counted)", r.LoadBalancerUndetermined)
 	}

@@ -79,23 +79,30 @@ func ArgsFromProfile(p *schedconfig.KubeSchedulerProfile) (Args, error) {
 // LoadArgs decodes a KubeSchedulerConfiguration (strictly, as the scheduler does) and returns
 // the args of the profile named schedulerName ("" means the first profile).
 func LoadArgs(data []byte, schedulerName string) (Args, error) {
+	_, a, err := LoadProfileArgs(data, schedulerName)
+	return a, err
+}
+
+// LoadProfileArgs is LoadArgs that also returns the profile's schedulerName.
+func LoadProfileArgs(data []byte, schedulerName string) (string, Args, error) {
 	obj, _, err := configscheme.Codecs.UniversalDecoder().Decode(data, nil, nil)
 	if err != nil {
-		return Args{}, err
+		return "", Args{}, err
 	}
 	cfg, ok := obj.(*schedconfig.KubeSchedulerConfiguration)
 	if !ok {
-		return Args{}, fmt.Errorf("not a KubeSchedulerConfiguration: %T", obj)
+		return "", Args{}, fmt.Errorf("not a KubeSchedulerConfiguration: %T", obj)
 	}
 	var names []string
 	for i := range cfg.Profiles {
 		p := &cfg.Profiles[i]
 		if schedulerName == "" || p.SchedulerName == schedulerName {
-			return ArgsFromProfile(p)
+			a, err := ArgsFromProfile(p)
+			return p.SchedulerName, a, err
 		}
 		names = append(names, p.SchedulerName)
 	}
-	return Args{}, fmt.Errorf("no profile with schedulerName %q (profiles: %s)", schedulerName, strings.Join(names, ", "))
+	return "", Args{}, fmt.Errorf("no profile with schedulerName %q (profiles: %s)", schedulerName, strings.Join(names, ", "))
 }
 
 // NewPolicy builds the policy the plugins with these args enforce.

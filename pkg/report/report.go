@@ -42,6 +42,11 @@ type Inputs struct {
 	LabelSets      *pool.LabelSets
 	Services       []*v1.Service
 	EndpointSlices []*discoveryv1.EndpointSlice
+	// OptedIn are the namespaces opted in to pool-scheduler (labelled pool-scheduler.io/enabled
+	// and matched by the admission path); SchedulerName is the scheduler they opt in to. A pod
+	// there that still names the default scheduler was not admitted.
+	OptedIn       map[string]bool
+	SchedulerName string
 	// NodeAtBinding, if set, returns the node as it was when the pod was bound (the simulator
 	// records it); otherwise the node's current state is judged.
 	NodeAtBinding func(pod *v1.Pod) *v1.Node
@@ -78,14 +83,17 @@ type Report struct {
 	// LoadBalancerUndetermined are Local-traffic Services whose backend pool cannot be told
 	// from the cluster (Azure's __auto__ mode, an unknown primary availability set): not counted
 	// as findings.
-	LoadBalancerUndetermined []Finding  `json:"loadBalancerUndetermined,omitempty"`
-	PendingPods              []Finding  `json:"pendingPods"`
-	Workloads                []Workload `json:"workloads"`
+	LoadBalancerUndetermined []Finding `json:"loadBalancerUndetermined,omitempty"`
+	// NotAdmitted are pods of opted-in namespaces that the admission path did not give to
+	// pool-scheduler: created before the namespace opted in, or while the webhook was down.
+	NotAdmitted []Finding  `json:"notAdmitted,omitempty"`
+	PendingPods []Finding  `json:"pendingPods"`
+	Workloads   []Workload `json:"workloads"`
 }
 
 // NumFindings counts every finding that is a violation (pending pods are not).
 func (r *Report) NumFindings() int {
-	return len(r.PodsOnNotReadyNodes) + len(r.UserPodsOnSystemNodes) + len(r.WeakSpread) + len(r.LoadBalancerMismatches)
+	return len(r.PodsOnNotReadyNodes) + len(r.UserPodsOnSystemNodes) + len(r.WeakSpread) + len(r.LoadBalancerMismatches) + len(r.NotAdmitted)
 }
 
 // ConfinedWorkloads counts workloads confined to one domain of dimension d.
@@ -123,6 +131,12 @@ func Compute(in Inputs, policy Policy) *Report {
 		nodes[n.Name] = n
 	}
 	for _, p := range in.Pods {
+		if notAdmitted(in, p) {
+			r.NotAdmitted = append(r.NotAdmitted, Finding{Object: podKey(p), Node: p.Spec.NodeName,
+				Detail: fmt.Sprintf("schedulerName %q in a namespace opted in to %s", p.Spec.SchedulerName, in.SchedulerName),
+				Fix: "created before the namespace opted in, or while the admission webhook was unreachable (it fails open: apiserver_admission_webhook_fail_open_count); " +
+					"recreate the pod (kubectl rollout restart its workload)"})
+		}
 		if p.Spec.NodeName == "" {
 			if p.DeletionTimestamp == nil {
 				r.PendingPods = append(r.PendingPods, Finding{Object: podKey(p), Detail: pendingReason(p)})
@@ -164,8 +178,20 @@ func Compute(in Inputs, policy Policy) *Report {
 		}
 	}
 	r.LoadBalancerMismatches, r.LoadBalancerUndetermined = loadBalancerFindings(in, nodes, policy)
-	sortFindings(r.PodsOnNotReadyNodes, r.UserPodsOnSystemNodes, r.WeakSpread, r.LoadBalancerMismatches, r.LoadBalancerUndetermined, r.PendingPods)
+	sortFindings(r.PodsOnNotReadyNodes, r.UserPodsOnSystemNodes, r.WeakSpread, r.LoadBalancerMismatches, r.LoadBalancerUndetermined, r.NotAdmitted, r.PendingPods)
 	return r
+}
+
+// notAdmitted: a pod of an opted-in namespace that names the default scheduler, that the
+// admission path would have changed (not a mirror pod, not one its creator bound itself).
+func notAdmitted(in Inputs, p *v1.Pod) bool {
+	if in.SchedulerName == "" || !in.OptedIn[p.Namespace] || p.DeletionTimestamp != nil {
+		return false
+	}
+	if _, mirror := p.Annotations[v1.MirrorPodAnnotationKey]; mirror {
+		return false
+	}
+	return p.Spec.SchedulerName == "" || p.Spec.SchedulerName == v1.DefaultSchedulerName
 }
 
 func sortFindings(lists ...[]Finding) {

@@ -257,3 +257,30 @@ func TestJointDimension(t *testing.T) {
 		t.Error("a joint dimension without the previous dimension's label has a domain")
 	}
 }
+
+func TestNotAdmitted(t *testing.T) {
+	pods := []*v1.Pod{
+		st.MakePod().Namespace("team").Name("default").SchedulerName(v1.DefaultSchedulerName).Obj(),
+		st.MakePod().Namespace("team").Name("empty").Obj(),
+		st.MakePod().Namespace("team").Name("ours").SchedulerName("pool-scheduler").Obj(),
+		st.MakePod().Namespace("team").Name("other-scheduler").SchedulerName("volcano").Obj(),
+		st.MakePod().Namespace("team").Name("mirror").SchedulerName(v1.DefaultSchedulerName).Annotation(v1.MirrorPodAnnotationKey, "x").Obj(),
+		st.MakePod().Namespace("team").Name("deleting").SchedulerName(v1.DefaultSchedulerName).Terminating().Obj(),
+		st.MakePod().Namespace("elsewhere").Name("default").SchedulerName(v1.DefaultSchedulerName).Obj(),
+	}
+	r := Compute(Inputs{Pods: pods, OptedIn: map[string]bool{"team": true}, SchedulerName: "pool-scheduler"}, DefaultPolicy())
+	var got []string
+	for _, f := range r.NotAdmitted {
+		got = append(got, f.Object)
+	}
+	if diff := cmp.Diff([]string{"team/default", "team/empty"}, got); diff != "" {
+		t.Errorf("not admitted (-want +got):\n%s", diff)
+	}
+	if r.NumFindings() != 2 {
+		t.Errorf("NumFindings = %d, want the 2 pods not admitted", r.NumFindings())
+	}
+	// Without opted-in namespaces (no admission path) nothing is reported.
+	if r := Compute(Inputs{Pods: pods}, DefaultPolicy()); len(r.NotAdmitted) != 0 {
+		t.Errorf("no namespace opted in, yet %v reported", r.NotAdmitted)
+	}
+}

@@ -64,7 +64,19 @@ func rowsFor(c *Comparison) []row {
 			return strings.Join(skews, " / ")
 		}},
 	)
-	return append(out, rows...)
+	out = append(out, rows...)
+	for _, r := range c.Results {
+		if r.OptedIn > 0 {
+			out = append(out, row{label: "pods given to it by namespace label (spec unedited)", value: func(r *Result) string {
+				if r.OptedIn == 0 {
+					return "-"
+				}
+				return count(r.OptedIn)
+			}})
+			break
+		}
+	}
+	return out
 }
 
 var rows = []row{

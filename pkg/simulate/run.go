@@ -15,11 +15,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
 
 	shipped "github.com/pool-scheduler/pool-scheduler/manifests/scheduler"
+	"github.com/pool-scheduler/pool-scheduler/pkg/admission"
 	labelsv1alpha1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/labels/v1alpha1"
 	"github.com/pool-scheduler/pool-scheduler/pkg/controlplane"
 	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
@@ -39,6 +43,9 @@ type Result struct {
 	// Throughput is bound pods per second, from the first pod created to the last binding.
 	Throughput float64       `json:"throughputPodsPerSecond"`
 	Elapsed    time.Duration `json:"elapsed"`
+	// OptedIn counts pods created without schedulerName that the admission path gave to the
+	// scheduler (scenarios with optInByLabel).
+	OptedIn int `json:"optedIn,omitempty"`
 }
 
 // Options tune a run.
@@ -71,6 +78,8 @@ type recorder struct {
 	versions map[string][]nodeVersion
 	bindings map[string]binding
 	lastSeen time.Time
+	// optedIn counts pods created without schedulerName that came back with one.
+	optedIn int
 }
 
 func (r *recorder) watch(ctx context.Context, w watch.Interface) {
@@ -98,6 +107,15 @@ func (r *recorder) watch(ctx context.Context, w watch.Interface) {
 			}
 			r.mu.Unlock()
 		}
+	}
+}
+
+// countOptIn counts p if it was created without schedulerName and got one from admission.
+func (r *recorder) countOptIn(requested string, p *v1.Pod) {
+	if requested == "" && p.Spec.SchedulerName != v1.DefaultSchedulerName {
+		r.mu.Lock()
+		r.optedIn++
+		r.mu.Unlock()
 	}
 }
 
@@ -130,8 +148,14 @@ func Run(ctx context.Context, sc *Scenario, mode Mode, opts Options) (*Result, e
 	}
 	ctx, cancel := context.WithTimeout(ctx, opts.Timeout)
 	defer cancel()
+	optIn := sc.OptInByLabel && mode.Profile.SchedulerName != v1.DefaultSchedulerName
+	var cpOpts controlplane.Options
+	if optIn {
+		// The MutatingAdmissionPolicy API, beta and off by default in 1.34.
+		cpOpts.Flags = []string{"--feature-gates=MutatingAdmissionPolicy=true", "--runtime-config=admissionregistration.k8s.io/v1beta1=true"}
+	}
 	progress("starting etcd and kube-apiserver")
-	cp, err := controlplane.StartStandalone(ctx, opts.Log, controlplane.Options{})
+	cp, err := controlplane.StartStandalone(ctx, opts.Log, cpOpts)
 	if err != nil {
 		return nil, err
 	}
@@ -144,6 +168,12 @@ func Run(ctx context.Context, sc *Scenario, mode Mode, opts Options) (*Result, e
 
 	for _, ns := range namespaces(sc) {
 		if _, err := cs.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return nil, err
+		}
+	}
+	if optIn {
+		progress("opting namespaces in by label (MutatingAdmissionPolicy)")
+		if err := optInNamespaces(ctx, cs, sc, mode.Profile); err != nil {
 			return nil, err
 		}
 	}
@@ -219,7 +249,11 @@ func Run(ctx context.Context, sc *Scenario, mode Mode, opts Options) (*Result, e
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := runWorkload(ctx, cs, w, mode.Profile.SchedulerName, start, rec); err != nil {
+			name := mode.Profile.SchedulerName
+			if optIn && w.Namespace != metav1.NamespaceSystem {
+				name = "" // no pod edited: the admission path sets it
+			}
+			if err := runWorkload(ctx, cs, w, name, start, rec); err != nil {
 				errs <- err
 			}
 		}()
@@ -254,7 +288,57 @@ func Run(ctx context.Context, sc *Scenario, mode Mode, opts Options) (*Result, e
 	elapsed := time.Since(start)
 	progress("measuring")
 	stopScheduler()
-	return measure(ctx, cp, sc, mode, rec, &labelledAt, start, elapsed)
+	r, err := measure(ctx, cp, sc, mode, rec, &labelledAt, start, elapsed)
+	if r != nil {
+		rec.mu.Lock()
+		r.OptedIn = rec.optedIn
+		rec.mu.Unlock()
+	}
+	return r, err
+}
+
+// optInNamespaces labels the workloads' namespaces (but kube-system) for pool-scheduler and
+// installs the MutatingAdmissionPolicy of prof, then waits until a dry-run pod is mutated
+// (admission picks policies up from an informer).
+func optInNamespaces(ctx context.Context, cs kubernetes.Interface, sc *Scenario, prof schedconfig.KubeSchedulerProfile) error {
+	args, err := report.ArgsFromProfile(&prof)
+	if err != nil {
+		return err
+	}
+	policy, binding, err := admission.RenderPolicy(admission.PolicyOptions{Name: "pool-scheduler", SchedulerName: prof.SchedulerName,
+		Guard: args.SystemPoolGuard, Namespaces: admission.NamespaceSelector([]string{metav1.NamespaceSystem})})
+	if err != nil {
+		return err
+	}
+	if _, err := cs.AdmissionregistrationV1beta1().MutatingAdmissionPolicies().Create(ctx, policy, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("creating the MutatingAdmissionPolicy: %w", err)
+	}
+	if _, err := cs.AdmissionregistrationV1beta1().MutatingAdmissionPolicyBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("creating the MutatingAdmissionPolicyBinding: %w", err)
+	}
+	var probeNS string
+	for _, w := range sc.Workloads {
+		if w.Namespace == metav1.NamespaceSystem {
+			continue
+		}
+		probeNS = w.Namespace
+		patch := []byte(`{"metadata":{"labels":{"` + admission.NamespaceLabel + `":"true"}}}`)
+		if _, err := cs.CoreV1().Namespaces().Patch(ctx, w.Namespace, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			return err
+		}
+	}
+	if probeNS == "" {
+		return nil
+	}
+	probe := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: probeNS, Name: "opt-in-probe"},
+		Spec: v1.PodSpec{Containers: []v1.Container{{Name: "app", Image: "registry.k8s.io/pause:3.10"}}}}
+	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		p, err := cs.CoreV1().Pods(probeNS).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err != nil {
+			return false, err
+		}
+		return p.Spec.SchedulerName == prof.SchedulerName, nil
+	})
 }
 
 func namespaces(sc *Scenario) []string {
@@ -336,6 +420,7 @@ func runWorkload(ctx context.Context, cs kubernetes.Interface, w *Workload, sche
 			if err != nil {
 				return err
 			}
+			rec.countOptIn(schedulerName, p)
 			pods = append(pods, p)
 		}
 	}
@@ -366,9 +451,11 @@ func runWorkload(ctx context.Context, cs kubernetes.Interface, w *Workload, sche
 			return err
 		}
 		for j := 0; j < w.Replicas; j++ {
-			if _, err := cs.CoreV1().Pods(w.Namespace).Create(ctx, replica(w, rs, j, schedulerName), metav1.CreateOptions{}); err != nil {
+			p, err := cs.CoreV1().Pods(w.Namespace).Create(ctx, replica(w, rs, j, schedulerName), metav1.CreateOptions{})
+			if err != nil {
 				return err
 			}
+			rec.countOptIn(schedulerName, p)
 			// Surge one, then retire one old pod, which stays terminating (its finalizer).
 			oldPod := fmt.Sprintf("%s-%d", old.Name, j)
 			if err := cs.CoreV1().Pods(w.Namespace).Delete(ctx, oldPod, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {

@@ -38,6 +38,11 @@ type Scenario struct {
 	// Azure, if set, names nodes and their availability sets / scale sets as AKS does, gives
 	// them Azure providerIDs and models Azure's load balancer for the report.
 	Azure *Azure `yaml:"azure"`
+	// OptInByLabel: in pool-scheduler's run, the workloads' namespaces (but kube-system) are
+	// labelled pool-scheduler.io/enabled=true and their pods are created without schedulerName;
+	// the MutatingAdmissionPolicy rendered from the profile gives them to pool-scheduler, as the
+	// chart's admission path does. kube-system's pods name the scheduler, as add-ons name theirs.
+	OptInByLabel bool `yaml:"optInByLabel"`
 
 	source string
 }

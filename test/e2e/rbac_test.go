@@ -2,9 +2,14 @@ package e2e
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -12,17 +17,24 @@ import (
 	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/kubernetes/test/utils/ktesting"
+	"k8s.io/utils/ptr"
 
 	labelsv1alpha1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/labels/v1alpha1"
+	"github.com/pool-scheduler/pool-scheduler/pkg/controlplane"
 	"github.com/pool-scheduler/pool-scheduler/pkg/labeler"
 	"github.com/pool-scheduler/pool-scheduler/test/util"
 )
@@ -39,7 +51,7 @@ var forbidden = regexp.MustCompile(`(?i)forbidden|cannot (get|list|watch|create|
 // ServiceAccount (the domain labeler's bound to a pod on its node, as a projected token is).
 // Leader election, labelling, scheduling and events work with no request refused; writes
 // outside each role are refused, and the admission policy keeps the domain labeler to its own
-// node and its own labels.
+// node and its own labels, and the labeler controller to the labels it manages.
 func TestLeastPrivilege(t *testing.T) {
 	tCtx := ktesting.Init(t)
 	cp := util.StartControlPlane(t, "--authorization-mode=Node,RBAC")
@@ -65,6 +77,7 @@ func TestLeastPrivilege(t *testing.T) {
 		{Verb: "create", Group: "events.k8s.io", Resource: "events", Namespace: "default"},
 		{Verb: "get", Resource: "configmaps", Namespace: "kube-system", Name: "extension-apiserver-authentication"},
 		{Verb: "update", Resource: "persistentvolumes"},
+		{Verb: "update", Resource: "persistentvolumeclaims", Namespace: "default"},
 	})
 	waitAllowed(tCtx, t, labelerClient, "pool-labeler", []authorizationv1.ResourceAttributes{
 		{Verb: "patch", Resource: "nodes"},
@@ -80,8 +93,13 @@ func TestLeastPrivilege(t *testing.T) {
 		util.CreateNode(tCtx, t, admin, util.Node(fmt.Sprintf("spot-%d", i), map[string]string{poolKey: "spot"}).Obj())
 	}
 
+	// /metrics as shipped (HTTPS, every scrape checked by the apiserver), with a certificate of
+	// the test's, so the scrapes below verify it.
+	metricsAddr := fmt.Sprintf("127.0.0.1:%d", util.FreePort(t))
+	metricsCertDir, metricsCA := servingCert(t)
 	labelerProc := util.StartProcess(t, util.LabelerBinary(t), "controller", "--kubeconfig="+labelerKubeconfig,
-		"--leader-elect-namespace="+ns, "--metrics-bind-address=0", "--health-probe-bind-address=0", "-v=2")
+		"--leader-elect-namespace="+ns, "--metrics-bind-address="+metricsAddr, "--metrics-cert-dir="+metricsCertDir,
+		"--health-probe-bind-address=0", "-v=2")
 	doc := util.ShippedConfigFor(t, cp)
 	doc["clientConnection"].(map[string]any)["kubeconfig"] = schedKubeconfig
 	// In a pod, kube-scheduler uses its in-cluster credentials for delegated authentication and
@@ -90,6 +108,8 @@ func TestLeastPrivilege(t *testing.T) {
 
 	util.WaitForLeaseHolder(tCtx, t, admin, ns, "pool-scheduler", "", 60*time.Second)
 	util.WaitForLeaseHolder(tCtx, t, admin, ns, "pool-labeler", "", 60*time.Second)
+
+	checkMetricsAuth(tCtx, t, cp, "https://"+metricsAddr+"/metrics", metricsCA)
 
 	user := util.CreateNamespace(tCtx, t, admin, "rbac")
 	for i := 0; i < 6; i++ {
@@ -123,6 +143,11 @@ func TestLeastPrivilege(t *testing.T) {
 		t.Errorf("the scheduler's Scheduled events did not all arrive: %v", err)
 	}
 
+	// VolumeBinding under the scheduler's own role and admission policy: it binds a free local
+	// PersistentVolume to a WaitForFirstConsumer claim (claimRef) and marks a claim to provision
+	// with its node (selected-node). No PV controller runs, so the pods stay in PreBind.
+	waitVolumeBinding(tCtx, t, admin, user)
+
 	// Domain mode: a DaemonSet pod's token is bound to the pod, which names its node.
 	util.CreateNode(tCtx, t, admin, util.Node("az-0", nil).Obj())
 	util.CreateNode(tCtx, t, admin, util.Node("az-1", nil).Obj())
@@ -154,6 +179,8 @@ func TestLeastPrivilege(t *testing.T) {
 
 	// Refused writes.
 	labelPatch := []byte(`{"metadata":{"labels":{"example.com/owned":"yes"}}}`)
+	finalizerPatch := []byte(`{"metadata":{"finalizers":["example.com/hold"]}}`)
+	ownerPatch := []byte(`{"metadata":{"ownerReferences":[{"apiVersion":"v1","kind":"Namespace","name":"` + user + `","uid":"6f0b5a8e-2f1d-4c51-9e0a-0d7c8f1b2a3c"}]}}`)
 	refusals := []struct {
 		name    string
 		do      func(context.Context) error
@@ -171,11 +198,66 @@ func TestLeastPrivilege(t *testing.T) {
 			_, err := dynamicFor(t, schedCfg).Resource(labelsv1alpha1.Resource).Namespace(ns).Patch(ctx, "spot", types.MergePatchType, []byte(`{"spec":{"labels":{"a":"b"}}}`), metav1.PatchOptions{})
 			return err
 		}, apierrors.IsForbidden, ""},
+		{"scheduler updates the default scheduler's Lease", func(ctx context.Context) error {
+			l, err := admin.CoordinationV1().Leases("kube-system").Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "kube-scheduler"}}, metav1.CreateOptions{})
+			if err != nil {
+				return fmt.Errorf("admin creating the Lease: %w", err)
+			}
+			l.Spec.HolderIdentity = ptr.To("pool-scheduler")
+			_, err = sched.CoordinationV1().Leases("kube-system").Update(ctx, l, metav1.UpdateOptions{})
+			return err
+		}, apierrors.IsForbidden, ""},
+		{"scheduler creates a Lease outside its namespace", func(ctx context.Context) error {
+			_, err := sched.CoordinationV1().Leases("kube-system").Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "pool-scheduler"}}, metav1.CreateOptions{})
+			return err
+		}, apierrors.IsForbidden, ""},
+		{"scheduler patches a PersistentVolume", func(ctx context.Context) error {
+			_, err := sched.CoreV1().PersistentVolumes().Patch(ctx, "local-pv", types.MergePatchType, []byte(`{"spec":{"persistentVolumeReclaimPolicy":"Delete"}}`), metav1.PatchOptions{})
+			return err
+		}, apierrors.IsForbidden, ""},
+		{"scheduler changes a PersistentVolume's reclaim policy", updatePV(sched, "local-pv", func(pv *v1.PersistentVolume) {
+			pv.Spec.PersistentVolumeReclaimPolicy = v1.PersistentVolumeReclaimDelete
+		}), anyError, "pool-scheduler may only bind a PersistentVolume (set its claimRef), not change the rest of its spec"},
+		{"scheduler re-binds a bound PersistentVolume to another claim", updatePV(sched, "local-pv", func(pv *v1.PersistentVolume) {
+			pv.Spec.ClaimRef = &v1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: "default", Name: "stolen"}
+		}), anyError, "pool-scheduler may only bind a free PersistentVolume or one pre-bound to the claim"},
+		{"scheduler labels a PersistentVolume", updatePV(sched, "local-pv", func(pv *v1.PersistentVolume) {
+			pv.Labels = map[string]string{"example.com/owned": "yes"}
+		}), anyError, "pool-scheduler may not change labels, finalizers or ownerReferences of volumes and claims"},
+		{"scheduler annotates a claim", func(ctx context.Context) error {
+			pvc, err := sched.CoreV1().PersistentVolumeClaims(user).Get(ctx, "data", metav1.GetOptions{})
+			if err != nil {
+				return fmt.Errorf("get: %w", err)
+			}
+			metav1.SetMetaDataAnnotation(&pvc.ObjectMeta, "example.com/note", "x")
+			_, err = sched.CoreV1().PersistentVolumeClaims(user).Update(ctx, pvc, metav1.UpdateOptions{})
+			return err
+		}, anyError, "pool-scheduler may change no annotation but volume.kubernetes.io/selected-node"},
 		{"labeler deletes a node", func(ctx context.Context) error {
 			return labelerClient.CoreV1().Nodes().Delete(ctx, "spot-0", metav1.DeleteOptions{})
 		}, apierrors.IsForbidden, ""},
 		{"labeler creates a pod", func(ctx context.Context) error {
 			_, err := labelerClient.CoreV1().Pods(user).Create(ctx, util.Pod(user, "evil").Obj(), metav1.CreateOptions{})
+			return err
+		}, apierrors.IsForbidden, ""},
+		// The labeler controller's admission policy: only labels it manages, and that record.
+		{"labeler sets a label it does not manage", nodePatch(labelerClient, "spot-0", labelPatch),
+			anyError, "may only change labels listed in its managed-labels annotation, not example.com/owned"},
+		{"labeler moves a node to another pool, declaring the pool label managed", nodePatch(labelerClient, "spot-0",
+			[]byte(`{"metadata":{"labels":{"`+poolKey+`":"other"},"annotations":{"nodepool.banzaicloud.io/managed-labels":"[\"example.com/tier\",\"`+poolKey+`\"]"}}}`)),
+			anyError, "the labeler may not change pool-identity labels: " + poolKey},
+		{"labeler taints a node", nodePatch(labelerClient, "spot-0", []byte(`{"spec":{"taints":[{"key":"example.com/evict","effect":"NoExecute"}]}}`)),
+			anyError, "the labeler may not change the node's spec"},
+		{"labeler cordons a node", nodePatch(labelerClient, "spot-0", []byte(`{"spec":{"unschedulable":true}}`)),
+			anyError, "the labeler may not change the node's spec"},
+		{"labeler sets another annotation", nodePatch(labelerClient, "spot-0", []byte(`{"metadata":{"annotations":{"example.com/note":"x"}}}`)),
+			anyError, "may not change annotations other than nodepool.banzaicloud.io/managed-labels"},
+		{"labeler adds a finalizer", nodePatch(labelerClient, "spot-0", finalizerPatch),
+			anyError, "the labeler may not change the node's finalizers or ownerReferences"},
+		{"labeler adds an ownerReference", nodePatch(labelerClient, "spot-0", ownerPatch),
+			anyError, "the labeler may not change the node's finalizers or ownerReferences"},
+		{"labeler writes node status", func(ctx context.Context) error {
+			_, err := labelerClient.CoreV1().Nodes().Patch(ctx, "spot-0", types.MergePatchType, []byte(`{"status":{"capacity":{"pods":"1"}}}`), metav1.PatchOptions{}, "status")
 			return err
 		}, apierrors.IsForbidden, ""},
 		{"domain labeler labels another node", func(ctx context.Context) error {
@@ -191,6 +273,17 @@ func TestLeastPrivilege(t *testing.T) {
 			_, err := domain.CoreV1().Nodes().Patch(ctx, "az-0", types.MergePatchType, []byte(`{"spec":{"unschedulable":true}}`), metav1.PatchOptions{})
 			return err
 		}, anyError, "may not change the node's spec"},
+		{"domain labeler rewrites the managed-labels annotation", nodePatch(domain, "az-0",
+			[]byte(`{"metadata":{"annotations":{"nodepool.banzaicloud.io/managed-labels":"[\"example.com/tier\"]"}}}`)),
+			anyError, "the domain labeler may not change the node's annotations"},
+		{"domain labeler adds a finalizer", nodePatch(domain, "az-0", finalizerPatch),
+			anyError, "the domain labeler may not change the node's finalizers or ownerReferences"},
+		{"domain labeler adds an ownerReference", nodePatch(domain, "az-0", ownerPatch),
+			anyError, "the domain labeler may not change the node's finalizers or ownerReferences"},
+		{"domain labeler writes node status", func(ctx context.Context) error {
+			_, err := domain.CoreV1().Nodes().Patch(ctx, "az-0", types.MergePatchType, []byte(`{"status":{"capacity":{"pods":"1"}}}`), metav1.PatchOptions{}, "status")
+			return err
+		}, apierrors.IsForbidden, ""},
 		{"domain labeler deletes its node", func(ctx context.Context) error {
 			return domain.CoreV1().Nodes().Delete(ctx, "az-0", metav1.DeleteOptions{})
 		}, apierrors.IsForbidden, ""},
@@ -205,6 +298,30 @@ func TestLeastPrivilege(t *testing.T) {
 		default:
 			t.Logf("%s: refused: %v", r.name, err)
 		}
+	}
+	// Defence in depth: were both labelers granted nodes/status (the shipped roles do not, see
+	// the refusals above), the admission policies would still refuse status writes.
+	grantNodeStatus(tCtx, t, admin, ns, "pool-labeler", "pool-labeler-domain")
+	waitAllowed(tCtx, t, labelerClient, "pool-labeler", []authorizationv1.ResourceAttributes{{Verb: "patch", Resource: "nodes", Subresource: "status"}})
+	waitAllowed(tCtx, t, domain, "pool-labeler-domain", []authorizationv1.ResourceAttributes{{Verb: "patch", Resource: "nodes", Subresource: "status"}})
+	for who, c := range map[string]struct {
+		cs   kubernetes.Interface
+		node string
+		want string
+	}{
+		"labeler":        {labelerClient, "spot-0", "the labeler may not write node status"},
+		"domain labeler": {domain, "az-0", "the domain labeler may not write node status"},
+	} {
+		_, err := c.cs.CoreV1().Nodes().Patch(tCtx, c.node, types.MergePatchType, []byte(`{"status":{"capacity":{"pods":"1"}}}`), metav1.PatchOptions{}, "status")
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s writing node status with RBAC allowing it: %v, want refused by its admission policy (%q)", who, err, c.want)
+		}
+	}
+
+	// The labeler may still remove a label it manages, dropping it from the annotation in the
+	// same write (the policy reads the annotation before and after).
+	if err := nodePatch(labelerClient, "spot-2", []byte(`{"metadata":{"labels":{"example.com/tier":null},"annotations":{"nodepool.banzaicloud.io/managed-labels":"[]"}}}`))(tCtx); err != nil {
+		t.Errorf("labeler removing a label it manages: %v", err)
 	}
 	// The domain labeler may still change its own domain label (the policy is not a blanket deny).
 	if _, err := domain.CoreV1().Nodes().Patch(tCtx, "az-0", types.MergePatchType,
@@ -223,6 +340,118 @@ func TestLeastPrivilege(t *testing.T) {
 }
 
 func anyError(err error) bool { return err != nil }
+
+// grantNodeStatus binds a ClusterRole allowing patch on nodes/status to the ServiceAccounts.
+func grantNodeStatus(ctx context.Context, t *testing.T, admin kubernetes.Interface, ns string, serviceAccounts ...string) {
+	t.Helper()
+	if _, err := admin.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: "test-node-status"},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"nodes/status"}, Verbs: []string{"patch"}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "test-node-status"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "test-node-status"},
+	}
+	for _, sa := range serviceAccounts {
+		binding.Subjects = append(binding.Subjects, rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: sa})
+	}
+	if _, err := admin.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// updatePV gets a PersistentVolume with the client, changes it and updates it.
+func updatePV(cs kubernetes.Interface, name string, change func(*v1.PersistentVolume)) func(context.Context) error {
+	return func(ctx context.Context) error {
+		pv, err := cs.CoreV1().PersistentVolumes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("get: %w", err)
+		}
+		change(pv)
+		_, err = cs.CoreV1().PersistentVolumes().Update(ctx, pv, metav1.UpdateOptions{})
+		return err
+	}
+}
+
+// waitVolumeBinding creates a local PersistentVolume on spot-1 with a WaitForFirstConsumer
+// claim, a claim of a provisioning WaitForFirstConsumer class, and a pool-scheduler pod for
+// each, and waits for the scheduler's VolumeBinding to bind the volume to its claim and to mark
+// the other claim with the chosen node.
+func waitVolumeBinding(ctx context.Context, t *testing.T, admin kubernetes.Interface, ns string) {
+	t.Helper()
+	wffc := storagev1.VolumeBindingWaitForFirstConsumer
+	for name, provisioner := range map[string]string{"local": "kubernetes.io/no-provisioner", "provisioned": "example.com/provisioner"} {
+		if _, err := admin.StorageV1().StorageClasses().Create(ctx, &storagev1.StorageClass{
+			ObjectMeta: metav1.ObjectMeta{Name: name}, Provisioner: provisioner, VolumeBindingMode: &wffc,
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	size := resource.MustParse("1Gi")
+	pv, err := admin.CoreV1().PersistentVolumes().Create(ctx, &v1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: "local-pv"},
+		Spec: v1.PersistentVolumeSpec{
+			Capacity:                      v1.ResourceList{v1.ResourceStorage: size},
+			AccessModes:                   []v1.PersistentVolumeAccessMode{v1.ReadWriteOnce},
+			PersistentVolumeReclaimPolicy: v1.PersistentVolumeReclaimRetain,
+			StorageClassName:              "local",
+			PersistentVolumeSource:        v1.PersistentVolumeSource{Local: &v1.LocalVolumeSource{Path: "/mnt/disk"}},
+			NodeAffinity: &v1.VolumeNodeAffinity{Required: &v1.NodeSelector{NodeSelectorTerms: []v1.NodeSelectorTerm{{
+				MatchExpressions: []v1.NodeSelectorRequirement{{Key: v1.LabelHostname, Operator: v1.NodeSelectorOpIn, Values: []string{"spot-1"}}},
+			}}}},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What the PV controller (not running here) does to a new volume; VolumeBinding binds only
+	// Available ones.
+	pv.Status.Phase = v1.VolumeAvailable
+	if _, err := admin.CoreV1().PersistentVolumes().UpdateStatus(ctx, pv, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for claim, class := range map[string]string{"data": "local", "provisioned": "provisioned"} {
+		if _, err := admin.CoreV1().PersistentVolumeClaims(ns).Create(ctx, &v1.PersistentVolumeClaim{
+			ObjectMeta: metav1.ObjectMeta{Name: claim},
+			Spec: v1.PersistentVolumeClaimSpec{
+				StorageClassName: ptr.To(class),
+				AccessModes:      []v1.PersistentVolumeAccessMode{v1.ReadWriteOnce},
+				Resources:        v1.VolumeResourceRequirements{Requests: v1.ResourceList{v1.ResourceStorage: size}},
+			},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		util.CreatePod(ctx, t, admin, util.Pod(ns, "uses-"+claim).PVC(claim).Obj())
+	}
+	var pvc *v1.PersistentVolumeClaim
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		var err error
+		if pv, err = admin.CoreV1().PersistentVolumes().Get(ctx, "local-pv", metav1.GetOptions{}); err != nil {
+			return false, nil
+		}
+		if pvc, err = admin.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "provisioned", metav1.GetOptions{}); err != nil {
+			return false, nil
+		}
+		return pv.Spec.ClaimRef != nil && pvc.Annotations["volume.kubernetes.io/selected-node"] != "", nil
+	})
+	if err != nil {
+		t.Fatalf("VolumeBinding did not bind local-pv (claimRef %v) or select a node for the provisioned claim (annotations %v): %v", pv.Spec.ClaimRef, pvc.Annotations, err)
+	}
+	if pv.Spec.ClaimRef.Namespace != ns || pv.Spec.ClaimRef.Name != "data" {
+		t.Errorf("local-pv bound to %s/%s, want %s/data", pv.Spec.ClaimRef.Namespace, pv.Spec.ClaimRef.Name, ns)
+	}
+	t.Logf("VolumeBinding bound local-pv to %s/data and selected node %s for the provisioned claim", ns, pvc.Annotations["volume.kubernetes.io/selected-node"])
+}
+
+// nodePatch is a JSON merge patch of a node by the client's identity.
+func nodePatch(cs kubernetes.Interface, node string, patch []byte) func(context.Context) error {
+	return func(ctx context.Context) error {
+		_, err := cs.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, patch, metav1.PatchOptions{})
+		return err
+	}
+}
 
 func dynamicFor(t *testing.T, cfg *rest.Config) dynamic.Interface {
 	t.Helper()
@@ -276,4 +505,103 @@ func grepLinesRe(s string, re *regexp.Regexp, max int) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// servingCert writes a self-signed certificate for 127.0.0.1 into a directory as tls.crt and
+// tls.key (the names pool-labeler's --metrics-cert-dir reads) and returns the directory and a
+// pool that trusts it.
+func servingCert(t *testing.T) (string, *x509.CertPool) {
+	t.Helper()
+	certPEM, keyPEM, err := certutil.GenerateSelfSignedCertKey("127.0.0.1", []net.IP{net.ParseIP("127.0.0.1")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for name, data := range map[string][]byte{"tls.crt": certPEM, "tls.key": keyPEM} {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(certPEM)
+	return dir, pool
+}
+
+// checkMetricsAuth: the labeler's /metrics refuses a scrape without a token (401) and one by a
+// ServiceAccount without get on /metrics (403), and serves one that has it; the labeler asks the
+// apiserver with the rights its shipped ClusterRole gives it (TokenReview, SubjectAccessReview).
+func checkMetricsAuth(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, url string, roots *x509.CertPool) {
+	t.Helper()
+	admin := cp.Client
+	const ns = "monitoring"
+	if _, err := admin.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, sa := range []string{"prometheus", "nobody"} {
+		if _, err := admin.CoreV1().ServiceAccounts(ns).Create(ctx, &v1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := admin.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: "metrics-reader"},
+		Rules:      []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "prometheus-metrics-reader"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "metrics-reader"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: "prometheus"}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	promCfg, _ := util.ServiceAccountConfig(ctx, t, cp, ns, "prometheus", nil)
+	nobodyCfg, _ := util.ServiceAccountConfig(ctx, t, cp, ns, "nobody", nil)
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}}
+	scrape := func(ctx context.Context, token string) (int, string, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return 0, "", err
+		}
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return 0, "", err
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body), err
+	}
+	// The authorized scrape first: it waits for the server to listen and for the new binding.
+	var code int
+	var body string
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		var err error
+		code, body, err = scrape(ctx, promCfg.BearerToken)
+		return err == nil && code == http.StatusOK, nil
+	})
+	if err != nil || !strings.Contains(body, "pool_labeler_node_patch_errors_total") {
+		t.Fatalf("scrape with get on /metrics: HTTP %d, want 200 with the labeler's metrics: %v\n%.300s", code, err, body)
+	}
+	for _, tt := range []struct {
+		name  string
+		token string
+		want  int
+	}{
+		{"no token", "", http.StatusUnauthorized},
+		{"a ServiceAccount without get on /metrics", nobodyCfg.BearerToken, http.StatusForbidden},
+		// The apiserver's TokenReview reports an error for a token it cannot parse, which
+		// controller-runtime's filter answers with 500: refused all the same (0: any refusal).
+		{"an invalid token", "not-a-token", 0},
+	} {
+		code, body, err := scrape(ctx, tt.token)
+		switch {
+		case err != nil:
+			t.Errorf("scrape with %s: %v", tt.name, err)
+		case tt.want == 0 && code < 400, tt.want != 0 && code != tt.want:
+			t.Errorf("scrape with %s: HTTP %d, want %d (0: any refusal)\n%.300s", tt.name, code, tt.want, body)
+		}
+	}
 }

@@ -3,6 +3,10 @@ package integration
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -163,7 +167,11 @@ func (r *renderedChart) get(t *testing.T, kind, name string) *unstructured.Unstr
 func (r *renderedChart) schedulerDeploymentName(t *testing.T) string {
 	t.Helper()
 	for _, o := range r.objects {
-		if o.GetKind() == "Deployment" && containsString(containerArgs(t, o), "--config=/etc/pool-scheduler/config.yaml") {
+		if o.GetKind() != "Deployment" {
+			continue
+		}
+		// The webhook reads the same file.
+		if args := containerArgs(t, o); containsString(args, "--config=/etc/pool-scheduler/config.yaml") && !containsString(args, "webhook") {
 			return o.GetName()
 		}
 	}
@@ -218,15 +226,14 @@ func (r *renderedChart) schedulerConfig(t *testing.T, configMap string) (*schedc
 // accept it. The rendered scheduler configuration must decode strictly and validate.
 func TestHelmChart(t *testing.T) {
 	tCtx := ktesting.Init(t)
-	cp := util.StartControlPlane(t)
+	// The MutatingAdmissionPolicy API served, so admission.mode=policy is validated (CEL compiled).
+	cp := util.StartControlPlane(t, mapFlags...)
 	installServiceMonitorCRD(tCtx, t, cp)
 	applier := newDryRunApplier(t, cp)
 
 	schedulerObjects := []string{
 		"ClusterRole pool-scheduler",
 		"ClusterRoleBinding pool-scheduler",
-		"ClusterRoleBinding pool-scheduler:kube-scheduler",
-		"ClusterRoleBinding pool-scheduler:volume-scheduler",
 		"ConfigMap pool-scheduler/pool-scheduler-config",
 		"Deployment pool-scheduler/pool-scheduler",
 		"PodDisruptionBudget pool-scheduler/pool-scheduler",
@@ -234,11 +241,15 @@ func TestHelmChart(t *testing.T) {
 		"RoleBinding kube-system/pool-scheduler:extension-apiserver-authentication-reader",
 		"RoleBinding pool-scheduler/pool-scheduler:leader-election",
 		"ServiceAccount pool-scheduler/pool-scheduler",
+		"ValidatingAdmissionPolicy pool-scheduler-volume-binding",
+		"ValidatingAdmissionPolicyBinding pool-scheduler-volume-binding",
 	}
 	controllerObjects := []string{
 		"ClusterRole pool-labeler",
 		"ClusterRoleBinding pool-labeler",
 		"Deployment pool-scheduler/pool-labeler",
+		"ValidatingAdmissionPolicy pool-labeler-managed-labels",
+		"ValidatingAdmissionPolicyBinding pool-labeler-managed-labels",
 		"PodDisruptionBudget pool-scheduler/pool-labeler",
 		"Role pool-scheduler/pool-labeler:leader-election",
 		"RoleBinding pool-scheduler/pool-labeler:leader-election",
@@ -255,8 +266,21 @@ func TestHelmChart(t *testing.T) {
 	monitoringObjects := []string{
 		"Service pool-scheduler/pool-labeler",
 		"Service pool-scheduler/pool-scheduler",
+		"Secret pool-scheduler/pool-scheduler-metrics-tls",
 		"ServiceMonitor pool-scheduler/pool-labeler",
 		"ServiceMonitor pool-scheduler/pool-scheduler",
+	}
+	webhookObjects := []string{
+		"ClusterRole pool-scheduler-webhook",
+		"ClusterRoleBinding pool-scheduler-webhook",
+		"Deployment pool-scheduler/pool-scheduler-webhook",
+		"MutatingWebhookConfiguration pool-scheduler",
+		"PodDisruptionBudget pool-scheduler/pool-scheduler-webhook",
+		"Role pool-scheduler/pool-scheduler-webhook",
+		"RoleBinding pool-scheduler/pool-scheduler-webhook",
+		"Secret pool-scheduler/pool-scheduler-webhook-tls",
+		"Service pool-scheduler/pool-scheduler-webhook",
+		"ServiceAccount pool-scheduler/pool-scheduler-webhook",
 	}
 	concat := func(lists ...[]string) []string {
 		var out []string
@@ -277,7 +301,7 @@ func TestHelmChart(t *testing.T) {
 	}{{
 		name: "defaults",
 		// The domain labeler is on: its affinity keeps it to AKS nodes, its selector to Linux.
-		want: concat(schedulerObjects, controllerObjects, domainObjects),
+		want: concat(schedulerObjects, controllerObjects, domainObjects, webhookObjects),
 		check: func(t *testing.T, r *renderedChart, cfg *schedconfig.KubeSchedulerConfiguration) {
 			checkMatchesShippedConfig(t, r, cfg)
 			checkOneLabelSetNamespace(t, r, cfg, chartNamespace)
@@ -294,7 +318,7 @@ func TestHelmChart(t *testing.T) {
 	}, {
 		name:   "AKS system-mode selector switched off",
 		values: `scheduler: {plugins: {systemPoolGuard: {args: {systemNodeSelector: {}}}}}`,
-		want:   concat(schedulerObjects, controllerObjects, domainObjects),
+		want:   concat(schedulerObjects, controllerObjects, domainObjects, webhookObjects),
 		check: func(t *testing.T, _ *renderedChart, cfg *schedconfig.KubeSchedulerConfiguration) {
 			args := util.PluginArgs(t, &cfg.Profiles[0], "SystemPoolGuard").(*config.SystemPoolGuardArgs)
 			if args.SystemNodeSelector == nil || len(args.SystemNodeSelector.MatchLabels)+len(args.SystemNodeSelector.MatchExpressions) != 0 {
@@ -340,9 +364,11 @@ scheduler:
         - {name: fault-domain, labelKeys: [topology.kubernetes.azure.com/fault-domain], joint: true}
 monitoring:
   serviceMonitor: {enabled: true, labels: {release: prometheus}}
+admission: {mode: policy, namespaces: [team-a, kube-system]}
 `,
 		want: concat(schedulerObjects, controllerObjects, domainObjects, monitoringObjects,
-			[]string{"FlowSchema pool-scheduler", "FlowSchema pool-scheduler-leader-election"}),
+			[]string{"FlowSchema pool-scheduler", "FlowSchema pool-scheduler-leader-election",
+				"MutatingAdmissionPolicy pool-scheduler", "MutatingAdmissionPolicyBinding pool-scheduler", "MutatingAdmissionPolicyBinding pool-scheduler-listed"}),
 		check: func(t *testing.T, r *renderedChart, cfg *schedconfig.KubeSchedulerConfiguration) {
 			if got := [2]any{cfg.ClientConnection.QPS, cfg.ClientConnection.Burst}; got != [2]any{float32(300.5), int32(1000000)} {
 				t.Errorf("clientConnection qps, burst = %v, want [300.5 1000000] from values", got)
@@ -397,6 +423,7 @@ monitoring:
 			if got, want := vars[0].(map[string]any)["expression"], "['topology.pool-scheduler.io/update-domain', 'topology.pool-scheduler.io/fault-domain']"; got != want {
 				t.Errorf("admission policy ownKeys = %v, want %v", got, want)
 			}
+			checkMetricsTLS(t, r)
 			args := containerArgs(t, r.get(t, "Deployment", "pool-labeler"))
 			for _, want := range []string{"--hold-warning-after=10m", "--overwrite-conflicts=true",
 				"--leader-elect-lease-duration=30s", "--leader-elect-renew-deadline=20s", "--leader-elect-retry-period=4s"} {
@@ -429,7 +456,7 @@ monitoring:
 		},
 	}, {
 		name:   "labelers off",
-		values: `labeler: {controller: {enabled: false}, domain: {enabled: false}}`,
+		values: `{labeler: {controller: {enabled: false}, domain: {enabled: false}}, admission: {mode: none}}`,
 		want:   concat(schedulerObjects),
 	}, {
 		name:      "custom names, one replica, no leader election, no PDB, plugins off",
@@ -441,6 +468,7 @@ scheduler:
   leaderElection: {enabled: false}
   podDisruptionBudget: {enabled: false}
   plugins: {nodePoolReady: {enabled: false}, systemPoolGuard: {enabled: false}, domainSpread: {enabled: false}}
+admission: {mode: none}
 labeler:
   controller: {enabled: false}
   domain:
@@ -452,8 +480,6 @@ labeler:
 			"ClusterRole nodepools",
 			"ClusterRole pool-labeler-domain",
 			"ClusterRoleBinding nodepools",
-			"ClusterRoleBinding nodepools:kube-scheduler",
-			"ClusterRoleBinding nodepools:volume-scheduler",
 			"ClusterRoleBinding pool-labeler-domain",
 			"ConfigMap ops/nodepools-config",
 			"DaemonSet ops/pool-labeler-domain",
@@ -461,7 +487,9 @@ labeler:
 			"RoleBinding kube-system/nodepools:extension-apiserver-authentication-reader",
 			"ServiceAccount ops/nodepools",
 			"ServiceAccount ops/pool-labeler-domain",
+			"ValidatingAdmissionPolicy nodepools-volume-binding",
 			"ValidatingAdmissionPolicy pool-labeler-domain-own-node",
+			"ValidatingAdmissionPolicyBinding nodepools-volume-binding",
 			"ValidatingAdmissionPolicyBinding pool-labeler-domain-own-node",
 		},
 		check: func(t *testing.T, r *renderedChart, cfg *schedconfig.KubeSchedulerConfiguration) {
@@ -481,6 +509,13 @@ labeler:
 			vars, _, _ := unstructured.NestedSlice(policy.Object, "spec", "variables")
 			if got, want := vars[0].(map[string]any)["expression"], "['example.com/ud']"; got != want {
 				t.Errorf("admission policy ownKeys = %v, want %v", got, want)
+			}
+			// The scheduler's volume policy names its ServiceAccount: a wrong name would switch
+			// the policy off without a word.
+			volumes := r.get(t, "ValidatingAdmissionPolicy", "nodepools-volume-binding")
+			conds, _, _ = unstructured.NestedSlice(volumes.Object, "spec", "matchConditions")
+			if got, want := conds[0].(map[string]any)["expression"], "request.userInfo.username == 'system:serviceaccount:ops:nodepools'"; got != want {
+				t.Errorf("volume-binding policy matches %v, want %v", got, want)
 			}
 		},
 	}}
@@ -596,6 +631,9 @@ func TestHelmChartRejectsBadValues(t *testing.T) {
 		{name: "client burst fractional", values: `scheduler: {clientConnection: {burst: 1.5}}`, wantErr: "/scheduler/clientConnection/burst"},
 		{name: "misspelled client setting", values: `scheduler: {clientConnection: {qsp: 100}}`, wantErr: "qsp"},
 		{name: "client qps as a flag", values: `scheduler: {extraArgs: [--kube-api-qps=100]}`, wantErr: "set scheduler.clientConnection"},
+		{name: "admission mode", values: `admission: {mode: always}`, wantErr: "/admission/mode"},
+		{name: "policy with a two-requirement system selector", values: `{admission: {mode: policy}, scheduler: {plugins: {systemPoolGuard: {args: {systemNodeSelector: {matchLabels: {a: b, c: d}}}}}}}`, wantErr: "at most one requirement"},
+		{name: "cert-manager without an issuer", values: `admission: {webhook: {certManager: {enabled: true}}}`, wantErr: "issuerRef"},
 		{name: "client burst as a flag", values: `scheduler: {extraArgs: [--v=3, --kube-api-burst, "200"]}`, wantErr: "--kube-api-burst is ignored"},
 	}
 	for _, tt := range tests {
@@ -615,10 +653,11 @@ func TestHelmChartRejectsBadValues(t *testing.T) {
 }
 
 // TestHelmChartRBACMatchesManifests: the chart grants exactly what the kustomize manifests grant
-// (same objects, rules, role references, subjects and admission policy), so the least-privilege
-// tests of manifests/ cover chart installs too.
+// (same objects, rules, role references, subjects and admission policies, the optional
+// system-pods policy included), so the least-privilege tests of manifests/ cover chart installs
+// too.
 func TestHelmChartRBACMatchesManifests(t *testing.T) {
-	r, err := renderChart(t, chartNamespace, `labeler: {domain: {enabled: true}}`)
+	r, err := renderChart(t, chartNamespace, `{labeler: {domain: {enabled: true}}, scheduler: {plugins: {systemPoolGuard: {admissionPolicy: {enabled: true}}}}}`)
 	if err != nil {
 		t.Fatalf("rendering: %v", err)
 	}
@@ -640,7 +679,7 @@ func TestHelmChartRBACMatchesManifests(t *testing.T) {
 		return out
 	}
 	var manifests []*unstructured.Unstructured
-	for _, f := range []string{"scheduler/rbac.yaml", "labeler/controller/rbac.yaml", "labeler/domain/rbac.yaml", "labeler/domain/admission-policy.yaml"} {
+	for _, f := range []string{"scheduler/rbac.yaml", "scheduler/admission-policy.yaml", "labeler/controller/rbac.yaml", "labeler/controller/admission-policy.yaml", "labeler/domain/rbac.yaml", "labeler/domain/admission-policy.yaml", "policies/system-pods/admission-policy.yaml", "admission/webhook/rbac.yaml"} {
 		data, err := os.ReadFile(filepath.Join(util.RepoRoot(), "manifests", f))
 		if err != nil {
 			t.Fatal(err)
@@ -854,6 +893,65 @@ func (a *dryRunApplier) apply(ctx context.Context, t *testing.T, o *unstructured
 	}
 }
 
+// checkMetricsTLS: each ServiceMonitor verifies its endpoint's certificate (never
+// insecureSkipVerify) with the CA of the generated Secret, whose certificate is valid for the
+// ServiceMonitor's serverName, and the scheduler and labeler serve that certificate.
+func checkMetricsTLS(t *testing.T, r *renderedChart) {
+	t.Helper()
+	secret := r.get(t, "Secret", "pool-scheduler-metrics-tls")
+	data, _, _ := unstructured.NestedStringMap(secret.Object, "data")
+	decoded := map[string][]byte{}
+	for _, k := range []string{"ca.crt", "tls.crt", "tls.key"} {
+		b, err := base64.StdEncoding.DecodeString(data[k])
+		if err != nil || len(b) == 0 {
+			t.Fatalf("metrics TLS Secret %s: %v (%d bytes)", k, err, len(b))
+		}
+		decoded[k] = b
+	}
+	if _, err := tls.X509KeyPair(decoded["tls.crt"], decoded["tls.key"]); err != nil {
+		t.Errorf("metrics TLS Secret: tls.crt and tls.key do not match: %v", err)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(decoded["ca.crt"]) {
+		t.Fatal("metrics TLS Secret: ca.crt holds no certificate")
+	}
+	block, _ := pem.Decode(decoded["tls.crt"])
+	if block == nil {
+		t.Fatal("metrics TLS Secret: tls.crt is not PEM")
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"pool-scheduler", "pool-labeler"} {
+		sm := r.get(t, "ServiceMonitor", name)
+		endpoints, _, _ := unstructured.NestedSlice(sm.Object, "spec", "endpoints")
+		for _, e := range endpoints {
+			ep := e.(map[string]any)
+			if skip, _, _ := unstructured.NestedBool(ep, "tlsConfig", "insecureSkipVerify"); skip {
+				t.Errorf("ServiceMonitor %s skips certificate verification", name)
+			}
+			if scheme, _, _ := unstructured.NestedString(ep, "scheme"); scheme != "https" {
+				t.Errorf("ServiceMonitor %s scheme = %q, want https", name, scheme)
+			}
+			caSecret, _, _ := unstructured.NestedString(ep, "tlsConfig", "ca", "secret", "name")
+			serverName, _, _ := unstructured.NestedString(ep, "tlsConfig", "serverName")
+			if caSecret != secret.GetName() {
+				t.Errorf("ServiceMonitor %s CA from Secret %q, want %s", name, caSecret, secret.GetName())
+			}
+			if _, err := cert.Verify(x509.VerifyOptions{Roots: roots, DNSName: serverName, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
+				t.Errorf("ServiceMonitor %s: the certificate does not verify for serverName %q: %v", name, serverName, err)
+			}
+		}
+	}
+	if args := containerArgs(t, r.get(t, "Deployment", "pool-scheduler")); !containsString(args, "--tls-cert-file=/etc/pool-scheduler-tls/tls.crt") {
+		t.Errorf("scheduler args %q: not serving the metrics certificate", args)
+	}
+	if args := containerArgs(t, r.get(t, "Deployment", "pool-labeler")); !containsString(args, "--metrics-cert-dir=/etc/pool-labeler-tls") {
+		t.Errorf("labeler args %q: not serving the metrics certificate", args)
+	}
+}
+
 // installServiceMonitorCRD installs testdata/servicemonitor-crd.yaml: the prometheus-operator's
 // monitoring.coreos.com/v1 ServiceMonitor reduced to the fields the chart sets (with the
 // upstream types), so that strict field validation still catches a misspelled or mistyped field.
@@ -968,5 +1066,22 @@ func TestHelmChartFlowSchema(t *testing.T) {
 	}
 	for _, req := range requests {
 		waitClassified(req.path, req.wantWith)
+	}
+}
+
+// TestHelmChartKubeVersion: helm install refuses clusters outside the version-skew policy of
+// the 1.34 scheduler (helm's own check, chartutil.IsCompatibleRange on Chart.yaml kubeVersion).
+func TestHelmChartKubeVersion(t *testing.T) {
+	ch, err := loader.Load(chartDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for v, want := range map[string]bool{
+		"v1.31.9": false, "v1.33.5": false, "v1.34.0": true, "v1.34.10": true, "v1.35.4": true,
+		"v1.35.0-eks-1a2b3c": true, "v1.36.0": false, "v1.37.2": false,
+	} {
+		if got := chartutil.IsCompatibleRange(ch.Metadata.KubeVersion, v); got != want {
+			t.Errorf("Kubernetes %s: chart kubeVersion %q admits it: %v, want %v", v, ch.Metadata.KubeVersion, got, want)
+		}
 	}
 }

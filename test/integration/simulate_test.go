@@ -61,6 +61,18 @@ func TestSimulateBuiltinScenarios(t *testing.T) {
 		if pool.Bound != pool.Pods {
 			t.Errorf("%s: pool-scheduler bound %d of %d pods: %+v", name, pool.Bound, pool.Pods, pool.Report.PendingPods)
 		}
+		if sc.OptInByLabel {
+			// Every pod outside kube-system was created without schedulerName.
+			want := 0
+			for _, w := range sc.Workloads {
+				if w.Namespace != "kube-system" {
+					want += w.ReplicaSets * w.Replicas
+				}
+			}
+			if pool.OptedIn != want || def.OptedIn != 0 {
+				t.Errorf("%s: pods given to pool-scheduler by namespace label: %d (default run %d), want %d (and 0)", name, pool.OptedIn, def.OptedIn, want)
+			}
+		}
 	}
 	var table bytes.Buffer
 	if err := simulate.WriteTable(&table, comparisons); err != nil {

@@ -141,7 +141,7 @@ func StartSchedulerCommand(t testing.TB, binary string, doc map[string]any, extr
 	if err := os.WriteFile(cfgPath, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	port := freePort(t)
+	port := FreePort(t)
 	args := append([]string{"--config=" + cfgPath, fmt.Sprintf("--secure-port=%d", port), "--bind-address=127.0.0.1", "--v=2"}, extraArgs...)
 	p := StartProcess(t, binary, args...)
 	p.HTTPSURL = fmt.Sprintf("https://127.0.0.1:%d", port)
@@ -174,7 +174,8 @@ func StartProcess(t testing.TB, binary string, args ...string) *SchedulerProcess
 	return p
 }
 
-func freePort(t testing.TB) int {
+// FreePort returns a TCP port on 127.0.0.1 that nothing listens on.
+func FreePort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -3,6 +3,7 @@ package domainspread
 import (
 	"context"
 	"fmt"
+	appsv1 "k8s.io/api/apps/v1"
 	"sort"
 	"testing"
 
@@ -242,7 +243,7 @@ func TestScoreGroupsByOwner(t *testing.T) {
 func TestPreScoreSkips(t *testing.T) {
 	tsc := rsPod("p", "rs-a", "")
 	tsc.Spec.TopologySpreadConstraints = []v1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: zoneKey, WhenUnsatisfiable: v1.ScheduleAnyway}}
-	ds := st.MakePod().Namespace("default").Name("ds").OwnerReference("agent", v1.SchemeGroupVersion.WithKind("DaemonSet")).Obj()
+	ds := st.MakePod().Namespace("default").Name("ds").OwnerReference("agent", appsv1.SchemeGroupVersion.WithKind("DaemonSet")).Obj()
 	tests := []struct {
 		name     string
 		args     func(*config.DomainSpreadArgs)

@@ -3,6 +3,7 @@ package nodepoolready
 import (
 	"context"
 	"fmt"
+	appsv1 "k8s.io/api/apps/v1"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -56,7 +57,7 @@ func newTestPlugin(t testing.TB, args *config.NodePoolReadyArgs, sets ...*labels
 func TestFilter(t *testing.T) {
 	spot := labelSet("ns", "spot", "u1", 1, map[string]labelsv1alpha1.LabelValue{"example.com/lifecycle": "spot"})
 	pod := st.MakePod().Name("p").Namespace("default").Obj()
-	dsPod := st.MakePod().Name("ds").Namespace("default").OwnerReference("ds", metav1.SchemeGroupVersion.WithKind("DaemonSet")).Obj()
+	dsPod := st.MakePod().Name("ds").Namespace("default").OwnerReference("ds", appsv1.SchemeGroupVersion.WithKind("DaemonSet")).Obj()
 
 	tests := []struct {
 		name          string

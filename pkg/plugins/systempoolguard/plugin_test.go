@@ -3,6 +3,8 @@ package systempoolguard
 import (
 	"context"
 	"fmt"
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -84,13 +86,19 @@ func TestFilter(t *testing.T) {
 		{name: "kube-system pod skips the filter", pod: st.MakePod().Namespace("kube-system").Obj(), node: banzaiSystem, wantPreFilter: skip},
 		{
 			name: "DaemonSet pod skips the filter",
-			pod:  st.MakePod().Namespace("monitoring").OwnerReference("agent", v1.SchemeGroupVersion.WithKind("DaemonSet")).Obj(),
+			pod:  st.MakePod().Namespace("monitoring").OwnerReference("agent", appsv1.SchemeGroupVersion.WithKind("DaemonSet")).Obj(),
 			node: banzaiSystem, wantPreFilter: skip,
 		},
 		{
 			name: "DaemonSet pod filtered when DaemonSets are not system pods",
 			args: func(a *config.SystemPoolGuardArgs) { a.DaemonSetPodsAreSystemPods = false },
-			pod:  st.MakePod().Namespace("monitoring").OwnerReference("agent", v1.SchemeGroupVersion.WithKind("DaemonSet")).Obj(),
+			pod:  st.MakePod().Namespace("monitoring").OwnerReference("agent", appsv1.SchemeGroupVersion.WithKind("DaemonSet")).Obj(),
+			node: banzaiSystem, wantFilter: rejected,
+		},
+		{
+			// The owner reference is the pod's word: only the apps group's DaemonSet counts.
+			name: "pod owned by a DaemonSet of another API group filtered",
+			pod:  st.MakePod().Namespace("monitoring").OwnerReference("agent", schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "DaemonSet"}).Obj(),
 			node: banzaiSystem, wantFilter: rejected,
 		},
 		{

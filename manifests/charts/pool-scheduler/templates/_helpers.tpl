@@ -48,3 +48,76 @@ minAvailable: {{ $min | default 1 }}
 {{- range . }}{{ $out = append $out (printf "'%s'" (. | replace "\\" "\\\\" | replace "'" "\\'")) }}{{ end -}}
 {{ join ", " $out }}
 {{- end -}}
+
+{{/* pkg/admission.MatchConditions: no bound pods, no mirror pods, only the default scheduler's and ours. */}}
+{{- define "pool-scheduler.admissionMatchConditions" -}}
+- name: not-bound
+  expression: '!has(object.spec.nodeName) || object.spec.nodeName == ""'
+- name: not-mirror
+  expression: '!has(object.metadata.annotations) || !("kubernetes.io/config.mirror" in object.metadata.annotations)'
+- name: default-or-ours
+  expression: {{ printf "!has(object.spec.schedulerName) || object.spec.schedulerName in [\"\", \"default-scheduler\", %s]" (include "pool-scheduler.schedulerName" . | quote) | quote }}
+{{- end -}}
+
+{{/* pkg/admission.NamespaceSelector: the opt-in label, minus admission.excludedNamespaces. */}}
+{{- define "pool-scheduler.admissionNamespaceSelector" -}}
+matchLabels:
+  pool-scheduler.io/enabled: "true"
+{{- with .Values.admission.excludedNamespaces }}
+matchExpressions:
+- {key: kubernetes.io/metadata.name, operator: NotIn, values: {{ toJson (. | uniq | sortAlpha) }}}
+{{- end }}
+{{- end -}}
+
+{{/* A list of strings as CEL string literals in a list, sorted and unique: ["a", "b"]. */}}
+{{- define "pool-scheduler.celList" -}}
+{{- $out := list -}}
+{{- range (. | uniq | sortAlpha) }}{{ $out = append $out (. | quote) }}{{ end -}}
+[{{ join ", " $out }}]
+{{- end -}}
+
+{{/* pkg/admission's systemPodCEL: pool.SystemPolicy.IsSystemPod in CEL. */}}
+{{- define "pool-scheduler.systemPodCEL" -}}
+{{- $g := .Values.scheduler.plugins.systemPoolGuard.args -}}
+request.namespace in {{ include "pool-scheduler.celList" $g.systemNamespaces }} ||
+(has(object.spec.priorityClassName) && object.spec.priorityClassName in {{ include "pool-scheduler.celList" $g.systemPriorityClasses }}) ||
+(has(object.spec.tolerations) && object.spec.tolerations.exists(t, has(t.key) && t.key in {{ include "pool-scheduler.celList" $g.systemTolerationKeys }}))
+{{- if $g.daemonSetPodsAreSystemPods }} ||
+(has(object.metadata.ownerReferences) && object.metadata.ownerReferences.exists(r, has(r.controller) && r.controller && r.kind == "DaemonSet" && r.apiVersion.startsWith("apps/")))
+{{- end }}
+{{- end -}}
+
+{{/* pkg/admission.AvoidSystemNodes for one alternative, as a JSON list of requirements; fails
+     for a systemNodeSelector of more than one requirement (the webhook handles those). */}}
+{{- define "pool-scheduler.avoidSystemRequirements" -}}
+{{- $g := .Values.scheduler.plugins.systemPoolGuard.args -}}
+{{- $reqs := list -}}
+{{- with $g.systemPools }}
+{{- $pools := . | uniq | sortAlpha -}}
+{{- range $g.poolLabelKeys }}{{ $reqs = append $reqs (dict "key" . "operator" "NotIn" "values" $pools) }}{{ end -}}
+{{- end }}
+{{- $sel := $g.systemNodeSelector -}}
+{{- if kindIs "invalid" $sel }}{{ $sel = dict "matchLabels" (dict "kubernetes.azure.com/mode" "system") }}{{ end -}}
+{{- $neg := list -}}
+{{- $ml := get $sel "matchLabels" | default dict -}}
+{{- range (keys $ml | sortAlpha) }}{{ $neg = append $neg (dict "key" . "operator" "NotIn" "values" (list (get $ml .))) }}{{ end -}}
+{{- $ops := dict "In" "NotIn" "NotIn" "In" "Exists" "DoesNotExist" "DoesNotExist" "Exists" -}}
+{{- range (get $sel "matchExpressions" | default list) }}
+{{- $e := dict "key" .key "operator" (get $ops .operator) -}}
+{{- with .values }}{{ $_ := set $e "values" . }}{{ end -}}
+{{- $neg = append $neg $e -}}
+{{- end }}
+{{- if gt (len $neg) 1 }}
+{{- fail "admission.mode=policy: the MutatingAdmissionPolicy handles a systemNodeSelector of at most one requirement; use admission.mode=webhook, or admission.systemNodeAffinity=false" }}
+{{- end }}
+{{- toJson (concat $reqs $neg) -}}
+{{- end -}}
+
+{{/* The Secret with the /metrics serving certificate (tls.crt, tls.key, ca.crt) when the
+ServiceMonitor is enabled: monitoring.serviceMonitor.tlsSecretName, or the one the chart
+generates (templates/metrics-tls.yaml); empty when monitoring is off. */}}
+{{- define "pool-scheduler.metricsTLSSecret" -}}
+{{- if .Values.monitoring.serviceMonitor.enabled -}}
+{{- .Values.monitoring.serviceMonitor.tlsSecretName | default (printf "%s-metrics-tls" (include "pool-scheduler.schedulerName" .)) -}}
+{{- end -}}
+{{- end -}}

@@ -1,0 +1,224 @@
+// Package admission is pool-scheduler's admission path: what a new pod in an opted-in namespace
+// gets (schedulerName, and a required node-affinity term that keeps user pods off system nodes,
+// so cluster-autoscaler and Karpenter, which simulate only the in-tree plugins, see
+// SystemPoolGuard's decision). The mutating webhook (pool-labeler webhook) applies Mutator; the
+// MutatingAdmissionPolicy (RenderPolicy) expresses the same mutation in CEL.
+package admission
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+
+	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config"
+	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
+)
+
+const (
+	// NamespaceLabel opts a namespace in: its new pods are scheduled by pool-scheduler.
+	NamespaceLabel = "pool-scheduler.io/enabled"
+	// DefaultSchedulerName is the name kube-apiserver defaults an empty schedulerName to.
+	DefaultSchedulerName = v1.DefaultSchedulerName
+)
+
+// Mutator changes new pods for pool-scheduler. Immutable after NewMutator; safe for concurrent use.
+type Mutator struct {
+	schedulerName string
+	system        pool.SystemPolicy
+	// avoidSystem are alternatives (ORed) of requirements (ANDed) that a node matches only when
+	// it is not a system node; nil when no system node can be told by labels, or when disabled.
+	avoidSystem [][]v1.NodeSelectorRequirement
+}
+
+// Result says what Mutate changed.
+type Result struct {
+	SchedulerName bool
+	NodeAffinity  bool
+}
+
+// Changed reports whether the pod was changed.
+func (r Result) Changed() bool { return r.SchedulerName || r.NodeAffinity }
+
+// NewMutator builds the mutation for the profile schedulerName whose SystemPoolGuard has args
+// guard (defaulted and validated). With systemNodeAffinity false, or guard nil (the guard is
+// not enabled), only schedulerName is set.
+func NewMutator(schedulerName string, guard *config.SystemPoolGuardArgs, systemNodeAffinity bool) (*Mutator, error) {
+	if schedulerName == "" {
+		return nil, fmt.Errorf("schedulerName: must not be empty")
+	}
+	m := &Mutator{schedulerName: schedulerName}
+	if guard == nil || !systemNodeAffinity {
+		return m, nil
+	}
+	system, err := pool.NewSystemPolicy(guard)
+	if err != nil {
+		return nil, err
+	}
+	m.system = system
+	if m.avoidSystem, err = AvoidSystemNodes(guard); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// SchedulerName is the name Mutate sets.
+func (m *Mutator) SchedulerName() string { return m.schedulerName }
+
+// AvoidSystem returns the node-affinity alternatives Mutate adds (nil: none).
+func (m *Mutator) AvoidSystem() [][]v1.NodeSelectorRequirement { return m.avoidSystem }
+
+// Mutate changes pod in place. It leaves alone pods already bound (spec.nodeName: no scheduler
+// sees them), mirror pods, and pods that name a scheduler other than the default one or ours.
+// The affinity goes to pods scheduled by pool-scheduler that are not system pods.
+func (m *Mutator) Mutate(pod *v1.Pod) Result {
+	var r Result
+	if pod.Spec.NodeName != "" {
+		return r
+	}
+	if _, mirror := pod.Annotations[v1.MirrorPodAnnotationKey]; mirror {
+		return r
+	}
+	switch pod.Spec.SchedulerName {
+	case "", DefaultSchedulerName:
+		pod.Spec.SchedulerName = m.schedulerName
+		r.SchedulerName = true
+	case m.schedulerName:
+	default:
+		return r
+	}
+	if m.avoidSystem != nil && !m.system.IsSystemPod(pod) {
+		r.NodeAffinity = addRequired(pod, m.avoidSystem)
+	}
+	return r
+}
+
+// AvoidSystemNodes negates SystemPoolGuard's node classification into node-selector terms: a
+// node matches one of the returned alternatives exactly when the guard does not call it a
+// system node, with one exception on the side of caution: a node whose pool keys disagree
+// (the first present key names a user pool, a later one a system pool) matches none.
+// kube-scheduler's NodeAffinity (and every autoscaler's simulation of it) can then refuse
+// system nodes without pool-scheduler. NotIn matches nodes without the key, as the guard does.
+func AvoidSystemNodes(guard *config.SystemPoolGuardArgs) ([][]v1.NodeSelectorRequirement, error) {
+	var common []v1.NodeSelectorRequirement
+	if pools := sets.List(sets.New(guard.SystemPools...)); len(pools) > 0 {
+		for _, k := range guard.PoolLabelKeys {
+			common = append(common, v1.NodeSelectorRequirement{Key: k, Operator: v1.NodeSelectorOpNotIn, Values: pools})
+		}
+	}
+	negated, err := negateSelector(guard.SystemNodeSelector)
+	if err != nil {
+		return nil, fmt.Errorf("systemNodeSelector: %w", err)
+	}
+	if len(negated) == 0 {
+		if common == nil {
+			return nil, nil
+		}
+		return [][]v1.NodeSelectorRequirement{common}, nil
+	}
+	// not(r1 and r2 ...) = not r1 or not r2 ...: one alternative per requirement.
+	alts := make([][]v1.NodeSelectorRequirement, 0, len(negated))
+	for _, n := range negated {
+		alts = append(alts, append(slices.Clone(common), n))
+	}
+	return alts, nil
+}
+
+// negateSelector returns, per requirement of s, the node-selector requirement that matches
+// exactly the nodes the requirement does not.
+func negateSelector(s *metav1.LabelSelector) ([]v1.NodeSelectorRequirement, error) {
+	if s == nil {
+		return nil, nil
+	}
+	var out []v1.NodeSelectorRequirement
+	keys := make([]string, 0, len(s.MatchLabels))
+	for k := range s.MatchLabels {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		out = append(out, v1.NodeSelectorRequirement{Key: k, Operator: v1.NodeSelectorOpNotIn, Values: []string{s.MatchLabels[k]}})
+	}
+	for i, e := range s.MatchExpressions {
+		var op v1.NodeSelectorOperator
+		switch e.Operator {
+		case metav1.LabelSelectorOpIn:
+			op = v1.NodeSelectorOpNotIn
+		case metav1.LabelSelectorOpNotIn:
+			op = v1.NodeSelectorOpIn
+		case metav1.LabelSelectorOpExists:
+			op = v1.NodeSelectorOpDoesNotExist
+		case metav1.LabelSelectorOpDoesNotExist:
+			op = v1.NodeSelectorOpExists
+		default:
+			return nil, fmt.Errorf("matchExpressions[%d].operator: %q is not In, NotIn, Exists or DoesNotExist", i, e.Operator)
+		}
+		out = append(out, v1.NodeSelectorRequirement{Key: e.Key, Operator: op, Values: slices.Clone(e.Values)})
+	}
+	return out, nil
+}
+
+// addRequired ANDs alts (ORed alternatives) into the pod's required node affinity: every
+// existing term t becomes the terms t AND alt, one per alternative. Terms are ORed, so adding a
+// term instead would loosen what the pod asked for. Empty terms match no node and stay as they
+// are. A pod whose terms already hold an alternative each is left unchanged (reinvocation, or
+// both the policy and the webhook installed).
+func addRequired(pod *v1.Pod, alts [][]v1.NodeSelectorRequirement) bool {
+	aff := pod.Spec.Affinity
+	if aff == nil {
+		aff = &v1.Affinity{}
+	}
+	na := aff.NodeAffinity
+	if na == nil {
+		na = &v1.NodeAffinity{}
+	}
+	req := na.RequiredDuringSchedulingIgnoredDuringExecution
+	var terms []v1.NodeSelectorTerm
+	if req == nil || len(req.NodeSelectorTerms) == 0 {
+		for _, a := range alts {
+			terms = append(terms, v1.NodeSelectorTerm{MatchExpressions: slices.Clone(a)})
+		}
+	} else {
+		changed := false
+		for _, t := range req.NodeSelectorTerms {
+			if len(t.MatchExpressions) == 0 && len(t.MatchFields) == 0 || holdsAlternative(t, alts) {
+				terms = append(terms, t)
+				continue
+			}
+			changed = true
+			for _, a := range alts {
+				nt := *t.DeepCopy()
+				nt.MatchExpressions = append(nt.MatchExpressions, a...)
+				terms = append(terms, nt)
+			}
+		}
+		if !changed {
+			return false
+		}
+	}
+	na.RequiredDuringSchedulingIgnoredDuringExecution = &v1.NodeSelector{NodeSelectorTerms: terms}
+	aff.NodeAffinity = na
+	pod.Spec.Affinity = aff
+	return true
+}
+
+func holdsAlternative(t v1.NodeSelectorTerm, alts [][]v1.NodeSelectorRequirement) bool {
+	for _, a := range alts {
+		all := true
+		for _, r := range a {
+			if !slices.ContainsFunc(t.MatchExpressions, func(e v1.NodeSelectorRequirement) bool {
+				return e.Key == r.Key && e.Operator == r.Operator && slices.Equal(e.Values, r.Values)
+			}) {
+				all = false
+				break
+			}
+		}
+		if all {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,85 @@
+// Package webhook serves pool-scheduler's admission path as a mutating admission webhook
+// (pool-labeler webhook): admission.Mutator behind controller-runtime's webhook server, with its
+// serving certificate generated and rotated by cert-controller's rotator.
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/prometheus/client_golang/prometheus"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+
+	admissionpkg "github.com/pool-scheduler/pool-scheduler/pkg/admission"
+	"k8s.io/apimachinery/pkg/runtime"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+)
+
+var (
+	webhookRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "pool_scheduler_webhook_requests_total",
+		Help: "Pod admission requests the webhook answered, by result (mutated, unchanged, error). Errors let the pod through unchanged.",
+	}, []string{"result"})
+	webhookMutations = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "pool_scheduler_webhook_mutations_total",
+		Help: "Changes the webhook made to new pods, by field (schedulerName, nodeAffinity).",
+	}, []string{"field"})
+)
+
+func init() {
+	ctrlmetrics.Registry.MustRegister(webhookRequests, webhookMutations)
+}
+
+// serveMutations registers the Handler at admission.WebhookPath.
+func serveMutations(server webhook.Server, m *admissionpkg.Mutator, scheme *runtime.Scheme) {
+	server.Register(admissionpkg.WebhookPath, &webhook.Admission{Handler: &Handler{Mutator: m, Decoder: admission.NewDecoder(scheme)}})
+}
+
+// Handler is the mutating webhook: it applies admission.Mutator to pods being created.
+type Handler struct {
+	Mutator *admissionpkg.Mutator
+	Decoder admission.Decoder
+}
+
+var _ admission.Handler = &Handler{}
+
+// Handle answers one admission request. A request it cannot read is allowed unchanged (and
+// counted): the webhook never blocks pod creation, as its failurePolicy Ignore does not.
+func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.Response {
+	logger := klog.FromContext(ctx).WithValues("namespace", req.Namespace, "name", req.Name, "uid", req.UID)
+	pod := &v1.Pod{}
+	if err := h.Decoder.Decode(req, pod); err != nil {
+		webhookRequests.WithLabelValues("error").Inc()
+		logger.Error(err, "Cannot decode the pod; allowing it unchanged")
+		return admission.Allowed("pool-scheduler: undecodable pod left unchanged")
+	}
+	// IsSystemPod judges the namespace, which a create may leave to the URL.
+	ns := pod.Namespace
+	if ns == "" {
+		pod.Namespace = req.Namespace
+	}
+	res := h.Mutator.Mutate(pod)
+	pod.Namespace = ns
+	if !res.Changed() {
+		webhookRequests.WithLabelValues("unchanged").Inc()
+		return admission.Allowed("")
+	}
+	mutated, err := json.Marshal(pod)
+	if err != nil {
+		webhookRequests.WithLabelValues("error").Inc()
+		logger.Error(err, "Cannot encode the mutated pod; allowing it unchanged")
+		return admission.Allowed("pool-scheduler: pod left unchanged after an internal error")
+	}
+	webhookRequests.WithLabelValues("mutated").Inc()
+	if res.SchedulerName {
+		webhookMutations.WithLabelValues("schedulerName").Inc()
+	}
+	if res.NodeAffinity {
+		webhookMutations.WithLabelValues("nodeAffinity").Inc()
+	}
+	logger.V(4).Info("Mutated pod", "schedulerName", res.SchedulerName, "nodeAffinity", res.NodeAffinity)
+	return admission.PatchResponseFromRaw(req.Object.Raw, mutated)
+}

@@ -1,0 +1,90 @@
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	admissionv1 "k8s.io/api/admission/v1"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	admissionpkg "github.com/pool-scheduler/pool-scheduler/pkg/admission"
+	"github.com/pool-scheduler/pool-scheduler/pkg/report"
+)
+
+func TestHandler(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	m, err := admissionpkg.NewMutator("pool-scheduler", report.DefaultArgs().SystemPoolGuard, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &Handler{Mutator: m, Decoder: admission.NewDecoder(scheme)}
+	request := func(raw []byte) admission.Request {
+		return admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+			UID: types.UID("1"), Namespace: "shop", Operation: admissionv1.Create,
+			Object: runtime.RawExtension{Raw: raw},
+		}}
+	}
+	podJSON := func(p *v1.Pod) []byte {
+		b, err := json.Marshal(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+
+	for _, tc := range []struct {
+		name        string
+		raw         []byte
+		wantPatches []string
+		result      string
+	}{
+		{name: "user pod: name and affinity", raw: podJSON(st.MakePod().Name("web").Obj()),
+			wantPatches: []string{"/spec/affinity", "/spec/schedulerName"}, result: "mutated"},
+		{name: "another scheduler: unchanged", raw: podJSON(st.MakePod().Name("batch").SchedulerName("volcano").Obj()), result: "unchanged"},
+		{name: "undecodable: allowed unchanged", raw: []byte(`{"spec": 7}`), result: "error"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := testutil.ToFloat64(webhookRequests.WithLabelValues(tc.result))
+			resp := h.Handle(context.Background(), request(tc.raw))
+			if !resp.Allowed {
+				t.Fatalf("denied: %+v (the webhook never blocks a pod)", resp.Result)
+			}
+			var paths []string
+			for _, p := range resp.Patches {
+				paths = append(paths, p.Path)
+			}
+			sort.Strings(paths)
+			if got := strings.Join(paths, ","); got != strings.Join(tc.wantPatches, ",") {
+				t.Errorf("patches %v, want %v", paths, tc.wantPatches)
+			}
+			if after := testutil.ToFloat64(webhookRequests.WithLabelValues(tc.result)); after != before+1 {
+				t.Errorf("pool_scheduler_webhook_requests_total{result=%q} went %v -> %v, want +1", tc.result, before, after)
+			}
+		})
+	}
+}
+
+func TestWebhookOptionsValidate(t *testing.T) {
+	err := (&WebhookOptions{Port: 70000, CertRotation: true}).Validate()
+	for _, flag := range []string{"--config", "--port", "--cert-dir", "--secret-namespace", "--secret-name", "--webhook-configuration", "--dns-name"} {
+		if err == nil || !strings.Contains(err.Error(), flag) {
+			t.Errorf("error %v does not name %s", err, flag)
+		}
+	}
+	ok := WebhookOptions{Config: "c", Port: 9443, CertDir: "/tmp/x"}
+	if err := ok.Validate(); err != nil {
+		t.Errorf("cert-manager options (no rotation): %v", err)
+	}
+}

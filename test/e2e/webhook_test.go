@@ -1,0 +1,167 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
+	"k8s.io/kubernetes/test/utils/ktesting"
+
+	"github.com/pool-scheduler/pool-scheduler/pkg/admission"
+	"github.com/pool-scheduler/pool-scheduler/test/util"
+)
+
+// TestWebhookAsInstalled runs bin/pool-labeler webhook as manifests/admission/webhook installs
+// it: its Deployment's arguments (the shipped scheduler configuration), its ServiceAccount's
+// token under the RBAC authorizer with exactly the shipped RBAC, the shipped empty Secret and
+// webhook configuration (pointed at the process by URL, as there is no Service network here).
+// It fills the Secret, injects the CA, mutates pods of a labelled namespace; writes outside its
+// role are refused.
+func TestWebhookAsInstalled(t *testing.T) {
+	tCtx := ktesting.Init(t)
+	cp := util.StartControlPlane(t, "--authorization-mode=Node,RBAC")
+	admin := cp.Client
+	const ns = "pool-scheduler"
+
+	var access []*unstructured.Unstructured
+	var deployment, secret, whc *unstructured.Unstructured
+	for _, o := range util.KustomizeObjects(t, filepath.Join(util.RepoRoot(), "manifests", "admission", "webhook")) {
+		switch {
+		case o.GetKind() == "Deployment" && o.GetName() == "pool-scheduler-webhook":
+			deployment = o
+		case o.GetKind() == "Secret":
+			secret = o
+		case o.GetKind() == "MutatingWebhookConfiguration":
+			whc = o
+		case o.GetKind() == "Service":
+		default:
+			access = append(access, o)
+		}
+	}
+	if deployment == nil || secret == nil || whc == nil {
+		t.Fatalf("manifests/admission/webhook lacks the Deployment, Secret or MutatingWebhookConfiguration")
+	}
+	util.ApplyAccessObjects(tCtx, t, cp, access)
+	var s v1.Secret
+	var cfg admissionregistrationv1.MutatingWebhookConfiguration
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(secret.Object, &s); err != nil {
+		t.Fatal(err)
+	}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(whc.Object, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.CoreV1().Secrets(ns).Create(tCtx, &s, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	port := util.FreePort(t)
+	url := fmt.Sprintf("https://localhost:%d%s", port, admission.WebhookPath)
+	cfg.Webhooks[0].ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: &url}
+	if _, err := admin.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(tCtx, &cfg, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	saCfg, kubeconfig := util.ServiceAccountConfig(tCtx, t, cp, ns, "pool-scheduler-webhook", nil)
+	sa := clientFor(t, saCfg)
+	waitAllowed(tCtx, t, sa, "pool-scheduler-webhook", []authorizationv1.ResourceAttributes{
+		{Verb: "watch", Resource: "secrets", Namespace: ns},
+		{Verb: "update", Resource: "secrets", Namespace: ns, Name: s.Name},
+		{Verb: "watch", Group: "admissionregistration.k8s.io", Resource: "mutatingwebhookconfigurations"},
+		{Verb: "update", Group: "admissionregistration.k8s.io", Resource: "mutatingwebhookconfigurations", Name: cfg.Name},
+	})
+
+	// The Deployment's arguments, with what a pod has and a process here does not.
+	containers, _, _ := unstructured.NestedSlice(deployment.Object, "spec", "template", "spec", "containers")
+	var args []string
+	for _, a := range containers[0].(map[string]any)["args"].([]any) {
+		arg := a.(string)
+		switch {
+		case strings.HasPrefix(arg, "--config="):
+			arg = "--config=" + util.ShippedConfigPath() // the ConfigMap's file
+		case strings.HasPrefix(arg, "--cert-dir="):
+			arg = "--cert-dir=" + t.TempDir() // the emptyDir
+		case strings.HasPrefix(arg, "--dns-name="):
+			arg = "--dns-name=localhost" // the Service's name, here the URL's host
+		}
+		args = append(args, arg)
+	}
+	args = append(args, "--kubeconfig="+kubeconfig, "--secret-namespace="+ns, fmt.Sprintf("--port=%d", port),
+		"--metrics-bind-address=0", "--health-probe-bind-address=0", "-v=2")
+	proc := util.StartProcess(t, util.LabelerBinary(t), args...)
+
+	opted, err := admin.CoreV1().Namespaces().Create(tCtx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{
+		GenerateName: "team-", Labels: map[string]string{admission.NamespaceLabel: "true"}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pod *v1.Pod
+	i := 0
+	err = wait.PollUntilContextTimeout(tCtx, 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		i++
+		p, err := admin.CoreV1().Pods(opted.Name).Create(ctx, st.MakePod().Name(fmt.Sprintf("web-%d", i)).Container("pause").Obj(), metav1.CreateOptions{})
+		if err != nil {
+			return false, err
+		}
+		pod = p
+		return p.Spec.SchedulerName == "pool-scheduler", nil
+	})
+	if err != nil {
+		t.Fatalf("no pod in the labelled namespace got schedulerName pool-scheduler: %v\n%s", err, proc.Output())
+	}
+	if pod.Spec.Affinity == nil || pod.Spec.Affinity.NodeAffinity == nil || pod.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+		t.Errorf("mutated pod has no required node affinity: %+v", pod.Spec.Affinity)
+	}
+	filled, err := admin.CoreV1().Secrets(ns).Get(tCtx, s.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"ca.crt", "tls.crt", "tls.key"} {
+		if len(filled.Data[k]) == 0 {
+			t.Errorf("the webhook did not fill %s in Secret %s", k, s.Name)
+		}
+	}
+	if forbidden.MatchString(proc.Output()) {
+		t.Errorf("the webhook was refused a request it needs:\n%s", proc.Output())
+	}
+
+	// Refused: another webhook configuration, another Secret, Secrets elsewhere, pods.
+	other := cfg.DeepCopy()
+	other.ObjectMeta = metav1.ObjectMeta{Name: "someone-elses"}
+	other.Webhooks[0].NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"nothing": "matches"}}
+	if _, err := admin.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(tCtx, other, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	mine, err := sa.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(tCtx, other.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mine.Webhooks[0].ClientConfig.CABundle = []byte("x")
+	_, errOtherWebhook := sa.AdmissionregistrationV1().MutatingWebhookConfigurations().Update(tCtx, mine, metav1.UpdateOptions{})
+	_, errCreateWebhook := sa.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(tCtx, &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "new"}}, metav1.CreateOptions{})
+	util.CreateNamespace(tCtx, t, admin, "elsewhere")
+	_, errSecretsElsewhere := sa.CoreV1().Secrets("kube-system").List(tCtx, metav1.ListOptions{})
+	_, errOtherSecret := sa.CoreV1().Secrets(ns).Create(tCtx, &v1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "planted"}}, metav1.CreateOptions{})
+	_, errPods := sa.CoreV1().Pods(opted.Name).Create(tCtx, st.MakePod().Name("sa-pod").Container("pause").Obj(), metav1.CreateOptions{})
+	for name, err := range map[string]error{
+		"update another MutatingWebhookConfiguration": errOtherWebhook,
+		"create a MutatingWebhookConfiguration":       errCreateWebhook,
+		"list Secrets in kube-system":                 errSecretsElsewhere,
+		"create a Secret in its namespace":            errOtherSecret,
+		"create a pod":                                errPods,
+	} {
+		if !apierrors.IsForbidden(err) {
+			t.Errorf("%s: %v, want Forbidden", name, err)
+		}
+	}
+}
