@@ -229,7 +229,7 @@ func (c *Controller) reconcileNode(ctx context.Context, req reconcile.Request) (
 		logger.V(1).Info("Leaving node alone: a NodePoolLabelSet of its pool cannot be read", "node", node.Name)
 		return result, nil
 	}
-	plan := PlanNode(node.Labels, node.Annotations, desired, c.opts.OverwriteConflicts)
+	plan := PlanNodeFor(c.opts.Gate.Identity, node.Labels, node.Annotations, desired, c.opts.OverwriteConflicts)
 	if plan.MalformedAnnotation {
 		c.recorder.Eventf(node, corev1.EventTypeWarning, "MalformedAnnotation",
 			"%s is not a JSON array of label keys; rewriting it (no label removed on a guess)", pool.ManagedLabelsAnnotation)
@@ -335,7 +335,7 @@ func (c *Controller) reconcileStatus(ctx context.Context, req reconcile.Request)
 			continue
 		}
 		status.NodesMatched++
-		plan := PlanNode(n.Labels, n.Annotations, desired, c.opts.OverwriteConflicts)
+		plan := PlanNodeFor(c.opts.Gate.Identity, n.Labels, n.Annotations, desired, c.opts.OverwriteConflicts)
 		if plan.Empty() && len(plan.Conflicts) == 0 {
 			status.NodesInSync++
 		}

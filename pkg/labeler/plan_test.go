@@ -41,6 +41,14 @@ func TestPlanNode(t *testing.T) {
 			want:    Plan{Set: map[string]string{"example.com/a": "1"}, Annotation: `["example.com/a"]`, AnnotationChanged: true},
 		},
 		{
+			// The labeler may not change pool-identity labels: one the Banzai operator managed
+			// stays when its set is gone, still recorded as managed.
+			name:        "a managed pool-identity label is never removed",
+			labels:      map[string]string{"cloud.google.com/gke-nodepool": "pool1", "nodepool.banzaicloud.io/name": "pool1", "example.com/a": "1"},
+			annotations: managed(`["example.com/a","nodepool.banzaicloud.io/name"]`),
+			want:        Plan{Set: map[string]string{}, Remove: []string{"example.com/a"}, Annotation: `["nodepool.banzaicloud.io/name"]`, AnnotationChanged: true},
+		},
+		{
 			name:        "conflicting sets: a managed conflicting key is kept, unchanged and still owned",
 			labels:      map[string]string{"agentpool": "dup", "example.com/a": "1", "example.com/shared": "a"},
 			annotations: managed(`["example.com/a","example.com/shared"]`),

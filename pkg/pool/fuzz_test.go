@@ -306,6 +306,9 @@ func FuzzCompileLabelSets(f *testing.F) {
 						}
 						continue
 					}
+					if k == fuzzPoolKey || slices.Contains(crdIdentityKeys, k) {
+						continue // the pool's own name on an identity key: kept, never enforced
+					}
 					if values[k] == nil {
 						values[k] = map[string][]string{}
 					}

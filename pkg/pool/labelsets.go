@@ -33,6 +33,11 @@ type PoolLabels struct {
 	// values (Gate.Check), so a new node waits for the sets to agree and a node that already
 	// carries a value keeps working.
 	Conflicts []LabelConflict
+	// IdentityLabels are pool-identity labels the sets give the pool's own name (Banzai's CRs set
+	// nodepool.banzaicloud.io/name so). They name the pool the node is already in, so they are
+	// never enforced nor written: the labeler may not change pool-identity labels (its
+	// ValidatingAdmissionPolicy refuses it), and a node of the pool need not carry them.
+	IdentityLabels []Label
 
 	// Unreadable is set when a set of the pool has a spec that does not decode (see
 	// NodePoolLabelSetSpec.DecodeError): its labels are unknown. One rule for every node of the
@@ -146,6 +151,12 @@ func CompileLabelSetsFor(id Identity, sets []*labelsv1alpha1.NodePoolLabelSet) *
 				p.Problems = append(p.Problems, fmt.Sprintf("%s: label %q=%q ignored: %s", source, k, v, msgs[0]))
 				continue
 			}
+			if IsIdentityKey(id, k) {
+				if !slices.Contains(p.IdentityLabels, Label{k, v}) {
+					p.IdentityLabels = append(p.IdentityLabels, Label{k, v})
+				}
+				continue
+			}
 			byValue := values[set.Name][k]
 			if byValue == nil {
 				byValue = map[string][]string{}
@@ -155,6 +166,7 @@ func CompileLabelSetsFor(id Identity, sets []*labelsv1alpha1.NodePoolLabelSet) *
 		}
 	}
 	for name, p := range idx.byPool {
+		sort.Slice(p.IdentityLabels, func(i, j int) bool { return p.IdentityLabels[i].Key < p.IdentityLabels[j].Key })
 		keys := make([]string, 0, len(values[name]))
 		for k := range values[name] {
 			keys = append(keys, k)
@@ -220,10 +232,16 @@ func (s *LabelSets) Pools() []string {
 // nodepool.banzaicloud.io/name so. The CRD refuses the same for the default keys.
 func ValidateLabelFor(id Identity, pool, key, value string) []string {
 	msgs := ValidateLabel(key, value)
-	if len(msgs) == 0 && value != pool && (slices.Contains(configv1.DefaultPoolLabelKeys, key) || slices.Contains(id.LabelKeys(), key)) {
+	if len(msgs) == 0 && value != pool && IsIdentityKey(id, key) {
 		msgs = append(msgs, identityKeyMessage)
 	}
 	return msgs
+}
+
+// IsIdentityKey reports whether key names a node's pool: one of id's keys or of the default
+// ones. No component ever writes, removes or requires such a label on a pool's behalf.
+func IsIdentityKey(id Identity, key string) bool {
+	return slices.Contains(configv1.DefaultPoolLabelKeys, key) || slices.Contains(id.LabelKeys(), key)
 }
 
 // ValidateLabel returns why a label cannot be set on a node, or nothing. Keys in the reserved

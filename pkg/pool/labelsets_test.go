@@ -21,6 +21,8 @@ func TestCompileLabelSets(t *testing.T) {
 		identity       []string
 		wantConflicts  map[string][]LabelConflict
 		wantUnreadable []string
+		// wantIdentity: pool-identity labels with the pool's own name, kept but never enforced.
+		wantIdentity map[string][]Label
 	}{
 		{
 			name:      "no sets",
@@ -62,7 +64,8 @@ func TestCompileLabelSets(t *testing.T) {
 			},
 			identity:     []string{"example.com/pool", "nodepool.banzaicloud.io/name"},
 			wantPools:    []string{"spot"},
-			wantLabels:   map[string][]Label{"spot": {{"nodepool.banzaicloud.io/name", "spot"}, {"z.io/ok", "1"}}},
+			wantLabels:   map[string][]Label{"spot": {{"z.io/ok", "1"}}},
+			wantIdentity: map[string][]Label{"spot": {{"nodepool.banzaicloud.io/name", "spot"}}},
 			wantProblems: map[string]int{"spot": 3},
 		},
 		{
@@ -107,6 +110,9 @@ func TestCompileLabelSets(t *testing.T) {
 				}
 				if n := len(got.Pool(pool).Problems); n != tt.wantProblems[pool] {
 					t.Errorf("pool %s: %d problems, want %d: %q", pool, n, tt.wantProblems[pool], got.Pool(pool).Problems)
+				}
+				if diff := cmp.Diff(tt.wantIdentity[pool], got.Pool(pool).IdentityLabels); diff != "" {
+					t.Errorf("pool %s identity labels (-want +got):\n%s", pool, diff)
 				}
 				if diff := cmp.Diff(tt.wantConflicts[pool], got.Pool(pool).Conflicts); diff != "" {
 					t.Errorf("pool %s conflicts (-want +got):\n%s", pool, diff)

@@ -192,6 +192,12 @@ func TestGateCheck(t *testing.T) {
 			want: Verdict{Cause: Ready, Pool: "broken"},
 		},
 		{
+			name:   "a managed pool-identity label is never stale",
+			labels: map[string]string{"cloud.google.com/gke-nodepool": "gone", poolKey: "gone"}, sets: spot,
+			annotations: managed(`["nodepool.banzaicloud.io/name"]`),
+			want:        Verdict{Cause: Ready, Pool: "gone"},
+		},
+		{
 			name:   "custom pool keys",
 			gate:   Gate{Identity: NewIdentity([]string{"example.com/pool"})},
 			labels: map[string]string{"example.com/pool": "spot"}, sets: spot,
