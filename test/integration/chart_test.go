@@ -436,7 +436,8 @@ admission: {mode: policy, namespaces: [team-a, kube-system]}
 		name:      "NodePoolLabelSets from the release namespace, another one, or every one",
 		namespace: "platform",
 		want: concat(
-			replaceNamespace(schedulerObjects, "platform"), replaceNamespace(controllerObjects, "platform"), replaceNamespace(domainObjects, "platform")),
+			replaceNamespace(schedulerObjects, "platform"), replaceNamespace(controllerObjects, "platform"), replaceNamespace(domainObjects, "platform"),
+			replaceNamespace(webhookObjects, "platform")),
 		check: func(t *testing.T, r *renderedChart, cfg *schedconfig.KubeSchedulerConfiguration) {
 			checkOneLabelSetNamespace(t, r, cfg, "platform")
 			for values, want := range map[string]string{
