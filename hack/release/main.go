@@ -191,7 +191,7 @@ func distCmd(args []string) error {
 		goos, arch, _ := strings.Cut(p, "/")
 		name := fmt.Sprintf("%s_%s_%s_%s.tar.gz", release.PluginBinary, *version, goos, arch)
 		path := filepath.Join(*out, name)
-		if err := release.PluginArchive(plugins[p], path, created); err != nil {
+		if err := release.PluginArchive(plugins[p], "LICENSE", path, created); err != nil {
 			return fmt.Errorf("plugin %s: %w", p, err)
 		}
 		sum, err := release.FileSHA256(path)

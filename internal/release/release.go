@@ -158,11 +158,15 @@ type Bundle struct {
 }
 
 // Bundles are the install YAMLs of a release: the scheduler (with the CRD, namespace, RBAC and
-// admission policies) and the labeler's controller, as the chart installs by default; the Azure
-// domain labeler on its own, as the chart's labeler.domain.enabled adds it; the optional
-// system-pods admission policy (docs/security.md), off by default in the chart.
+// admission policies), its admission webhook (namespaces opt in by label) and the labeler's
+// controller, as the chart installs by default; the Azure domain labeler on its own, as the
+// chart's labeler.domain.enabled adds it; the MutatingAdmissionPolicy way in instead of the
+// webhook (docs/autoscaling.md); the optional system-pods admission policy (docs/security.md),
+// off by default in the chart.
 var Bundles = []Bundle{
-	{File: "install.yaml", Dirs: []string{"manifests/scheduler", "manifests/labeler/controller"}},
+	// manifests/admission/webhook includes manifests/scheduler: the webhook mounts its ConfigMap.
+	{File: "install.yaml", Dirs: []string{"manifests/admission/webhook", "manifests/labeler/controller"}},
+	{File: "install-admission-policy.yaml", Dirs: []string{"manifests/admission/policy"}},
 	{File: "install-domain-labeler.yaml", Dirs: []string{"manifests/labeler/domain"}},
 	{File: "install-system-pod-policy.yaml", Dirs: []string{"manifests/policies/system-pods"}},
 }
@@ -285,21 +289,28 @@ func copyTree(mem filesys.FileSystem, root, dir string) error {
 	})
 }
 
-// PluginArchive packages a kubectl-pool binary as krew expects: a .tar.gz holding the binary.
-// Entries carry the given time, so the same binary gives the same archive.
-func PluginArchive(binary, out string, modTime time.Time) error {
-	data, err := os.ReadFile(binary)
-	if err != nil {
-		return err
-	}
+// PluginArchive packages a kubectl-pool binary as krew expects: a .tar.gz holding the binary and
+// the project's LICENSE (krew's submission checklist: the license in the archive, extracted on
+// install; plugins/pool.yaml's files). Entries carry the given time, so the same input gives
+// the same archive.
+func PluginArchive(binary, license, out string, modTime time.Time) error {
 	var buf bytes.Buffer
 	gz := gzip.NewWriter(&buf)
 	tw := tar.NewWriter(gz)
-	if err := tw.WriteHeader(&tar.Header{Name: PluginBinary, Mode: 0o755, Size: int64(len(data)), ModTime: modTime, Typeflag: tar.TypeReg}); err != nil {
-		return err
-	}
-	if _, err := tw.Write(data); err != nil {
-		return err
+	for _, e := range []struct {
+		name, path string
+		mode       int64
+	}{{PluginBinary, binary, 0o755}, {PluginLicense, license, 0o644}} {
+		data, err := os.ReadFile(e.path)
+		if err != nil {
+			return err
+		}
+		if err := tw.WriteHeader(&tar.Header{Name: e.name, Mode: e.mode, Size: int64(len(data)), ModTime: modTime, Typeflag: tar.TypeReg}); err != nil {
+			return err
+		}
+		if _, err := tw.Write(data); err != nil {
+			return err
+		}
 	}
 	if err := tw.Close(); err != nil {
 		return err
@@ -309,6 +320,9 @@ func PluginArchive(binary, out string, modTime time.Time) error {
 	}
 	return os.WriteFile(out, buf.Bytes(), 0o644)
 }
+
+// PluginLicense is the license file in the plugin's archive.
+const PluginLicense = "LICENSE"
 
 // PluginBinary is the plugin's executable: kubectl runs `kubectl pool ...` as kubectl-pool.
 const PluginBinary = "kubectl-pool"

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -131,8 +132,8 @@ func TestPackageChart(t *testing.T) {
 			}
 		}
 	}
-	if workloads != 3 {
-		t.Errorf("%d workloads rendered, want 3 (scheduler, labeler controller, domain labeler)", workloads)
+	if workloads != 4 {
+		t.Errorf("%d workloads rendered, want 4 (scheduler, admission webhook, labeler controller, domain labeler)", workloads)
 	}
 	for _, f := range ch.Raw {
 		if f.Name == "values.yaml" && !strings.Contains(string(f.Data), "# Default values for the pool-scheduler chart.") {
@@ -317,8 +318,8 @@ func TestRepositoryManifestsNameARelease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if found != 3 {
-		t.Errorf("%d pool-scheduler containers in manifests/, want 3", found)
+	if found != 4 {
+		t.Errorf("%d pool-scheduler containers in manifests/, want 4 (scheduler, admission webhook, labeler controller, domain labeler)", found)
 	}
 }
 
@@ -339,6 +340,10 @@ type krewPlugin struct {
 			URI      string                `json:"uri"`
 			SHA256   string                `json:"sha256"`
 			Bin      string                `json:"bin"`
+			Files    []struct {
+				From string `json:"from"`
+				To   string `json:"to"`
+			} `json:"files"`
 		} `json:"platforms"`
 	} `json:"spec"`
 }
@@ -387,6 +392,13 @@ func TestKrewManifest(t *testing.T) {
 		if pl.Bin != "kubectl-pool" {
 			t.Errorf("platform %d bin %q", i, pl.Bin)
 		}
+		var from []string
+		for _, f := range pl.Files {
+			from = append(from, f.From)
+		}
+		if !slices.Contains(from, "kubectl-pool") || !slices.Contains(from, "LICENSE") {
+			t.Errorf("platform %d extracts %v, want kubectl-pool and LICENSE", i, from)
+		}
 	}
 	if _, err := KrewManifest(filepath.Join(repoRoot(), "plugins", "pool.yaml"), "latest", platforms); err == nil {
 		t.Error("a manifest for version latest was made")
@@ -401,11 +413,12 @@ func TestPluginArchive(t *testing.T) {
 	if err := os.WriteFile(bin, []byte("binary"), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	license := filepath.Join(repoRoot(), "LICENSE")
 	at := time.Unix(1700000000, 0)
 	var sums []string
 	for i := range 2 {
 		out := filepath.Join(dir, "a"+string(rune('0'+i))+".tar.gz")
-		if err := PluginArchive(bin, out, at); err != nil {
+		if err := PluginArchive(bin, license, out, at); err != nil {
 			t.Fatal(err)
 		}
 		sum, err := FileSHA256(out)
@@ -427,9 +440,18 @@ func TestPluginArchive(t *testing.T) {
 			t.Fatal(err)
 		}
 		body, _ := io.ReadAll(tr)
-		f.Close()
 		if h.Name != "kubectl-pool" || h.Mode&0o111 == 0 || string(body) != "binary" {
 			t.Errorf("entry %s mode %o body %q", h.Name, h.Mode, body)
+		}
+		// krew wants the license in the archive.
+		h, err = tr.Next()
+		if err != nil {
+			t.Fatalf("no second entry (LICENSE): %v", err)
+		}
+		body, _ = io.ReadAll(tr)
+		f.Close()
+		if h.Name != "LICENSE" || !strings.Contains(string(body), "Apache License") {
+			t.Errorf("second entry %s, want the Apache-2.0 LICENSE", h.Name)
 		}
 	}
 	if sums[0] != sums[1] {

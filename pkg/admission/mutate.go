@@ -19,7 +19,9 @@ import (
 )
 
 const (
-	// NamespaceLabel opts a namespace in: its new pods are scheduled by pool-scheduler.
+	// NamespaceLabel opts a namespace in: its new pods are scheduled by pool-scheduler. On a pod,
+	// the value "false" opts that pod out (the apiserver defaults an empty schedulerName to
+	// default-scheduler before admission, so a pod cannot opt out by its schedulerName).
 	NamespaceLabel = "pool-scheduler.io/enabled"
 	// DefaultSchedulerName is the name kube-apiserver defaults an empty schedulerName to.
 	DefaultSchedulerName = v1.DefaultSchedulerName
@@ -72,7 +74,8 @@ func (m *Mutator) SchedulerName() string { return m.schedulerName }
 func (m *Mutator) AvoidSystem() [][]v1.NodeSelectorRequirement { return m.avoidSystem }
 
 // Mutate changes pod in place. It leaves alone pods already bound (spec.nodeName: no scheduler
-// sees them), mirror pods, and pods that name a scheduler other than the default one or ours.
+// sees them), mirror pods, pods labelled NamespaceLabel=false, and pods that name a scheduler
+// other than the default one or ours.
 // The affinity goes to pods scheduled by pool-scheduler that are not system pods.
 func (m *Mutator) Mutate(pod *v1.Pod) Result {
 	var r Result
@@ -80,6 +83,9 @@ func (m *Mutator) Mutate(pod *v1.Pod) Result {
 		return r
 	}
 	if _, mirror := pod.Annotations[v1.MirrorPodAnnotationKey]; mirror {
+		return r
+	}
+	if pod.Labels[NamespaceLabel] == "false" {
 		return r
 	}
 	switch pod.Spec.SchedulerName {
@@ -156,7 +162,12 @@ func negateSelector(s *metav1.LabelSelector) ([]v1.NodeSelectorRequirement, erro
 		default:
 			return nil, fmt.Errorf("matchExpressions[%d].operator: %q is not In, NotIn, Exists or DoesNotExist", i, e.Operator)
 		}
-		out = append(out, v1.NodeSelectorRequirement{Key: e.Key, Operator: op, Values: slices.Clone(e.Values)})
+		// Sorted and unique, as the policy's CEL and the chart write them.
+		var values []string
+		if len(e.Values) > 0 {
+			values = sets.List(sets.New(e.Values...))
+		}
+		out = append(out, v1.NodeSelectorRequirement{Key: e.Key, Operator: op, Values: values})
 	}
 	return out, nil
 }

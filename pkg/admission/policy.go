@@ -96,14 +96,22 @@ func RenderPolicy(o PolicyOptions) (*admissionv1beta1.MutatingAdmissionPolicy, *
 		ObjectMeta: metav1.ObjectMeta{Name: o.Name},
 		Spec: admissionv1beta1.MutatingAdmissionPolicyBindingSpec{
 			PolicyName:     o.Name,
-			MatchResources: &admissionv1beta1.MatchResources{NamespaceSelector: o.Namespaces},
+			MatchResources: &admissionv1beta1.MatchResources{NamespaceSelector: o.Namespaces, ObjectSelector: ObjectSelector()},
 		},
 	}
 	return p, b, nil
 }
 
-// NamespaceSelector selects namespaces labelled NamespaceLabel=true, never those in excluded
-// (kube-system by default: its pods are the system pool's own).
+// ObjectSelector leaves out pods labelled NamespaceLabel=false (the pod's own opt-out).
+func ObjectSelector() *metav1.LabelSelector {
+	return &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
+		Key: NamespaceLabel, Operator: metav1.LabelSelectorOpNotIn, Values: []string{"false"},
+	}}}
+}
+
+// NamespaceSelector selects namespaces labelled NamespaceLabel=true, never those in excluded:
+// kube-system (its pods are the system pool's own) and pool-scheduler's own namespace (a
+// scheduler given to itself could never be scheduled again once its replicas are gone).
 func NamespaceSelector(excluded []string) *metav1.LabelSelector {
 	s := &metav1.LabelSelector{MatchLabels: map[string]string{NamespaceLabel: "true"}}
 	if len(excluded) > 0 {
@@ -180,7 +188,7 @@ size(object.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExec
   [JSONPatch{op: "add", path: "/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution", value: ` + requiredCEL + `{nodeSelectorTerms: [` + requiredCEL + `.nodeSelectorTerms{matchExpressions: AVOID_SYSTEM}]}}] :
 object.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms.transformList(i, t,
   ((has(t.matchExpressions) && size(t.matchExpressions) > 0) || (has(t.matchFields) && size(t.matchFields) > 0)) &&
-  !(has(t.matchExpressions) && AVOID_SYSTEM.all(r, t.matchExpressions.exists(e, e.key == r.key && e.operator == r.operator))),
+  !(has(t.matchExpressions) && AVOID_SYSTEM.all(r, t.matchExpressions.exists(e, e.key == r.key && e.operator == r.operator && (has(e.values) ? e.values : []) == r.values))),
   JSONPatch{
     op: "replace",
     path: "/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution/nodeSelectorTerms/" + string(i),
@@ -223,6 +231,7 @@ func RenderWebhookConfiguration(name, schedulerName string, clientConfig admissi
 			FailurePolicy:           &ignore,
 			MatchPolicy:             &equivalent,
 			NamespaceSelector:       namespaces,
+			ObjectSelector:          ObjectSelector(),
 			MatchConditions:         conditions,
 			SideEffects:             &none,
 			AdmissionReviewVersions: []string{"v1"},

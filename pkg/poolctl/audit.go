@@ -39,8 +39,10 @@ type auditOptions struct {
 	config       configSource
 	lbSKU        string
 	primaryVMSet string
-	// optedInSelector selects the namespaces whose pods the admission path gives to the scheduler.
-	optedInSelector string
+	// optedInSelector and optedInNamespaces select the namespaces whose pods the admission path
+	// gives to the scheduler.
+	optedInSelector   string
+	optedInNamespaces []string
 }
 
 func newAuditCommand() *cobra.Command {
@@ -86,7 +88,9 @@ func newAuditCommand() *cobra.Command {
 	f.StringVar(&o.lbSKU, "azure-load-balancer-sku", report.SKUStandard, "Azure load balancer SKU: Standard (every node not labelled "+report.ExcludeFromLoadBalancersLabel+" is a backend) or Basic (one availability set or scale set)")
 	f.StringVar(&o.primaryVMSet, "azure-primary-vmset", "", "Basic SKU: cloud-provider-azure's primaryAvailabilitySetName or primaryScaleSetName, the backend of Services without "+report.AzureLoadBalancerModeAnnotation)
 	f.DurationVar(&o.timeout, "timeout", 30*time.Second, "timeout for reading the cluster")
-	f.StringVar(&o.optedInSelector, "opted-in-selector", admission.NamespaceLabel+"=true", "label selector of the namespaces opted in to the scheduler by the admission path; pods there that name the default scheduler are reported; empty: none")
+	f.StringVar(&o.optedInSelector, "opted-in-selector", admission.NamespaceLabel+"=true,"+v1.LabelMetadataName+" notin (kube-system)",
+		"label selector of the namespaces the admission path opts in (the chart's default: labelled, minus kube-system; add your release namespace's exclusion if you label it); pods there that name the default scheduler are reported; empty: none")
+	f.StringSliceVar(&o.optedInNamespaces, "opted-in-namespaces", nil, "namespaces opted in by name (the chart's admission.namespaces)")
 	return cmd
 }
 
@@ -186,6 +190,14 @@ func audit(ctx context.Context, o auditOptions) (*report.Report, error) {
 		in.OptedIn, in.SchedulerName = map[string]bool{}, o.config.schedulerName
 		for _, ns := range nss.Items {
 			in.OptedIn[ns.Name] = true
+		}
+	}
+	if len(o.optedInNamespaces) > 0 {
+		if in.OptedIn == nil {
+			in.OptedIn, in.SchedulerName = map[string]bool{}, o.config.schedulerName
+		}
+		for _, ns := range o.optedInNamespaces {
+			in.OptedIn[ns] = true
 		}
 	}
 	return report.Compute(in, policy), nil

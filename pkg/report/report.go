@@ -182,8 +182,10 @@ func Compute(in Inputs, policy Policy) *Report {
 	return r
 }
 
-// notAdmitted: a pod of an opted-in namespace that names the default scheduler, that the
-// admission path would have changed (not a mirror pod, not one its creator bound itself).
+// notAdmitted: a pod of an opted-in namespace that names the default scheduler, which the
+// admission path would have changed. Mirror pods and pods that opted out by label are not; a pod
+// its creator bound itself (spec.nodeName at creation) cannot be told from one the default
+// scheduler bound, and is reported.
 func notAdmitted(in Inputs, p *v1.Pod) bool {
 	if in.SchedulerName == "" || !in.OptedIn[p.Namespace] || p.DeletionTimestamp != nil {
 		return false
@@ -191,8 +193,15 @@ func notAdmitted(in Inputs, p *v1.Pod) bool {
 	if _, mirror := p.Annotations[v1.MirrorPodAnnotationKey]; mirror {
 		return false
 	}
+	if p.Labels[optOutLabel] == "false" {
+		return false
+	}
 	return p.Spec.SchedulerName == "" || p.Spec.SchedulerName == v1.DefaultSchedulerName
 }
+
+// optOutLabel=false on a pod opts it out of the admission path (admission.NamespaceLabel; the
+// report does not import the admission package).
+const optOutLabel = "pool-scheduler.io/enabled"
 
 func sortFindings(lists ...[]Finding) {
 	for _, l := range lists {

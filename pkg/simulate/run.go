@@ -149,11 +149,10 @@ func Run(ctx context.Context, sc *Scenario, mode Mode, opts Options) (*Result, e
 	ctx, cancel := context.WithTimeout(ctx, opts.Timeout)
 	defer cancel()
 	optIn := sc.OptInByLabel && mode.Profile.SchedulerName != v1.DefaultSchedulerName
-	var cpOpts controlplane.Options
-	if optIn {
-		// The MutatingAdmissionPolicy API, beta and off by default in 1.34.
-		cpOpts.Flags = []string{"--feature-gates=MutatingAdmissionPolicy=true", "--runtime-config=admissionregistration.k8s.io/v1beta1=true"}
-	}
+	// The MutatingAdmissionPolicy API (beta, off by default in 1.34) for optInByLabel, in every
+	// run: apiservers running at once in this process (--parallel) share the process-wide
+	// feature gates, so they must all be started with the same ones.
+	cpOpts := controlplane.Options{Flags: []string{"--feature-gates=MutatingAdmissionPolicy=true", "--runtime-config=admissionregistration.k8s.io/v1beta1=true"}}
 	progress("starting etcd and kube-apiserver")
 	cp, err := controlplane.StartStandalone(ctx, opts.Log, cpOpts)
 	if err != nil {

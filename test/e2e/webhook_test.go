@@ -75,9 +75,9 @@ func TestWebhookAsInstalled(t *testing.T) {
 	saCfg, kubeconfig := util.ServiceAccountConfig(tCtx, t, cp, ns, "pool-scheduler-webhook", nil)
 	sa := clientFor(t, saCfg)
 	waitAllowed(tCtx, t, sa, "pool-scheduler-webhook", []authorizationv1.ResourceAttributes{
-		{Verb: "watch", Resource: "secrets", Namespace: ns},
+		{Verb: "watch", Resource: "secrets", Namespace: ns, Name: s.Name},
 		{Verb: "update", Resource: "secrets", Namespace: ns, Name: s.Name},
-		{Verb: "watch", Group: "admissionregistration.k8s.io", Resource: "mutatingwebhookconfigurations"},
+		{Verb: "watch", Group: "admissionregistration.k8s.io", Resource: "mutatingwebhookconfigurations", Name: cfg.Name},
 		{Verb: "update", Group: "admissionregistration.k8s.io", Resource: "mutatingwebhookconfigurations", Name: cfg.Name},
 	})
 
@@ -142,21 +142,31 @@ func TestWebhookAsInstalled(t *testing.T) {
 	if _, err := admin.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(tCtx, other, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	mine, err := sa.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(tCtx, other.Name, metav1.GetOptions{})
+	theirs, err := admin.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(tCtx, other.Name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	mine.Webhooks[0].ClientConfig.CABundle = []byte("x")
-	_, errOtherWebhook := sa.AdmissionregistrationV1().MutatingWebhookConfigurations().Update(tCtx, mine, metav1.UpdateOptions{})
+	theirs.Webhooks[0].ClientConfig.CABundle = []byte("x")
+	_, errOtherWebhook := sa.AdmissionregistrationV1().MutatingWebhookConfigurations().Update(tCtx, theirs, metav1.UpdateOptions{})
 	_, errCreateWebhook := sa.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(tCtx, &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "new"}}, metav1.CreateOptions{})
 	util.CreateNamespace(tCtx, t, admin, "elsewhere")
 	_, errSecretsElsewhere := sa.CoreV1().Secrets("kube-system").List(tCtx, metav1.ListOptions{})
+	// Nor the other Secrets of its own namespace (the chart's release and metrics secrets live there).
+	if _, err := admin.CoreV1().Secrets(ns).Create(tCtx, &v1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "neighbour"}, Data: map[string][]byte{"k": []byte("v")}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	_, errNeighbour := sa.CoreV1().Secrets(ns).Get(tCtx, "neighbour", metav1.GetOptions{})
+	_, errListOwn := sa.CoreV1().Secrets(ns).List(tCtx, metav1.ListOptions{})
+	_, errOtherWebhookRead := sa.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(tCtx, other.Name, metav1.GetOptions{})
 	_, errOtherSecret := sa.CoreV1().Secrets(ns).Create(tCtx, &v1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "planted"}}, metav1.CreateOptions{})
 	_, errPods := sa.CoreV1().Pods(opted.Name).Create(tCtx, st.MakePod().Name("sa-pod").Container("pause").Obj(), metav1.CreateOptions{})
 	for name, err := range map[string]error{
 		"update another MutatingWebhookConfiguration": errOtherWebhook,
 		"create a MutatingWebhookConfiguration":       errCreateWebhook,
 		"list Secrets in kube-system":                 errSecretsElsewhere,
+		"get another Secret of its namespace":         errNeighbour,
+		"list its namespace's Secrets (no name)":      errListOwn,
+		"get another webhook configuration":           errOtherWebhookRead,
 		"create a Secret in its namespace":            errOtherSecret,
 		"create a pod":                                errPods,
 	} {

@@ -69,7 +69,7 @@ type admissionCase struct {
 	wantSchedulerName, wantAffinity bool
 }
 
-func admissionCases() []admissionCase {
+func admissionCases(m *admission.Mutator) []admissionCase {
 	withTerms := st.MakePod().Name("with-terms").Container("pause").
 		NodeAffinityIn("disktype", []string{"ssd"}, st.NodeSelectorTypeMatchExpressions).Obj()
 	withTerms.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms = append(
@@ -86,6 +86,15 @@ func admissionCases() []admissionCase {
 	daemon.OwnerReferences[0].UID = "5e1f2f2a-0000-4000-8000-000000000001"
 	prio := st.MakePod().Name("prio").Container("pause").Obj()
 	prio.Spec.PriorityClassName = "system-cluster-critical"
+	// A term with the keys and operators of the system-node requirements but other values does
+	// not keep pods off system nodes: the requirements are still added.
+	lookalike := st.MakePod().Name("lookalike").Container("pause").Obj()
+	var reqs []v1.NodeSelectorRequirement
+	for _, r := range m.AvoidSystem()[0] {
+		reqs = append(reqs, v1.NodeSelectorRequirement{Key: r.Key, Operator: r.Operator, Values: []string{"something-else"}})
+	}
+	lookalike.Spec.Affinity = &v1.Affinity{NodeAffinity: &v1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &v1.NodeSelector{
+		NodeSelectorTerms: []v1.NodeSelectorTerm{{MatchExpressions: reqs}}}}}
 	return []admissionCase{
 		{name: "empty schedulerName", enabled: true, pod: st.MakePod().Name("plain").Container("pause").Obj(), wantSchedulerName: true, wantAffinity: true},
 		{name: "default-scheduler", enabled: true, pod: st.MakePod().Name("default").SchedulerName(admission.DefaultSchedulerName).Container("pause").Obj(), wantSchedulerName: true, wantAffinity: true},
@@ -100,6 +109,8 @@ func admissionCases() []admissionCase {
 		{name: "system priority class", enabled: true, pod: prio, wantSchedulerName: true},
 		{name: "daemonset pod", enabled: true, pod: daemon, wantSchedulerName: true},
 		{name: "namespace not opted in", pod: st.MakePod().Name("elsewhere").Container("pause").Obj()},
+		{name: "terms with our keys, other values", enabled: true, pod: lookalike, wantSchedulerName: true, wantAffinity: true},
+		{name: "opted out by the pod's label", enabled: true, pod: st.MakePod().Name("opted-out").Label(admission.NamespaceLabel, "false").Container("pause").Obj()},
 	}
 }
 
@@ -107,7 +118,7 @@ func admissionCases() []admissionCase {
 // Mutator's (so the policy and the webhook agree with each other and with the Go code).
 func checkAdmission(ctx context.Context, t *testing.T, cs kubernetes.Interface, m *admission.Mutator, enabledNS, otherNS string) {
 	t.Helper()
-	for _, c := range admissionCases() {
+	for _, c := range admissionCases(m) {
 		t.Run(c.name, func(t *testing.T) {
 			pod := c.pod.DeepCopy()
 			pod.Namespace = otherNS
@@ -279,7 +290,7 @@ func TestMutatingWebhook(t *testing.T) {
 	if !missed[enabled+"/while-down"] {
 		t.Errorf("audit does not report the pod created while the webhook was down: %v", r.NotAdmitted)
 	}
-	for _, c := range admissionCases() {
+	for _, c := range admissionCases(m) {
 		if c.enabled && c.wantSchedulerName && missed[enabled+"/"+c.pod.Name] {
 			t.Errorf("audit reports %s, which the webhook gave to the scheduler", c.pod.Name)
 		}
@@ -333,7 +344,7 @@ func TestHelmChartAdmission(t *testing.T) {
 		}
 		name, args := profileArgs(t, r)
 		wantPolicy, wantBinding, err := admission.RenderPolicy(admission.PolicyOptions{Name: name, SchedulerName: name,
-			Guard: args.SystemPoolGuard, Namespaces: admission.NamespaceSelector([]string{"kube-system"})})
+			Guard: args.SystemPoolGuard, Namespaces: admission.NamespaceSelector([]string{"kube-system", chartNamespace})})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -370,7 +381,7 @@ func TestHelmChartAdmission(t *testing.T) {
 		fromUnstructured(t, r.get(t, "MutatingWebhookConfiguration", name), got)
 		want := admission.RenderWebhookConfiguration(name, name, admissionregistrationv1.WebhookClientConfig{Service: &admissionregistrationv1.ServiceReference{
 			Namespace: chartNamespace, Name: name + "-webhook", Path: ptr.To(admission.WebhookPath), Port: ptr.To[int32](443)}},
-			admission.NamespaceSelector([]string{"kube-system"}))
+			admission.NamespaceSelector([]string{"kube-system", chartNamespace}))
 		if len(got.Webhooks) != 2 {
 			t.Fatalf("%d webhooks, want the label's and the listed namespaces'", len(got.Webhooks))
 		}
@@ -384,7 +395,12 @@ func TestHelmChartAdmission(t *testing.T) {
 		if diff := cmp.Diff(*listed, got.Webhooks[1]); diff != "" {
 			t.Errorf("listed namespaces' webhook (-want +got):\n%s", diff)
 		}
-		args := containerArgs(t, r.get(t, "Deployment", name+"-webhook"))
+		deploy := r.get(t, "Deployment", name+"-webhook")
+		spread, _, _ := unstructured.NestedSlice(deploy.Object, "spec", "template", "spec", "topologySpreadConstraints")
+		if len(spread) != 1 || fmt.Sprint(spread[0].(map[string]any)["labelSelector"]) != fmt.Sprint(map[string]any{"matchLabels": map[string]any{"app.kubernetes.io/instance": chartRelease, "app.kubernetes.io/name": name + "-webhook"}}) {
+			t.Errorf("webhook replicas not spread over nodes by their own labels: %v", spread)
+		}
+		args := containerArgs(t, deploy)
 		for _, a := range []string{"--config=/etc/pool-scheduler/config.yaml", "--scheduler-name=" + name, "--system-node-affinity=true",
 			"--cert-rotation=true", "--secret-name=" + name + "-webhook-tls", "--webhook-configuration=" + name, "--dns-name=" + name + "-webhook." + chartNamespace + ".svc"} {
 			if !containsString(args, a) {

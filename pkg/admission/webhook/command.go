@@ -1,23 +1,20 @@
 package webhook
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
-	"sync"
 
-	"github.com/open-policy-agent/cert-controller/pkg/rotator"
 	"github.com/spf13/cobra"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
-	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -115,7 +112,7 @@ func NewWebhookCommand(kubeconfig *string, restConfig func(string) (*rest.Config
 	f.StringVar(&o.Config, "config", "", "the scheduler's KubeSchedulerConfiguration file (the mounted ConfigMap), so the webhook mutates for what the scheduler enforces")
 	f.StringVar(&o.SchedulerName, "scheduler-name", "", "profile of --config to set on pods; empty: the first profile")
 	f.BoolVar(&o.SystemNodeAffinity, "system-node-affinity", true, "add a required node-affinity term keeping user pods off system nodes (visible to cluster-autoscaler and Karpenter)")
-	f.IntVar(&o.Port, "port", 9443, "HTTPS port of the webhook")
+	f.IntVar(&o.Port, "port", 10250, "HTTPS port of the webhook (10250: open from the control plane to nodes on GKE private clusters and others that firewall other ports, as for kubelets; cert-manager uses it too)")
 	f.StringVar(&o.CertDir, "cert-dir", filepath.Join(os.TempDir(), "pool-scheduler-webhook"), "directory of tls.crt and tls.key")
 	f.BoolVar(&o.CertRotation, "cert-rotation", true, "generate and rotate the certificate (Secret --secret-name, CA injected into --webhook-configuration); off: cert-dir is filled by someone else (cert-manager)")
 	f.StringVar(&o.Secret.Namespace, "secret-namespace", os.Getenv("POD_NAMESPACE"), "namespace of the certificate Secret")
@@ -151,11 +148,17 @@ func MutatorFromConfig(path, schedulerName string, systemNodeAffinity bool) (*ad
 func RunWebhook(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, m *admissionpkg.Mutator, o WebhookOptions) error {
 	cacheOpts := cache.Options{}
 	if o.CertRotation {
-		// Only the certificate Secret is read from the manager's cache.
-		cacheOpts.ByObject = map[client.Object]cache.ByObject{&corev1.Secret{}: {
-			Namespaces: map[string]cache.Config{o.Secret.Namespace: {}},
-			Field:      fields.OneTermEqualSelector("metadata.name", o.Secret.Name),
-		}}
+		// The manager's cache holds the certificate Secret and the webhook configuration only
+		// (field selectors by name, which RBAC resourceNames allow for list and watch).
+		cacheOpts.ByObject = map[client.Object]cache.ByObject{
+			&corev1.Secret{}: {
+				Namespaces: map[string]cache.Config{o.Secret.Namespace: {}},
+				Field:      fields.OneTermEqualSelector("metadata.name", o.Secret.Name),
+			},
+			&admissionregistrationv1.MutatingWebhookConfiguration{}: {
+				Field: fields.OneTermEqualSelector("metadata.name", o.WebhookConfiguration),
+			},
+		}
 	}
 	metrics := metricsserver.Options{BindAddress: o.MetricsAddr}
 	if o.Metrics != nil {
@@ -173,33 +176,25 @@ func RunWebhook(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, m
 	server := webhook.NewServer(webhook.Options{Port: o.Port, CertDir: o.CertDir})
 	serveMutations(server, m, scheme)
 
-	certsReady := make(chan struct{})
+	// ready: the certificate is on disk (the server reads it when it starts) and, when this
+	// process keeps it, the apiserver trusts it.
+	ready := func() error { return nil }
+	certsWritten := make(chan struct{})
 	if o.CertRotation {
 		if err := os.MkdirAll(o.CertDir, 0o700); err != nil {
 			return fmt.Errorf("--cert-dir: %w", err)
 		}
-		if err := rotator.AddRotator(mgr, &rotator.CertRotator{
-			SecretKey:      o.Secret,
-			CertDir:        o.CertDir,
-			CAName:         "pool-scheduler-webhook-ca",
-			CAOrganization: "pool-scheduler",
-			DNSName:        o.DNSName,
-			IsReady:        make(chan struct{}),
-			Webhooks:       []rotator.WebhookInfo{{Name: o.WebhookConfiguration, Type: rotator.Mutating}},
-		}); err != nil {
+		keeper, err := newCertKeeper(mgr, o)
+		if err != nil {
 			return fmt.Errorf("certificate rotation: %w", err)
 		}
-		if err := addCertSync(mgr, o, certsReady); err != nil {
-			return err
-		}
+		certsWritten, ready = keeper.written, keeper.Ready
 	} else {
-		close(certsReady)
+		close(certsWritten)
 	}
-	// The server reads its certificate when it starts (and watches the files after): start it
-	// once the first certificate is on disk.
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
 		select {
-		case <-certsReady:
+		case <-certsWritten:
 		case <-ctx.Done():
 			return nil
 		}
@@ -211,65 +206,12 @@ func RunWebhook(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, m
 		return err
 	}
 	if err := mgr.AddReadyzCheck("webhook", func(req *http.Request) error {
-		select {
-		case <-certsReady:
-			return server.StartedChecker()(req)
-		default:
-			return errors.New("no serving certificate yet")
+		if err := ready(); err != nil {
+			return err
 		}
+		return server.StartedChecker()(req)
 	}); err != nil {
 		return err
 	}
 	return mgr.Start(ctx)
-}
-
-// addCertSync writes the Secret's certificate and key to CertDir whenever they change: the
-// webhook server watches those files, and no kubelet volume sync (up to a minute late) sits
-// between a rotation and the server. certsReady closes after the first write.
-func addCertSync(mgr manager.Manager, o WebhookOptions, certsReady chan struct{}) error {
-	informer, err := mgr.GetCache().GetInformer(context.Background(), &corev1.Secret{})
-	if err != nil {
-		return err
-	}
-	var once sync.Once
-	write := func(obj any) {
-		s, ok := obj.(*corev1.Secret)
-		if !ok || s.Namespace != o.Secret.Namespace || s.Name != o.Secret.Name {
-			return
-		}
-		cert, key := s.Data[corev1.TLSCertKey], s.Data[corev1.TLSPrivateKeyKey]
-		if len(cert) == 0 || len(key) == 0 {
-			return
-		}
-		changed := false
-		for name, data := range map[string][]byte{corev1.TLSCertKey: cert, corev1.TLSPrivateKeyKey: key} {
-			c, err := writeIfChanged(filepath.Join(o.CertDir, name), data)
-			if err != nil {
-				klog.Background().Error(err, "Cannot write the serving certificate", "dir", o.CertDir)
-				return
-			}
-			changed = changed || c
-		}
-		if changed {
-			klog.Background().Info("Serving certificate written", "dir", o.CertDir, "secret", o.Secret)
-		}
-		once.Do(func() { close(certsReady) })
-	}
-	_, err = informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    write,
-		UpdateFunc: func(_, obj any) { write(obj) },
-	})
-	return err
-}
-
-// writeIfChanged replaces path atomically (a rename) when its content differs.
-func writeIfChanged(path string, data []byte) (bool, error) {
-	if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, data) {
-		return false, nil
-	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
-		return false, err
-	}
-	return true, os.Rename(tmp, path)
 }

@@ -1,13 +1,14 @@
 // Package webhook serves pool-scheduler's admission path as a mutating admission webhook
 // (pool-labeler webhook): admission.Mutator behind controller-runtime's webhook server, with its
-// serving certificate generated and rotated by cert-controller's rotator.
+// serving certificate generated and rotated by the webhook itself (certs.go, cert-controller's
+// certificate functions).
 package webhook
 
 import (
 	"context"
-	"encoding/json"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"gomodules.xyz/jsonpatch/v2"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
@@ -57,21 +58,14 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 		return admission.Allowed("pool-scheduler: undecodable pod left unchanged")
 	}
 	// IsSystemPod judges the namespace, which a create may leave to the URL.
-	ns := pod.Namespace
-	if ns == "" {
+	if pod.Namespace == "" {
 		pod.Namespace = req.Namespace
 	}
+	hadAffinity, hadNodeAffinity := pod.Spec.Affinity != nil, pod.Spec.Affinity != nil && pod.Spec.Affinity.NodeAffinity != nil
 	res := h.Mutator.Mutate(pod)
-	pod.Namespace = ns
 	if !res.Changed() {
 		webhookRequests.WithLabelValues("unchanged").Inc()
 		return admission.Allowed("")
-	}
-	mutated, err := json.Marshal(pod)
-	if err != nil {
-		webhookRequests.WithLabelValues("error").Inc()
-		logger.Error(err, "Cannot encode the mutated pod; allowing it unchanged")
-		return admission.Allowed("pool-scheduler: pod left unchanged after an internal error")
 	}
 	webhookRequests.WithLabelValues("mutated").Inc()
 	if res.SchedulerName {
@@ -81,5 +75,29 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 		webhookMutations.WithLabelValues("nodeAffinity").Inc()
 	}
 	logger.V(4).Info("Mutated pod", "schedulerName", res.SchedulerName, "nodeAffinity", res.NodeAffinity)
-	return admission.PatchResponseFromRaw(req.Object.Raw, mutated)
+	return admission.Patched("", patchOps(pod, res, hadAffinity, hadNodeAffinity)...)
+}
+
+// patchOps writes exactly the fields Mutate changed. A diff of the whole re-encoded pod would
+// remove every field this build's API types do not know (a newer kube-apiserver's, within the
+// version-skew policy): "add" sets a member whether or not it exists (RFC 6902).
+func patchOps(pod *v1.Pod, res admissionpkg.Result, hadAffinity, hadNodeAffinity bool) []jsonpatch.JsonPatchOperation {
+	var ops []jsonpatch.JsonPatchOperation
+	if res.SchedulerName {
+		ops = append(ops, jsonpatch.NewOperation("add", "/spec/schedulerName", pod.Spec.SchedulerName))
+	}
+	if res.NodeAffinity {
+		required := pod.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution
+		switch {
+		case !hadAffinity:
+			ops = append(ops, jsonpatch.NewOperation("add", "/spec/affinity",
+				map[string]any{"nodeAffinity": map[string]any{"requiredDuringSchedulingIgnoredDuringExecution": required}}))
+		case !hadNodeAffinity:
+			ops = append(ops, jsonpatch.NewOperation("add", "/spec/affinity/nodeAffinity",
+				map[string]any{"requiredDuringSchedulingIgnoredDuringExecution": required}))
+		default:
+			ops = append(ops, jsonpatch.NewOperation("add", "/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution", required))
+		}
+	}
+	return ops
 }

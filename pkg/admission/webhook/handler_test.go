@@ -52,6 +52,12 @@ func TestHandler(t *testing.T) {
 	}{
 		{name: "user pod: name and affinity", raw: podJSON(st.MakePod().Name("web").Obj()),
 			wantPatches: []string{"/spec/affinity", "/spec/schedulerName"}, result: "mutated"},
+		// A field this build does not know (a newer apiserver's) must survive: no remove patch.
+		{name: "unknown field kept", raw: []byte(`{"metadata":{"name":"new"},"spec":{"containers":[{"name":"c","image":"i"}],"fieldOfTomorrow":{"x":1}}}`),
+			wantPatches: []string{"/spec/affinity", "/spec/schedulerName"}, result: "mutated"},
+		{name: "existing node affinity: only its required terms", raw: podJSON(st.MakePod().Name("pref").
+			NodeAffinityIn("disk", []string{"ssd"}, st.NodeSelectorTypeMatchExpressions).Obj()),
+			wantPatches: []string{"/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution", "/spec/schedulerName"}, result: "mutated"},
 		{name: "another scheduler: unchanged", raw: podJSON(st.MakePod().Name("batch").SchedulerName("volcano").Obj()), result: "unchanged"},
 		{name: "undecodable: allowed unchanged", raw: []byte(`{"spec": 7}`), result: "error"},
 	} {
@@ -66,6 +72,11 @@ func TestHandler(t *testing.T) {
 				paths = append(paths, p.Path)
 			}
 			sort.Strings(paths)
+			for _, p := range resp.Patches {
+				if p.Operation != "add" {
+					t.Errorf("patch %s %s: the webhook only adds (sets) what it changed", p.Operation, p.Path)
+				}
+			}
 			if got := strings.Join(paths, ","); got != strings.Join(tc.wantPatches, ",") {
 				t.Errorf("patches %v, want %v", paths, tc.wantPatches)
 			}

@@ -59,14 +59,19 @@ minAvailable: {{ $min | default 1 }}
   expression: {{ printf "!has(object.spec.schedulerName) || object.spec.schedulerName in [\"\", \"default-scheduler\", %s]" (include "pool-scheduler.schedulerName" . | quote) | quote }}
 {{- end -}}
 
-{{/* pkg/admission.NamespaceSelector: the opt-in label, minus admission.excludedNamespaces. */}}
+{{/* pkg/admission.NamespaceSelector: the opt-in label, minus admission.excludedNamespaces and
+     the release namespace (the scheduler must never be given to itself). */}}
 {{- define "pool-scheduler.admissionNamespaceSelector" -}}
 matchLabels:
   pool-scheduler.io/enabled: "true"
-{{- with .Values.admission.excludedNamespaces }}
 matchExpressions:
-- {key: kubernetes.io/metadata.name, operator: NotIn, values: {{ toJson (. | uniq | sortAlpha) }}}
-{{- end }}
+- {key: kubernetes.io/metadata.name, operator: NotIn, values: {{ toJson (append .Values.admission.excludedNamespaces .Release.Namespace | uniq | sortAlpha) }}}
+{{- end -}}
+
+{{/* pkg/admission.ObjectSelector: a pod labelled pool-scheduler.io/enabled=false opts out. */}}
+{{- define "pool-scheduler.admissionObjectSelector" -}}
+matchExpressions:
+- {key: pool-scheduler.io/enabled, operator: NotIn, values: ["false"]}
 {{- end -}}
 
 {{/* A list of strings as CEL string literals in a list, sorted and unique: ["a", "b"]. */}}
@@ -104,7 +109,7 @@ request.namespace in {{ include "pool-scheduler.celList" $g.systemNamespaces }} 
 {{- $ops := dict "In" "NotIn" "NotIn" "In" "Exists" "DoesNotExist" "DoesNotExist" "Exists" -}}
 {{- range (get $sel "matchExpressions" | default list) }}
 {{- $e := dict "key" .key "operator" (get $ops .operator) -}}
-{{- with .values }}{{ $_ := set $e "values" . }}{{ end -}}
+{{- with .values }}{{ $_ := set $e "values" (. | uniq | sortAlpha) }}{{ end -}}
 {{- $neg = append $neg $e -}}
 {{- end }}
 {{- if gt (len $neg) 1 }}
