@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -27,6 +28,7 @@ import (
 	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config/validation"
 	labelsv1alpha1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/labels/v1alpha1"
 	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
+	"github.com/pool-scheduler/pool-scheduler/pkg/report"
 	"github.com/pool-scheduler/pool-scheduler/pkg/version"
 )
 
@@ -80,6 +82,9 @@ func newControllerCommand(kubeconfig *string) *cobra.Command {
 		metricsCertDir       string
 		probeAddr            string
 		resync               time.Duration
+		schedulerConfig      string
+		schedulerName        string
+		holdWarningAfter     time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "controller",
@@ -91,13 +96,20 @@ func newControllerCommand(kubeconfig *string) *cobra.Command {
 			if err := validateLeaderElection(leaseDuration, renewDeadline, retryPeriod); err != nil {
 				return err
 			}
+			if holdWarningAfter < 0 {
+				return fmt.Errorf("--hold-warning-after must not be negative, got %v", holdWarningAfter)
+			}
+			gate, err := controllerGate(cmd, schedulerConfig, schedulerName, poolLabelKeys, &namespaces)
+			if err != nil {
+				return err
+			}
 			cfg, err := restConfig(*kubeconfig)
 			if err != nil {
 				return err
 			}
 			logger := klog.NewKlogr()
 			ctrl.SetLogger(logger)
-			logger.Info("Starting", "version", version.String(), "mode", "controller")
+			logger.Info("Starting", "version", version.String(), "mode", "controller", "schedulerConfig", schedulerConfig, "namespaces", namespaces)
 			cacheOpts := cache.Options{SyncPeriod: &resync}
 			if len(namespaces) > 0 {
 				byNS := map[string]cache.Config{}
@@ -127,15 +139,18 @@ func newControllerCommand(kubeconfig *string) *cobra.Command {
 			if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 				return err
 			}
-			if err := SetupWithManager(mgr, Options{Identity: pool.NewIdentity(poolLabelKeys), Namespaces: namespaces, OverwriteConflicts: overwrite}); err != nil {
+			if err := SetupWithManager(mgr, Options{Gate: gate, Namespaces: namespaces, OverwriteConflicts: overwrite, HoldWarningAfter: holdWarningAfter}); err != nil {
 				return err
 			}
 			return mgr.Start(ctrl.SetupSignalHandler())
 		},
 	}
 	f := cmd.Flags()
-	f.StringSliceVar(&namespaces, "namespaces", nil, "namespaces whose NodePoolLabelSets are applied; empty: all")
-	f.StringSliceVar(&poolLabelKeys, "pool-label-keys", configv1.DefaultPoolLabelKeys, "ordered node label keys naming a node's pool")
+	f.StringVar(&schedulerConfig, "scheduler-config", "", "the scheduler's KubeSchedulerConfiguration file (its ConfigMap mounted): NodePoolReady's args there give the pool label keys, the rule the status judges nodes by, and the NodePoolLabelSet namespace (labelSetNamespace); empty: the plugin's defaults and --pool-label-keys")
+	f.StringVar(&schedulerName, "scheduler-name", "pool-scheduler", "the profile of --scheduler-config")
+	f.StringSliceVar(&namespaces, "namespaces", nil, "namespaces whose NodePoolLabelSets are applied; empty: all, or with --scheduler-config its labelSetNamespace (which this must then equal)")
+	f.StringSliceVar(&poolLabelKeys, "pool-label-keys", configv1.DefaultPoolLabelKeys, "ordered node label keys naming a node's pool (without --scheduler-config)")
+	f.DurationVar(&holdWarningAfter, "hold-warning-after", 5*time.Minute, "a Warning event (NodeHeld) on a node that pool-scheduler's NodePoolReady has kept pods off this long; 0: none")
 	f.BoolVar(&overwrite, "overwrite-conflicts", false, "apply desired labels over values set by someone else (default: report the conflict in status and events)")
 	f.BoolVar(&leaderElect, "leader-elect", true, "elect a leader on the Lease pool-labeler, so replicas can run side by side")
 	f.StringVar(&leaderElectNamespace, "leader-elect-namespace", "", "namespace of the Lease; empty: the pod's namespace")
@@ -229,6 +244,41 @@ func validateLeaderElection(lease, renew, retry time.Duration) error {
 		return fmt.Errorf("--leader-elect-lease-duration (%v) must be greater than --leader-elect-renew-deadline (%v)", lease, renew)
 	}
 	return nil
+}
+
+// controllerGate returns NodePoolReady's rule for the status: from the scheduler's configuration
+// when given (the same defaulted, validated args the scheduler runs with), else the plugin's
+// defaults with --pool-label-keys. With the configuration, the NodePoolLabelSet namespace is
+// its labelSetNamespace, so the labeler and the scheduler see the same sets; an explicit
+// --namespaces or --pool-label-keys that disagrees is refused rather than silently overridden.
+func controllerGate(cmd *cobra.Command, path, schedulerName string, poolLabelKeys []string, namespaces *[]string) (pool.Gate, error) {
+	if path == "" {
+		args := report.DefaultArgs().NodePoolReady
+		args.PoolLabelKeys = poolLabelKeys
+		return pool.NewGate(args), nil
+	}
+	if cmd.Flags().Changed("pool-label-keys") {
+		return pool.Gate{}, errors.New("--pool-label-keys: not with --scheduler-config, whose NodePoolReady poolLabelKeys the labeler uses")
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return pool.Gate{}, fmt.Errorf("--scheduler-config: %w", err)
+	}
+	args, err := report.LoadArgs(data, schedulerName)
+	if err != nil {
+		return pool.Gate{}, fmt.Errorf("--scheduler-config %s: %w", path, err)
+	}
+	ns := args.NodePoolReady.LabelSetNamespace
+	switch {
+	case !cmd.Flags().Changed("namespaces"):
+		*namespaces = nil
+		if ns != "" {
+			*namespaces = []string{ns}
+		}
+	case ns == "" && len(*namespaces) > 0, ns != "" && (len(*namespaces) != 1 || (*namespaces)[0] != ns):
+		return pool.Gate{}, fmt.Errorf("--namespaces=%s disagrees with the scheduler's labelSetNamespace %q in %s: the labeler and the scheduler must read the same NodePoolLabelSets; drop --namespaces", strings.Join(*namespaces, ","), ns, path)
+	}
+	return pool.NewGate(args.NodePoolReady), nil
 }
 
 // metricsOptions: by default /metrics is served over HTTPS, and every request is authenticated

@@ -3,8 +3,10 @@ package labeler
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -17,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -26,24 +29,54 @@ import (
 
 // Options configure the controller mode.
 type Options struct {
-	// Identity says which pool a node is in.
-	Identity pool.Identity
+	// Gate is NodePoolReady's rule, built (pool.NewGate) from the NodePoolReady args of the
+	// scheduler's configuration, so the status says what the scheduler enforces. Its Identity
+	// says which pool a node is in. The zero value is the plugin's defaults.
+	Gate pool.Gate
 	// Namespaces restricts the NodePoolLabelSets considered; empty means all namespaces.
 	Namespaces []string
 	// OverwriteConflicts applies desired labels even over values someone else set.
 	OverwriteConflicts bool
+	// HoldWarningAfter: a node held by the gate this long gets a Warning event (once per
+	// hold); 0 sends none.
+	HoldWarningAfter time.Duration
 }
+
+// maxHeldNodes bounds NodePoolLabelSetStatus.HeldNodes (the CRD's maxItems).
+const maxHeldNodes = 20
+
+// Condition types of NodePoolLabelSet status.
+const (
+	// ConditionSynced: every node of the pool carries the set's labels.
+	ConditionSynced = "Synced"
+	// ConditionNodesReady: NodePoolReady accepts every node of the pool.
+	ConditionNodesReady = "NodesReady"
+	// ConditionLabelSetConflict: another set of the pool, in another namespace, gives one of
+	// this set's keys another value.
+	ConditionLabelSetConflict = "LabelSetConflict"
+)
 
 // Controller reconciles nodes towards their pool's NodePoolLabelSet and writes each set's status.
 type Controller struct {
 	client   client.Client
 	recorder record.EventRecorder
 	opts     Options
+	holds    *holds
+	now      func() time.Time
 }
 
 // SetupWithManager registers the node and the NodePoolLabelSet controllers with mgr.
 func SetupWithManager(mgr ctrl.Manager, opts Options) error {
-	c := &Controller{client: mgr.GetClient(), recorder: mgr.GetEventRecorderFor("pool-labeler"), opts: opts}
+	c := &Controller{client: mgr.GetClient(), recorder: mgr.GetEventRecorderFor("pool-labeler"), opts: opts, holds: newHolds(), now: time.Now}
+	// The held-node metrics are this controller's while it runs (on the leader only).
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		holdMetrics.add(c.holds)
+		<-ctx.Done()
+		holdMetrics.remove(c.holds)
+		return nil
+	})); err != nil {
+		return err
+	}
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named("node").
 		// Every node update passes (a periodic resync arrives as an update without changes, and
@@ -60,6 +93,9 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 		For(&labelsv1alpha1.NodePoolLabelSet{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(c.setsOfNode),
 			builder.WithPredicates(nodeChanged{})).
+		// A set of the same pool in another namespace can put this one in conflict, or out.
+		Watches(&labelsv1alpha1.NodePoolLabelSet{}, handler.EnqueueRequestsFromMapFunc(c.setsOfPool),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Complete(reconcile.Func(c.reconcileStatus))
 }
 
@@ -105,7 +141,26 @@ func (c *Controller) labelSets(ctx context.Context) (*pool.LabelSets, []*labelsv
 			sets = append(sets, s)
 		}
 	}
-	return pool.CompileLabelSets(sets), sets, nil
+	return pool.CompileLabelSetsFor(c.opts.Gate.Identity, sets), sets, nil
+}
+
+// setsOfPool returns the other watched sets of obj's pool.
+func (c *Controller) setsOfPool(ctx context.Context, obj client.Object) []reconcile.Request {
+	if !c.watches(obj.GetNamespace()) {
+		return nil
+	}
+	_, sets, err := c.labelSets(ctx)
+	if err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing NodePoolLabelSets for a NodePoolLabelSet change")
+		return nil
+	}
+	var reqs []reconcile.Request
+	for _, s := range sets {
+		if s.Name == obj.GetName() && s.Namespace != obj.GetNamespace() {
+			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: s.Namespace, Name: s.Name}})
+		}
+	}
+	return reqs
 }
 
 func (c *Controller) nodesOfSet(ctx context.Context, obj client.Object) []reconcile.Request {
@@ -119,7 +174,7 @@ func (c *Controller) nodesOfSet(ctx context.Context, obj client.Object) []reconc
 	}
 	var reqs []reconcile.Request
 	for i := range nodes.Items {
-		if name, ok := c.opts.Identity.PoolOf(nodes.Items[i].Labels); ok && name == obj.GetName() {
+		if name, ok := c.opts.Gate.Identity.PoolOf(nodes.Items[i].Labels); ok && name == obj.GetName() {
 			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: nodes.Items[i].Name}})
 		}
 	}
@@ -127,7 +182,7 @@ func (c *Controller) nodesOfSet(ctx context.Context, obj client.Object) []reconc
 }
 
 func (c *Controller) setsOfNode(ctx context.Context, obj client.Object) []reconcile.Request {
-	name, ok := c.opts.Identity.PoolOf(obj.GetLabels())
+	name, ok := c.opts.Gate.Identity.PoolOf(obj.GetLabels())
 	if !ok {
 		return nil
 	}
@@ -151,22 +206,30 @@ func (c *Controller) reconcileNode(ctx context.Context, req reconcile.Request) (
 	logger := ctrl.LoggerFrom(ctx)
 	node := &corev1.Node{}
 	if err := c.client.Get(ctx, req.NamespacedName, node); err != nil {
+		if apierrors.IsNotFound(err) {
+			c.holds.forget(req.Name)
+		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	compiled, _, err := c.labelSets(ctx)
+	compiled, sets, err := c.labelSets(ctx)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
+	// The node as it is now, by the scheduler's rule; a patch below changes it, and its update
+	// event brings it back here.
+	result = c.judgeNode(ctx, node, compiled, sets)
 	var desired *pool.PoolLabels
-	if name, ok := c.opts.Identity.PoolOf(node.Labels); ok {
+	if name, ok := c.opts.Gate.Identity.PoolOf(node.Labels); ok {
 		desired = compiled.Pool(name)
 	}
 	if desired != nil && desired.Unreadable {
-		// A set of the pool could not be read (its status says why): change nothing on a guess.
+		// A set of the pool could not be read (its status and event say why): change nothing
+		// on a guess. The scheduler counts no managed label as stale meanwhile, for every node
+		// of the pool alike (pool.PoolLabels.Unreadable).
 		logger.V(1).Info("Leaving node alone: a NodePoolLabelSet of its pool cannot be read", "node", node.Name)
-		return reconcile.Result{}, nil
+		return result, nil
 	}
-	plan := PlanNode(node.Labels, node.Annotations, desired, c.opts.OverwriteConflicts)
+	plan := PlanNodeFor(c.opts.Gate.Identity, node.Labels, node.Annotations, desired, c.opts.OverwriteConflicts)
 	if plan.MalformedAnnotation {
 		c.recorder.Eventf(node, corev1.EventTypeWarning, "MalformedAnnotation",
 			"%s is not a JSON array of label keys; rewriting it (no label removed on a guess)", pool.ManagedLabelsAnnotation)
@@ -175,7 +238,7 @@ func (c *Controller) reconcileNode(ctx context.Context, req reconcile.Request) (
 		c.recorder.Eventf(node, corev1.EventTypeWarning, "LabelConflict", "not applied: %s", conflict)
 	}
 	if plan.Empty() {
-		return reconcile.Result{}, nil
+		return result, nil
 	}
 	patch, err := plan.MergePatch(node.ResourceVersion)
 	if err != nil {
@@ -191,10 +254,50 @@ func (c *Controller) reconcileNode(ctx context.Context, req reconcile.Request) (
 		return reconcile.Result{}, err
 	}
 	logger.V(1).Info("Applied pool labels", "node", node.Name, "set", plan.Set, "removed", plan.Remove)
-	return reconcile.Result{}, nil
+	return result, nil
 }
 
-// reconcileStatus writes how many of the pool's nodes carry the set's labels.
+// judgeNode applies the scheduler's rule to node, records the hold, sends the held-too-long
+// event when it is due, and asks to be called again when it will be.
+func (c *Controller) judgeNode(ctx context.Context, node *corev1.Node, compiled *pool.LabelSets, sets []*labelsv1alpha1.NodePoolLabelSet) reconcile.Result {
+	v := c.opts.Gate.Check(node.Labels, node.Annotations, compiled)
+	now := c.now()
+	since := c.holds.observe(node.Name, v, now, recordedSince(sets, v.Pool, node.Name))
+	if v.Ready() {
+		return reconcile.Result{}
+	}
+	due, wait := c.holds.warn(node.Name, now, c.opts.HoldWarningAfter)
+	if due {
+		pool := v.Pool
+		if pool == "" {
+			pool = "(none)"
+		}
+		c.recorder.Eventf(node, corev1.EventTypeWarning, "NodeHeld",
+			"pool-scheduler has kept pods off this node for %v (since %s): pool %s: %s",
+			now.Sub(since).Round(time.Second), since.UTC().Format(time.RFC3339), pool, v.Detail())
+		ctrl.LoggerFrom(ctx).Info("Node held longer than --hold-warning-after", "node", node.Name, "pool", v.Pool, "since", since, "reason", v.Detail())
+	}
+	return reconcile.Result{RequeueAfter: wait}
+}
+
+// recordedSince is the time a set of the pool recorded node as held since, or zero.
+func recordedSince(sets []*labelsv1alpha1.NodePoolLabelSet, poolName, node string) time.Time {
+	var since time.Time
+	for _, s := range sets {
+		if s.Name != poolName {
+			continue
+		}
+		for _, h := range s.Status.HeldNodes {
+			if h.Name == node && !h.Since.IsZero() && (since.IsZero() || h.Since.Time.Before(since)) {
+				since = h.Since.Time
+			}
+		}
+	}
+	return since
+}
+
+// reconcileStatus writes how many of the pool's nodes carry the set's labels, how many the
+// scheduler's gate accepts, which are held and why, and whether the pool's sets disagree.
 func (c *Controller) reconcileStatus(ctx context.Context, req reconcile.Request) (result reconcile.Result, err error) {
 	defer func() { recordReconcile("nodepoollabelset", err) }()
 	set := &labelsv1alpha1.NodePoolLabelSet{}
@@ -220,19 +323,38 @@ func (c *Controller) reconcileStatus(ctx context.Context, req reconcile.Request)
 	// Sorted, so the status message is stable and equal statuses are not re-written.
 	sort.Slice(nodes.Items, func(i, j int) bool { return nodes.Items[i].Name < nodes.Items[j].Name })
 	status := labelsv1alpha1.NodePoolLabelSetStatus{ObservedGeneration: set.Generation, Conditions: append([]metav1.Condition(nil), set.Status.Conditions...)}
-	var conflicts, problems []string
+	recorded := map[string]time.Time{}
+	for _, h := range set.Status.HeldNodes {
+		recorded[h.Name] = h.Since.Time
+	}
+	now := c.now()
+	var conflicts, problems, held []string
 	for i := range nodes.Items {
 		n := &nodes.Items[i]
-		if name, ok := c.opts.Identity.PoolOf(n.Labels); !ok || name != set.Name {
+		if name, ok := c.opts.Gate.Identity.PoolOf(n.Labels); !ok || name != set.Name {
 			continue
 		}
 		status.NodesMatched++
-		plan := PlanNode(n.Labels, n.Annotations, desired, c.opts.OverwriteConflicts)
+		plan := PlanNodeFor(c.opts.Gate.Identity, n.Labels, n.Annotations, desired, c.opts.OverwriteConflicts)
 		if plan.Empty() && len(plan.Conflicts) == 0 {
 			status.NodesInSync++
 		}
 		for _, cf := range plan.Conflicts {
 			conflicts = append(conflicts, fmt.Sprintf("node %s: %s", n.Name, cf))
+		}
+		v := c.opts.Gate.Check(n.Labels, n.Annotations, compiled)
+		since := c.holds.observe(n.Name, v, now, recorded[n.Name])
+		if v.Ready() {
+			status.NodesReady++
+			continue
+		}
+		status.NodesHeld++
+		held = append(held, fmt.Sprintf("%s (%s)", n.Name, v.Detail()))
+		if len(status.HeldNodes) < maxHeldNodes {
+			status.HeldNodes = append(status.HeldNodes, labelsv1alpha1.HeldNode{
+				Name: n.Name, Reason: v.HeldReason(), Key: v.Key, Want: v.Want, Got: v.Got,
+				Since: metav1.NewTime(since.Truncate(time.Second)),
+			})
 		}
 	}
 	if desired != nil {
@@ -252,14 +374,49 @@ func (c *Controller) reconcileStatus(ctx context.Context, req reconcile.Request)
 		status.State = labelsv1alpha1.SyncStateSynced
 		status.Message = fmt.Sprintf("all %d nodes carry the labels", status.NodesMatched)
 	}
-	cond := metav1.Condition{Type: "Synced", Status: metav1.ConditionTrue, Reason: string(status.State), Message: status.Message, ObservedGeneration: set.Generation}
+	cond := metav1.Condition{Type: ConditionSynced, Status: metav1.ConditionTrue, Reason: string(status.State), Message: status.Message, ObservedGeneration: set.Generation}
 	if status.State != labelsv1alpha1.SyncStateSynced {
 		cond.Status = metav1.ConditionFalse
 	}
 	meta.SetStatusCondition(&status.Conditions, cond)
+
+	ready := metav1.Condition{Type: ConditionNodesReady, Status: metav1.ConditionTrue, Reason: "AllNodesReady",
+		Message: fmt.Sprintf("pool-scheduler accepts all %d nodes of the pool", status.NodesMatched), ObservedGeneration: set.Generation}
+	if status.NodesHeld > 0 {
+		ready.Status, ready.Reason = metav1.ConditionFalse, "NodesHeld"
+		ready.Message = fmt.Sprintf("pool-scheduler keeps pods off %d of %d nodes: %s", status.NodesHeld, status.NodesMatched, summarize(held))
+	}
+	meta.SetStatusCondition(&status.Conditions, ready)
+
+	source := set.Namespace + "/" + set.Name
+	var mine []string
+	if desired != nil {
+		for _, cf := range desired.Conflicts {
+			if slices.Contains(cf.Sources, source) {
+				mine = append(mine, cf.Message)
+			}
+		}
+	}
+	conflict := metav1.Condition{Type: ConditionLabelSetConflict, Status: metav1.ConditionFalse, Reason: "NoConflict",
+		Message: "no other NodePoolLabelSet of the pool disagrees with this one", ObservedGeneration: set.Generation}
+	if len(mine) > 0 {
+		conflict.Status, conflict.Reason = metav1.ConditionTrue, "ValuesDisagree"
+		conflict.Message = summarize(mine) + " (nodes of the pool are used only if they carry one of the values)"
+	}
+	wasConflict := meta.IsStatusConditionTrue(set.Status.Conditions, ConditionLabelSetConflict)
+	meta.SetStatusCondition(&status.Conditions, conflict)
+
 	nodesOutOfSync.WithLabelValues(set.Namespace, set.Name).Set(float64(status.NodesMatched - status.NodesInSync))
 	if len(conflicts) > 0 && set.Status.State != labelsv1alpha1.SyncStateConflict {
 		c.recorder.Eventf(set, corev1.EventTypeWarning, "LabelConflict", "%s", status.Message)
+	}
+	if len(mine) > 0 && !wasConflict {
+		c.recorder.Eventf(set, corev1.EventTypeWarning, "LabelSetConflict", "%s", conflict.Message)
+	}
+	if set.Spec.DecodeError != "" && (set.Status.State != labelsv1alpha1.SyncStateError || set.Status.ObservedGeneration != set.Generation) {
+		c.recorder.Eventf(set, corev1.EventTypeWarning, "UnreadableSpec",
+			"spec cannot be read (%s): the labeler changes no node of pool %s, and pool-scheduler counts none of their managed labels as stale until it is fixed",
+			set.Spec.DecodeError, set.Name)
 	}
 	if equalStatus(set.Status, status) {
 		return reconcile.Result{}, nil
@@ -274,12 +431,19 @@ func (c *Controller) reconcileStatus(ctx context.Context, req reconcile.Request)
 
 func equalStatus(a, b labelsv1alpha1.NodePoolLabelSetStatus) bool {
 	if a.State != b.State || a.Message != b.Message || a.NodesMatched != b.NodesMatched ||
-		a.NodesInSync != b.NodesInSync || a.ObservedGeneration != b.ObservedGeneration || len(a.Conditions) != len(b.Conditions) {
+		a.NodesInSync != b.NodesInSync || a.NodesReady != b.NodesReady || a.NodesHeld != b.NodesHeld ||
+		a.ObservedGeneration != b.ObservedGeneration || len(a.Conditions) != len(b.Conditions) || len(a.HeldNodes) != len(b.HeldNodes) {
 		return false
 	}
 	for i := range a.Conditions {
 		x, y := a.Conditions[i], b.Conditions[i]
 		if x.Type != y.Type || x.Status != y.Status || x.Reason != y.Reason || x.Message != y.Message || x.ObservedGeneration != y.ObservedGeneration {
+			return false
+		}
+	}
+	for i := range a.HeldNodes {
+		x, y := a.HeldNodes[i], b.HeldNodes[i]
+		if x.Name != y.Name || x.Reason != y.Reason || x.Key != y.Key || x.Want != y.Want || x.Got != y.Got || !x.Since.Equal(&y.Since) {
 			return false
 		}
 	}

@@ -25,7 +25,7 @@ var (
 )
 
 func init() {
-	ctrlmetrics.Registry.MustRegister(reconciles, patchErrors, nodesOutOfSync, domainLabelings)
+	ctrlmetrics.Registry.MustRegister(reconciles, patchErrors, nodesOutOfSync, domainLabelings, holdMetrics)
 }
 
 func recordReconcile(controller string, err error) {

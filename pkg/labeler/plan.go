@@ -46,6 +46,13 @@ func (p *Plan) Empty() bool {
 // It never touches labels it does not own: a desired key the node carries with another value,
 // not listed in the managed-labels annotation, is a conflict, left alone unless overwrite is set.
 func PlanNode(labels, annotations map[string]string, desired *pool.PoolLabels, overwrite bool) Plan {
+	return PlanNodeFor(pool.Identity{}, labels, annotations, desired, overwrite)
+}
+
+// PlanNodeFor is PlanNode for the pool-identity keys of id (and the default ones): a managed
+// identity label is never removed (nor ever set: CompileLabelSetsFor desires none), since the
+// labeler may not move nodes between pools; it stays recorded as managed.
+func PlanNodeFor(id pool.Identity, labels, annotations map[string]string, desired *pool.PoolLabels, overwrite bool) Plan {
 	plan := Plan{Set: map[string]string{}}
 	current, hasAnnotation := annotations[pool.ManagedLabelsAnnotation]
 	managed := map[string]bool{}
@@ -80,6 +87,14 @@ func PlanNode(labels, annotations map[string]string, desired *pool.PoolLabels, o
 	}
 	for k := range managed {
 		if _, want := desired.Desired(k); want {
+			continue
+		}
+		if desired.Conflict(k) != nil || pool.IsIdentityKey(id, k) {
+			// The pool's sets disagree on it, or it names the node's pool: neither set, changed
+			// nor removed, but still ours.
+			if _, present := labels[k]; present {
+				owned = append(owned, k)
+			}
 			continue
 		}
 		if _, present := labels[k]; present {

@@ -21,6 +21,11 @@ func desired(labels map[string]labelsv1alpha1.LabelValue) *pool.PoolLabels {
 func TestPlanNode(t *testing.T) {
 	spot := desired(map[string]labelsv1alpha1.LabelValue{"example.com/a": "1", "example.com/b": "2"})
 	managed := func(v string) map[string]string { return map[string]string{pool.ManagedLabelsAnnotation: v} }
+	// Two sets of pool dup disagree on example.com/shared: no value of it is desired.
+	dup := pool.CompileLabelSets([]*labelsv1alpha1.NodePoolLabelSet{
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "dup"}, Spec: labelsv1alpha1.NodePoolLabelSetSpec{Labels: map[string]labelsv1alpha1.LabelValue{"example.com/a": "1", "example.com/shared": "a"}}},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "b", Name: "dup"}, Spec: labelsv1alpha1.NodePoolLabelSetSpec{Labels: map[string]labelsv1alpha1.LabelValue{"example.com/shared": "b"}}},
+	}).Pool("dup")
 	tests := []struct {
 		name        string
 		labels      map[string]string
@@ -29,6 +34,27 @@ func TestPlanNode(t *testing.T) {
 		overwrite   bool
 		want        Plan
 	}{
+		{
+			name:    "conflicting sets: a new node gets the agreed labels, not the conflicting key",
+			labels:  map[string]string{"agentpool": "dup"},
+			desired: dup,
+			want:    Plan{Set: map[string]string{"example.com/a": "1"}, Annotation: `["example.com/a"]`, AnnotationChanged: true},
+		},
+		{
+			// The labeler may not change pool-identity labels: one the Banzai operator managed
+			// stays when its set is gone, still recorded as managed.
+			name:        "a managed pool-identity label is never removed",
+			labels:      map[string]string{"cloud.google.com/gke-nodepool": "pool1", "nodepool.banzaicloud.io/name": "pool1", "example.com/a": "1"},
+			annotations: managed(`["example.com/a","nodepool.banzaicloud.io/name"]`),
+			want:        Plan{Set: map[string]string{}, Remove: []string{"example.com/a"}, Annotation: `["nodepool.banzaicloud.io/name"]`, AnnotationChanged: true},
+		},
+		{
+			name:        "conflicting sets: a managed conflicting key is kept, unchanged and still owned",
+			labels:      map[string]string{"agentpool": "dup", "example.com/a": "1", "example.com/shared": "a"},
+			annotations: managed(`["example.com/a","example.com/shared"]`),
+			desired:     dup,
+			want:        Plan{Set: map[string]string{}, Annotation: `["example.com/a","example.com/shared"]`},
+		},
 		{
 			name:    "new node gets labels and annotation",
 			labels:  map[string]string{"agentpool": "spot"},

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/yaml"
 
 	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config"
 	configv1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/config/v1"
@@ -208,12 +210,21 @@ var (
 	crdValue    = regexp.MustCompile(crdValuePattern)
 )
 
-// crdAccepts says whether the shipped CRD accepts the label key=value in spec.labels.
-func crdAccepts(key, value string) bool {
+// crdIdentityKeys are the pool-identity keys the CRD knows (its root rule); a set may give
+// them only its own name.
+var crdIdentityKeys = []string{
+	"nodepool.banzaicloud.io/name", "node.banzaicloud.io/nodepool", "kubernetes.azure.com/agentpool", "agentpool",
+	"cloud.google.com/gke-nodepool", "eks.amazonaws.com/nodegroup", "karpenter.sh/nodepool", "doks.digitalocean.com/node-pool",
+}
+
+// crdAccepts says whether the shipped CRD accepts the label key=value in spec.labels of the
+// NodePoolLabelSet named name.
+func crdAccepts(name, key, value string) bool {
 	keyOK := utf8.RuneCountInString(key) <= 317 && strings.Index(key, "/") <= 253 && crdKey.MatchString(key)
 	notReserved := !crdReserved.MatchString(key) || strings.HasPrefix(key, "node-role.kubernetes.io/") || strings.HasPrefix(key, "node-restriction.kubernetes.io/")
 	valueOK := utf8.RuneCountInString(value) <= 63 && crdValue.MatchString(value)
-	return keyOK && notReserved && valueOK
+	identityOK := value == name || !slices.Contains(crdIdentityKeys, key)
+	return keyOK && notReserved && valueOK && identityOK
 }
 
 func TestCRDRulesAreTheFuzzReference(t *testing.T) {
@@ -230,6 +241,36 @@ func TestCRDRulesAreTheFuzzReference(t *testing.T) {
 		if !strings.Contains(string(data), want) {
 			t.Errorf("the CRD no longer contains %q: update crdAccepts", want)
 		}
+	}
+	// The identity rule sits at the root, where controller-gen folds it: compare the parsed rule.
+	var crd struct {
+		Spec struct {
+			Versions []struct {
+				Schema struct {
+					OpenAPIV3Schema struct {
+						Rules []struct {
+							Rule string `json:"rule"`
+						} `json:"x-kubernetes-validations"`
+					} `json:"openAPIV3Schema"`
+				} `json:"schema"`
+			} `json:"versions"`
+		} `json:"spec"`
+	}
+	if err := yaml.Unmarshal(data, &crd); err != nil {
+		t.Fatal(err)
+	}
+	want := "!has(self.spec) || !has(self.spec.labels) || self.spec.labels.all(k, !(k in ['" + strings.Join(crdIdentityKeys, "', '") + "']) || self.spec.labels[k] == self.metadata.name)"
+	found := false
+	for _, v := range crd.Spec.Versions {
+		for _, r := range v.Schema.OpenAPIV3Schema.Rules {
+			found = found || r.Rule == want
+		}
+	}
+	if !found {
+		t.Errorf("the CRD has no root rule %q: update crdIdentityKeys", want)
+	}
+	if !reflect.DeepEqual(crdIdentityKeys, configv1.DefaultPoolLabelKeys) {
+		t.Errorf("the CRD's identity keys %q are not the default pool label keys %q", crdIdentityKeys, configv1.DefaultPoolLabelKeys)
 	}
 }
 
@@ -263,10 +304,11 @@ func labelSetsFromText(s string) []*labelsv1alpha1.NodePoolLabelSet {
 // FuzzCompileLabelSets fuzzes label-set compilation with sets of several pools and namespaces
 // (duplicate sets for one pool included) and arbitrary, possibly invalid, labels: what a looser
 // CRD would let in. Properties: the index does not depend on the order the informer lists the
-// sets in; every desired label is one the CRD accepts, and every label the CRD accepts is desired
-// or reported; where sets of one pool disagree, the alphabetically first namespace wins and the
-// problem names it; the in-sync annotation lists exactly the desired keys; a node carrying exactly
-// the desired labels and that annotation is ready.
+// sets in; every desired label is one the CRD accepts (and, for the configured pool-identity key,
+// the pool's own name), and every such label is desired, in conflict or reported; where sets of
+// one pool disagree on a key, no value is desired and the conflict names every value and set;
+// the in-sync annotation lists exactly the desired keys; a node carrying exactly the desired
+// labels (one of the values of each conflicting key) and that annotation is ready.
 func FuzzCompileLabelSets(f *testing.F) {
 	f.Add("ns/spot\nexample.com/lifecycle=spot\nexample.com/team=data")
 	f.Add("b/spot\nz.io/team=web\nz.io/extra=1\na/spot\nz.io/team=data")
@@ -275,9 +317,12 @@ func FuzzCompileLabelSets(f *testing.F) {
 	f.Add("a/x\nsub.k8s.io/x=1\nnode-role.kubernetes.io/worker=\nkubernetes.io.example.com/y=1")
 	f.Add("a/p\nk=" + strings.Repeat("v", 64) + "\n" + strings.Repeat("d", 254) + "/k=1")
 	f.Add("a/p\nA.com/k=1\na.com/K=1\n-a/k=1")
+	f.Add("a/spot\nexample.com/pool=gpu\nagentpool=spot\nnodepool.banzaicloud.io/name=other\nb/gpu\nexample.com/pool=gpu")
+	f.Add("a/p\nk=1\nb/p\nk=2\nc/p\nk=1\nj=3")
 	f.Fuzz(func(t *testing.T, text string) {
 		sets := labelSetsFromText(text)
-		got := CompileLabelSets(sets)
+		id := NewIdentity([]string{fuzzPoolKey})
+		got := CompileLabelSetsFor(id, sets)
 		if got.Len() != len(sets) {
 			t.Fatalf("Len() = %d, want %d", got.Len(), len(sets))
 		}
@@ -287,12 +332,13 @@ func FuzzCompileLabelSets(f *testing.F) {
 			reversed[len(sets)-1-i] = s
 		}
 		// (reflect first: cmp is slow, and this runs a million times.)
-		if again := CompileLabelSets(reversed); !reflect.DeepEqual(got, again) {
+		if again := CompileLabelSetsFor(id, reversed); !reflect.DeepEqual(got, again) {
 			opt := cmp.AllowUnexported(LabelSets{}, PoolLabels{})
 			t.Fatalf("the index depends on the order of the sets (-given +reversed):\n%s", cmp.Diff(got, again, opt))
 		}
 
-		// The reference: per pool, namespaces in order; the first valid value of a key wins.
+		// The reference: per pool, the values each accepted key is given; one value is desired,
+		// several are a conflict.
 		byPool := map[string][]*labelsv1alpha1.NodePoolLabelSet{}
 		for _, s := range sets {
 			byPool[s.Name] = append(byPool[s.Name], s)
@@ -306,24 +352,41 @@ func FuzzCompileLabelSets(f *testing.F) {
 			t.Fatalf("Pools() (-want +got):\n%s", cmp.Diff(wantPools, gotPools, cmpopts.EquateEmpty()))
 		}
 		for name, poolSets := range byPool {
-			sort.Slice(poolSets, func(i, j int) bool { return poolSets[i].Namespace < poolSets[j].Namespace })
-			want := map[string]string{}
-			winner := map[string]string{}
+			values := map[string]map[string][]string{}
 			problems := 0
 			for _, s := range poolSets {
 				for k, v := range s.Spec.Labels {
-					switch prev, seen := want[k]; {
-					case !crdAccepts(k, string(v)):
+					accepted := crdAccepts(name, k, string(v)) && (k != fuzzPoolKey || string(v) == name)
+					if !accepted {
 						problems++
-						if len(ValidateLabel(k, string(v))) == 0 {
-							t.Fatalf("ValidateLabel accepts %q=%q, which the CRD refuses", k, v)
+						if len(ValidateLabelFor(id, name, k, string(v))) == 0 {
+							t.Fatalf("ValidateLabelFor accepts %q=%q in pool %q, which the CRD or the identity rule refuses", k, v, name)
 						}
-					case !seen:
-						want[k], winner[k] = string(v), s.Namespace
-					case prev != string(v):
-						problems++
+						continue
 					}
+					if k == fuzzPoolKey || slices.Contains(crdIdentityKeys, k) {
+						continue // the pool's own name on an identity key: kept, never enforced
+					}
+					if values[k] == nil {
+						values[k] = map[string][]string{}
+					}
+					values[k][string(v)] = append(values[k][string(v)], s.Namespace+"/"+name)
 				}
+			}
+			want := map[string]string{}
+			wantConflicts := map[string][]string{}
+			for k, byValue := range values {
+				if len(byValue) == 1 {
+					for v := range byValue {
+						want[k] = v
+					}
+					continue
+				}
+				problems++
+				for v := range byValue {
+					wantConflicts[k] = append(wantConflicts[k], v)
+				}
+				sort.Strings(wantConflicts[k])
 			}
 			p := got.Pool(name)
 			gotLabels := map[string]string{}
@@ -339,22 +402,25 @@ func FuzzCompileLabelSets(f *testing.F) {
 			if !reflect.DeepEqual(want, gotLabels) {
 				t.Fatalf("pool %q desired labels (-want +got):\n%s", name, cmp.Diff(want, gotLabels))
 			}
+			gotConflicts := map[string][]string{}
+			for _, c := range p.Conflicts {
+				gotConflicts[c.Key] = c.Values
+				if _, desired := p.Desired(c.Key); desired {
+					t.Fatalf("pool %q: conflicting key %q is desired", name, c.Key)
+				}
+				for _, v := range c.Values {
+					for _, src := range values[c.Key][v] {
+						if !strings.Contains(c.Message, fmt.Sprintf("%q in ", v)) || !strings.Contains(c.Message, src) {
+							t.Fatalf("pool %q: conflict message %q does not name value %q of %s", name, c.Message, v, src)
+						}
+					}
+				}
+			}
+			if len(wantConflicts) != len(gotConflicts) || (len(gotConflicts) > 0 && !reflect.DeepEqual(wantConflicts, gotConflicts)) {
+				t.Fatalf("pool %q conflicts (-want +got):\n%s", name, cmp.Diff(wantConflicts, gotConflicts))
+			}
 			if len(p.Problems) != problems {
 				t.Fatalf("pool %q: %d problems reported, want %d: %q", name, len(p.Problems), problems, p.Problems)
-			}
-			for _, msg := range p.Problems {
-				if !strings.Contains(msg, "conflicts with") {
-					continue
-				}
-				// "<source>: label "k"="v" conflicts with "w" from <winning source>, which wins"
-				named := false
-				for k, ns := range winner {
-					named = named || (strings.Contains(msg, fmt.Sprintf(": label %q=", k)) &&
-						strings.HasSuffix(msg, fmt.Sprintf(" from %s/%s, which wins", ns, name)))
-				}
-				if !named {
-					t.Fatalf("pool %q: problem %q does not name the set whose value wins (winners %v)", name, msg, winner)
-				}
 			}
 
 			keys, err := ParseManagedLabels(p.ManagedLabelsAnnotation())
@@ -369,14 +435,21 @@ func FuzzCompileLabelSets(f *testing.F) {
 				t.Fatalf("pool %q: in-sync annotation keys (-desired +annotation):\n%s", name, cmp.Diff(wantKeys, keys))
 			}
 
-			// A node of the pool with exactly the desired labels, as the labeler leaves it, is
-			// ready. (Skipped when the set itself wants the pool key, which moves the node.)
-			if _, movesNode := want[fuzzPoolKey]; name != "" && !movesNode {
+			// A node of the pool with exactly the desired labels, as the labeler leaves it, and
+			// one value of each conflicting key is ready. No set can move it to another pool:
+			// the identity rule refuses a pool key with another pool's name.
+			if name != "" {
 				nodeLabels := map[string]string{fuzzPoolKey: name}
 				for k, v := range want {
 					nodeLabels[k] = v
 				}
-				g := Gate{Identity: NewIdentity([]string{fuzzPoolKey}), UnknownPoolPolicy: config.UnknownPoolReject}
+				for k, vs := range wantConflicts {
+					nodeLabels[k] = vs[len(vs)-1]
+				}
+				if pool, _ := id.PoolOf(nodeLabels); pool != name {
+					t.Fatalf("pool %q: the desired labels move the node to pool %q", name, pool)
+				}
+				g := Gate{Identity: id, UnknownPoolPolicy: config.UnknownPoolReject}
 				annotations := map[string]string{ManagedLabelsAnnotation: p.ManagedLabelsAnnotation()}
 				if v := g.Check(nodeLabels, annotations, got); !v.Ready() {
 					t.Fatalf("pool %q: a node with exactly the desired labels is not ready: %+v", name, v)

@@ -2,11 +2,13 @@ package pool
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	configv1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/config/v1"
 	labelsv1alpha1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/labels/v1alpha1"
 )
 
@@ -22,13 +24,26 @@ type PoolLabels struct {
 	// Sources are the NodePoolLabelSets ("namespace/name") merged into Labels, in precedence order.
 	Sources []string
 	// Problems describe entries that were dropped: invalid keys or values (possible only if the
-	// CRD's validation was bypassed) and conflicts between sets of the same pool in several namespaces.
+	// CRD's validation was bypassed), pool-identity keys, unreadable sets and conflicts between
+	// sets of the same pool in several namespaces.
 	Problems []string
+	// Conflicts are the keys that sets of the pool (in several namespaces) give different
+	// values, sorted by key. No value of theirs is desired: the labeler neither sets, changes nor
+	// removes the key, and the scheduler holds a node of the pool until it carries one of the
+	// values (Gate.Check), so a new node waits for the sets to agree and a node that already
+	// carries a value keeps working.
+	Conflicts []LabelConflict
+	// IdentityLabels are pool-identity labels the sets give the pool's own name (Banzai's CRs set
+	// nodepool.banzaicloud.io/name so). They name the pool the node is already in, so they are
+	// never enforced nor written: the labeler may not change pool-identity labels (its
+	// ValidatingAdmissionPolicy refuses it), and a node of the pool need not carry them.
+	IdentityLabels []Label
 
 	// Unreadable is set when a set of the pool has a spec that does not decode (see
-	// NodePoolLabelSetSpec.DecodeError): its labels are unknown, so the labeler leaves the pool's
-	// nodes alone, while the scheduler, which cannot wait for unknown labels, judges them by the
-	// pool's other sets (if any).
+	// NodePoolLabelSetSpec.DecodeError): its labels are unknown. One rule for every node of the
+	// pool, labelled before or not: the labeler changes none of them, and the scheduler judges
+	// them by the pool's readable sets alone and counts no managed label as stale (it might be
+	// one the unreadable set wants), so a pre-labelled node and a new node are treated alike.
 	Unreadable bool
 
 	byKey map[string]string
@@ -43,6 +58,28 @@ func (p *PoolLabels) ManagedLabelsAnnotation() string {
 		return FormatManagedLabels(nil)
 	}
 	return p.inSyncAnnotation
+}
+
+// LabelConflict is a key that NodePoolLabelSets of one pool give different values.
+type LabelConflict struct {
+	Key string
+	// Values are the distinct values, sorted; Sources the sets ("namespace/name") giving any.
+	Values, Sources []string
+	// Message names the key, each value and the sets that give it.
+	Message string
+}
+
+// Conflict returns the pool's conflict on key, or nil.
+func (p *PoolLabels) Conflict(key string) *LabelConflict {
+	if p == nil {
+		return nil
+	}
+	for i := range p.Conflicts {
+		if p.Conflicts[i].Key == key {
+			return &p.Conflicts[i]
+		}
+	}
+	return nil
 }
 
 // Desired returns the desired value of key and whether the pool wants it at all.
@@ -63,11 +100,19 @@ type LabelSets struct {
 // EmptyLabelSets is the index of a cluster without NodePoolLabelSets.
 var EmptyLabelSets = &LabelSets{}
 
-// CompileLabelSets indexes sets by pool (a set's name is its pool's name). A pool with sets in
-// several namespaces gets their union; where two sets disagree on a key, the set in the
-// alphabetically first namespace wins and the conflict is reported in Problems. Invalid entries
-// are dropped and reported: no node could ever carry them.
+// CompileLabelSets is CompileLabelSetsFor with the default pool-identity keys, those the CRD
+// knows.
 func CompileLabelSets(sets []*labelsv1alpha1.NodePoolLabelSet) *LabelSets {
+	return CompileLabelSetsFor(Identity{}, sets)
+}
+
+// CompileLabelSetsFor indexes sets by pool (a set's name is its pool's name). A pool with sets
+// in several namespaces gets the union of their labels. A key they give different values is a
+// conflict: no value is desired (neither wins), the key is listed in Conflicts with every value,
+// and it is reported in Problems (see Gate.Check and the labeler for what is then enforced).
+// Invalid entries are dropped and reported: no node could ever carry them. So are labels on a
+// pool-identity key with another pool's name (ValidateLabelFor).
+func CompileLabelSetsFor(id Identity, sets []*labelsv1alpha1.NodePoolLabelSet) *LabelSets {
 	if len(sets) == 0 {
 		return EmptyLabelSets
 	}
@@ -79,15 +124,14 @@ func CompileLabelSets(sets []*labelsv1alpha1.NodePoolLabelSet) *LabelSets {
 		return sorted[i].Namespace < sorted[j].Namespace
 	})
 	idx := &LabelSets{byPool: make(map[string]*PoolLabels, len(sorted)), count: len(sorted)}
-	// winner[pool][key] is the set whose value of key is desired, named in conflict problems.
-	// (Not simply the pool's first set: that one need not have the key at all.)
-	winner := map[string]map[string]string{}
+	// values[pool][key][value] lists the sets ("namespace/name") giving key that value.
+	values := map[string]map[string]map[string][]string{}
 	for _, set := range sorted {
 		p := idx.byPool[set.Name]
 		if p == nil {
 			p = &PoolLabels{byKey: make(map[string]string, len(set.Spec.Labels))}
 			idx.byPool[set.Name] = p
-			winner[set.Name] = map[string]string{}
+			values[set.Name] = map[string]map[string][]string{}
 		}
 		source := set.Namespace + "/" + set.Name
 		p.Sources = append(p.Sources, source)
@@ -103,34 +147,67 @@ func CompileLabelSets(sets []*labelsv1alpha1.NodePoolLabelSet) *LabelSets {
 		sort.Strings(keys)
 		for _, k := range keys {
 			v := string(set.Spec.Labels[k])
-			if msgs := ValidateLabel(k, v); len(msgs) > 0 {
+			if msgs := ValidateLabelFor(id, set.Name, k, v); len(msgs) > 0 {
 				p.Problems = append(p.Problems, fmt.Sprintf("%s: label %q=%q ignored: %s", source, k, v, msgs[0]))
 				continue
 			}
-			if prev, ok := p.byKey[k]; ok {
-				if prev != v {
-					p.Problems = append(p.Problems, fmt.Sprintf("%s: label %q=%q conflicts with %q from %s, which wins", source, k, v, prev, winner[set.Name][k]))
+			if IsIdentityKey(id, k) {
+				if !slices.Contains(p.IdentityLabels, Label{k, v}) {
+					p.IdentityLabels = append(p.IdentityLabels, Label{k, v})
 				}
 				continue
 			}
-			p.byKey[k] = v
-			winner[set.Name][k] = source
+			byValue := values[set.Name][k]
+			if byValue == nil {
+				byValue = map[string][]string{}
+				values[set.Name][k] = byValue
+			}
+			byValue[v] = append(byValue[v], source)
 		}
 	}
-	for _, p := range idx.byPool {
-		p.Labels = make([]Label, 0, len(p.byKey))
-		for k, v := range p.byKey {
-			p.Labels = append(p.Labels, Label{Key: k, Value: v})
+	for name, p := range idx.byPool {
+		sort.Slice(p.IdentityLabels, func(i, j int) bool { return p.IdentityLabels[i].Key < p.IdentityLabels[j].Key })
+		keys := make([]string, 0, len(values[name]))
+		for k := range values[name] {
+			keys = append(keys, k)
 		}
-		sort.Slice(p.Labels, func(i, j int) bool { return p.Labels[i].Key < p.Labels[j].Key })
-		keys := make([]string, len(p.Labels))
-		for i, l := range p.Labels {
-			keys[i] = l.Key
+		sort.Strings(keys)
+		p.Labels = make([]Label, 0, len(keys))
+		for _, k := range keys {
+			byValue := values[name][k]
+			if len(byValue) == 1 {
+				for v := range byValue {
+					p.byKey[k] = v
+					p.Labels = append(p.Labels, Label{Key: k, Value: v})
+				}
+				continue
+			}
+			c := LabelConflict{Key: k}
+			for v := range byValue {
+				c.Values = append(c.Values, v)
+			}
+			sort.Strings(c.Values)
+			var parts []string
+			for _, v := range c.Values {
+				parts = append(parts, fmt.Sprintf("%q in %s", v, strings.Join(byValue[v], ", ")))
+				c.Sources = append(c.Sources, byValue[v]...)
+			}
+			sort.Strings(c.Sources)
+			c.Message = fmt.Sprintf("label %q has conflicting values: %s; none is applied until they agree", k, strings.Join(parts, "; "))
+			p.Conflicts = append(p.Conflicts, c)
+			p.Problems = append(p.Problems, c.Message)
+		}
+		keys = keys[:0]
+		for _, l := range p.Labels {
+			keys = append(keys, l.Key)
 		}
 		p.inSyncAnnotation = FormatManagedLabels(keys)
 	}
 	return idx
 }
+
+// identityKeyMessage says why a label on a pool-identity key is refused (as the CRD says it).
+const identityKeyMessage = "a pool-identity key may only be set to the set's own name: another value would move the node to another pool"
 
 // Len is the number of NodePoolLabelSets indexed.
 func (s *LabelSets) Len() int { return s.count }
@@ -148,6 +225,25 @@ func (s *LabelSets) Pools() []string {
 	return names
 }
 
+// ValidateLabelFor returns why the NodePoolLabelSet of pool cannot set the label on its nodes,
+// or nothing: ValidateLabel's reasons, and a pool-identity key (id's or a default one) with a
+// value other than pool, which would move the node to another pool, whose set would move it
+// back, forever. The pool's own name is allowed: it moves nothing, and Banzai's CRs set
+// nodepool.banzaicloud.io/name so. The CRD refuses the same for the default keys.
+func ValidateLabelFor(id Identity, pool, key, value string) []string {
+	msgs := ValidateLabel(key, value)
+	if len(msgs) == 0 && value != pool && IsIdentityKey(id, key) {
+		msgs = append(msgs, identityKeyMessage)
+	}
+	return msgs
+}
+
+// IsIdentityKey reports whether key names a node's pool: one of id's keys or of the default
+// ones. No component ever writes, removes or requires such a label on a pool's behalf.
+func IsIdentityKey(id Identity, key string) bool {
+	return slices.Contains(configv1.DefaultPoolLabelKeys, key) || slices.Contains(id.LabelKeys(), key)
+}
+
 // ValidateLabel returns why a label cannot be set on a node, or nothing. Keys in the reserved
 // kubernetes.io and k8s.io domains are refused, as the CRD refuses them.
 func ValidateLabel(key, value string) []string {
@@ -155,6 +251,7 @@ func ValidateLabel(key, value string) []string {
 	if len(msgs) == 0 && IsReservedKey(key) {
 		msgs = append(msgs, "the kubernetes.io and k8s.io domains are reserved for Kubernetes")
 	}
+
 	return append(msgs, validation.IsValidLabelValue(value)...)
 }
 

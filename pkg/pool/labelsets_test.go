@@ -1,9 +1,11 @@
 package pool
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	labelsv1alpha1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/labels/v1alpha1"
 )
@@ -15,6 +17,12 @@ func TestCompileLabelSets(t *testing.T) {
 		wantPools    []string
 		wantLabels   map[string][]Label
 		wantProblems map[string]int
+		// identity: the configured pool label keys (default: the default keys).
+		identity       []string
+		wantConflicts  map[string][]LabelConflict
+		wantUnreadable []string
+		// wantIdentity: pool-identity labels with the pool's own name, kept but never enforced.
+		wantIdentity map[string][]Label
 	}{
 		{
 			name:      "no sets",
@@ -33,14 +41,43 @@ func TestCompileLabelSets(t *testing.T) {
 			},
 		},
 		{
-			name: "same pool in two namespaces: union, first namespace wins a conflict",
+			name: "same pool in two namespaces: union; a key they disagree on is a conflict, no value wins",
 			sets: []*labelsv1alpha1.NodePoolLabelSet{
-				labelSet("b", "spot", map[string]labelsv1alpha1.LabelValue{"z.io/team": "web", "z.io/extra": "1"}),
-				labelSet("a", "spot", map[string]labelsv1alpha1.LabelValue{"z.io/team": "data"}),
+				labelSet("b", "spot", map[string]labelsv1alpha1.LabelValue{"z.io/team": "web", "z.io/extra": "1", "z.io/same": "x"}),
+				labelSet("a", "spot", map[string]labelsv1alpha1.LabelValue{"z.io/team": "data", "z.io/same": "x"}),
 			},
+			wantPools:     []string{"spot"},
+			wantLabels:    map[string][]Label{"spot": {{"z.io/extra", "1"}, {"z.io/same", "x"}}},
+			wantProblems:  map[string]int{"spot": 1},
+			wantConflicts: map[string][]LabelConflict{"spot": {{Key: "z.io/team", Values: []string{"data", "web"}, Sources: []string{"a/spot", "b/spot"}, Message: `label "z.io/team" has conflicting values: "data" in a/spot; "web" in b/spot; none is applied until they agree`}}},
+		},
+		{
+			name: "pool-identity keys: only the set's own name",
+			sets: []*labelsv1alpha1.NodePoolLabelSet{
+				labelSet("a", "spot", map[string]labelsv1alpha1.LabelValue{
+					"nodepool.banzaicloud.io/name":   "spot",
+					"kubernetes.azure.com/agentpool": "gpu",
+					"agentpool":                      "other",
+					"example.com/pool":               "gpu",
+					"z.io/ok":                        "1",
+				}),
+			},
+			identity:     []string{"example.com/pool", "nodepool.banzaicloud.io/name"},
 			wantPools:    []string{"spot"},
-			wantLabels:   map[string][]Label{"spot": {{"z.io/extra", "1"}, {"z.io/team", "data"}}},
-			wantProblems: map[string]int{"spot": 1},
+			wantLabels:   map[string][]Label{"spot": {{"z.io/ok", "1"}}},
+			wantIdentity: map[string][]Label{"spot": {{"nodepool.banzaicloud.io/name", "spot"}}},
+			wantProblems: map[string]int{"spot": 3},
+		},
+		{
+			name: "an unreadable set marks its pool, the readable set still counts",
+			sets: []*labelsv1alpha1.NodePoolLabelSet{
+				{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "spot"}, Spec: labelsv1alpha1.NodePoolLabelSetSpec{DecodeError: "json: cannot unmarshal"}},
+				labelSet("b", "spot", map[string]labelsv1alpha1.LabelValue{"z.io/ok": "1"}),
+			},
+			wantPools:      []string{"spot"},
+			wantLabels:     map[string][]Label{"spot": {{"z.io/ok", "1"}}},
+			wantProblems:   map[string]int{"spot": 1},
+			wantUnreadable: []string{"spot"},
 		},
 		{
 			name: "invalid and reserved entries are dropped, not fatal",
@@ -60,7 +97,7 @@ func TestCompileLabelSets(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := CompileLabelSets(tt.sets)
+			got := CompileLabelSetsFor(NewIdentity(tt.identity), tt.sets)
 			if got.Len() != len(tt.sets) {
 				t.Errorf("Len() = %d, want %d", got.Len(), len(tt.sets))
 			}
@@ -73,6 +110,15 @@ func TestCompileLabelSets(t *testing.T) {
 				}
 				if n := len(got.Pool(pool).Problems); n != tt.wantProblems[pool] {
 					t.Errorf("pool %s: %d problems, want %d: %q", pool, n, tt.wantProblems[pool], got.Pool(pool).Problems)
+				}
+				if diff := cmp.Diff(tt.wantIdentity[pool], got.Pool(pool).IdentityLabels); diff != "" {
+					t.Errorf("pool %s identity labels (-want +got):\n%s", pool, diff)
+				}
+				if diff := cmp.Diff(tt.wantConflicts[pool], got.Pool(pool).Conflicts); diff != "" {
+					t.Errorf("pool %s conflicts (-want +got):\n%s", pool, diff)
+				}
+				if want := slices.Contains(tt.wantUnreadable, pool); got.Pool(pool).Unreadable != want {
+					t.Errorf("pool %s: Unreadable = %v, want %v", pool, got.Pool(pool).Unreadable, want)
 				}
 			}
 		})

@@ -1,6 +1,13 @@
 package pool
 
-import "github.com/pool-scheduler/pool-scheduler/pkg/apis/config"
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config"
+	labelsv1alpha1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/labels/v1alpha1"
+)
 
 // Cause is why a node is not ready for pods. The set is small and fixed so that scheduling
 // events aggregate; details live in Verdict.
@@ -19,6 +26,9 @@ const (
 	StaleLabel
 	// MissingRequiredLabel: a configured required label key is absent.
 	MissingRequiredLabel
+	// LabelSetConflict: NodePoolLabelSets of the node's pool disagree on a label, and the node
+	// carries none of their values.
+	LabelSetConflict
 )
 
 var causeMessages = [...]string{
@@ -28,10 +38,11 @@ var causeMessages = [...]string{
 	LabelsNotApplied:     "node's pool labels are not applied yet",
 	StaleLabel:           "node still has pool labels that are no longer wanted",
 	MissingRequiredLabel: "node is missing a required label",
+	LabelSetConflict:     "node's pool has NodePoolLabelSets that disagree on a label",
 }
 
 // Causes lists every not-ready cause, for metrics and docs.
-var Causes = []Cause{UnknownPool, LabelsNotApplied, MalformedAnnotation, StaleLabel, MissingRequiredLabel}
+var Causes = []Cause{UnknownPool, LabelsNotApplied, MalformedAnnotation, StaleLabel, MissingRequiredLabel, LabelSetConflict}
 
 // String is the fixed, user-facing reason for the cause.
 func (c Cause) String() string {
@@ -46,8 +57,11 @@ type Verdict struct {
 	Cause Cause
 	// Pool is the node's pool ("" if unknown).
 	Pool string
-	// Key is the label key at fault, Want the desired value (LabelsNotApplied), Got the node's value.
+	// Key is the label key at fault, Want the desired value (LabelsNotApplied; for
+	// LabelSetConflict the values the sets give, joined by "|"), Got the node's value.
 	Key, Want, Got string
+	// Missing is set when the node does not carry Key at all (Got is then "").
+	Missing bool
 }
 
 // Ready reports whether the node may be used.
@@ -81,7 +95,13 @@ func (g *Gate) Check(nodeLabels, nodeAnnotations map[string]string, sets *LabelS
 	if desired != nil {
 		for _, l := range desired.Labels {
 			if got, ok := nodeLabels[l.Key]; !ok || got != l.Value {
-				return Verdict{Cause: LabelsNotApplied, Pool: poolName, Key: l.Key, Want: l.Value, Got: got}
+				return Verdict{Cause: LabelsNotApplied, Pool: poolName, Key: l.Key, Want: l.Value, Got: got, Missing: !ok}
+			}
+		}
+		for i := range desired.Conflicts {
+			c := &desired.Conflicts[i]
+			if got, ok := nodeLabels[c.Key]; !ok || !slices.Contains(c.Values, got) {
+				return Verdict{Cause: LabelSetConflict, Pool: poolName, Key: c.Key, Want: strings.Join(c.Values, "|"), Got: got, Missing: !ok}
 			}
 		}
 	}
@@ -116,8 +136,9 @@ func (g *Gate) rejectsUnknown(sets *LabelSets) bool {
 
 func (g *Gate) checkStale(poolName string, nodeLabels, nodeAnnotations map[string]string, desired *PoolLabels) Verdict {
 	annotation, ok := nodeAnnotations[ManagedLabelsAnnotation]
-	if !ok || (desired != nil && annotation == desired.inSyncAnnotation) {
-		// Nothing managed, or exactly the desired keys: no key can be stale.
+	if !ok || (desired != nil && (annotation == desired.inSyncAnnotation || desired.Unreadable)) {
+		// Nothing managed, or exactly the desired keys: no key can be stale. Nor with a set of
+		// the pool unreadable: any managed key might be one it wants (see PoolLabels.Unreadable).
 		return Verdict{Cause: Ready}
 	}
 	keys, err := ParseManagedLabels(annotation)
@@ -125,7 +146,10 @@ func (g *Gate) checkStale(poolName string, nodeLabels, nodeAnnotations map[strin
 		return Verdict{Cause: MalformedAnnotation, Pool: poolName, Got: annotation}
 	}
 	for _, key := range keys {
-		if _, wanted := desired.Desired(key); wanted {
+		if _, wanted := desired.Desired(key); wanted || desired.Conflict(key) != nil || IsIdentityKey(g.Identity, key) {
+			// A conflicting key is not stale: the labeler leaves it, and the check above judged
+			// it. Nor is a pool-identity label (Banzai's operator managed its own pool label):
+			// nothing may remove it, and it names the node's pool.
 			continue
 		}
 		if got, present := nodeLabels[key]; present {
@@ -133,4 +157,54 @@ func (g *Gate) checkStale(poolName string, nodeLabels, nodeAnnotations map[strin
 		}
 	}
 	return Verdict{Cause: Ready}
+}
+
+// HeldReason is the verdict's reason as NodePoolLabelSet status and poolctl report it: the
+// cause, with LabelsNotApplied split into a missing label and a wrong value. "" when ready.
+func (v Verdict) HeldReason() labelsv1alpha1.HeldReason {
+	switch v.Cause {
+	case UnknownPool:
+		return labelsv1alpha1.HeldUnknownPool
+	case MalformedAnnotation:
+		return labelsv1alpha1.HeldMalformedAnnotation
+	case LabelsNotApplied:
+		if v.Missing {
+			return labelsv1alpha1.HeldMissingLabel
+		}
+		return labelsv1alpha1.HeldWrongValue
+	case StaleLabel:
+		return labelsv1alpha1.HeldStaleLabel
+	case MissingRequiredLabel:
+		return labelsv1alpha1.HeldMissingRequiredLabel
+	case LabelSetConflict:
+		return labelsv1alpha1.HeldLabelSetConflict
+	}
+	return ""
+}
+
+// Detail says what holds the node, with the key and values: for events, logs and tools.
+func (v Verdict) Detail() string {
+	switch v.Cause {
+	case Ready:
+		return "ready"
+	case UnknownPool:
+		return "no pool label"
+	case MalformedAnnotation:
+		return fmt.Sprintf("%s is not a JSON array of keys: %q", ManagedLabelsAnnotation, v.Got)
+	case LabelsNotApplied:
+		if v.Missing {
+			return fmt.Sprintf("label %s=%s missing", v.Key, v.Want)
+		}
+		return fmt.Sprintf("label %s is %q, want %q", v.Key, v.Got, v.Want)
+	case StaleLabel:
+		return fmt.Sprintf("stale label %s=%s (no NodePoolLabelSet wants it)", v.Key, v.Got)
+	case MissingRequiredLabel:
+		return fmt.Sprintf("required label %s missing", v.Key)
+	case LabelSetConflict:
+		if v.Missing {
+			return fmt.Sprintf("label %s missing, and the pool's NodePoolLabelSets disagree on it (%s)", v.Key, v.Want)
+		}
+		return fmt.Sprintf("label %s is %q, and the pool's NodePoolLabelSets disagree on it (%s)", v.Key, v.Got, v.Want)
+	}
+	return v.Cause.String()
 }

@@ -24,6 +24,13 @@ func TestGateCheck(t *testing.T) {
 		labelSet("ns", "spot", map[string]labelsv1alpha1.LabelValue{"example.com/lifecycle": "spot", "example.com/team": "data"}),
 	})
 	readySpot := map[string]string{poolKey: "spot", "example.com/lifecycle": "spot", "example.com/team": "data"}
+	dup := CompileLabelSets([]*labelsv1alpha1.NodePoolLabelSet{
+		labelSet("a", "dup", map[string]labelsv1alpha1.LabelValue{"example.com/a": "1", "example.com/shared": "a"}),
+		labelSet("b", "dup", map[string]labelsv1alpha1.LabelValue{"example.com/shared": "b"}),
+	})
+	broken := CompileLabelSets([]*labelsv1alpha1.NodePoolLabelSet{
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "broken"}, Spec: labelsv1alpha1.NodePoolLabelSetSpec{DecodeError: "json: cannot unmarshal number"}},
+	})
 	with := func(base map[string]string, kv ...string) map[string]string {
 		out := map[string]string{}
 		for k, v := range base {
@@ -52,7 +59,7 @@ func TestGateCheck(t *testing.T) {
 		{
 			name:   "only the pool label: labels not applied, first missing key reported",
 			labels: map[string]string{poolKey: "spot"}, sets: spot,
-			want: Verdict{Cause: LabelsNotApplied, Pool: "spot", Key: "example.com/lifecycle", Want: "spot"},
+			want: Verdict{Cause: LabelsNotApplied, Pool: "spot", Key: "example.com/lifecycle", Want: "spot", Missing: true},
 		},
 		{
 			name:   "wrong value",
@@ -123,7 +130,7 @@ func TestGateCheck(t *testing.T) {
 			name:   "missing desired label is reported before a malformed annotation",
 			labels: map[string]string{poolKey: "spot"}, sets: spot,
 			annotations: managed(`not json`),
-			want:        Verdict{Cause: LabelsNotApplied, Pool: "spot", Key: "example.com/lifecycle", Want: "spot"},
+			want:        Verdict{Cause: LabelsNotApplied, Pool: "spot", Key: "example.com/lifecycle", Want: "spot", Missing: true},
 		},
 		{
 			name:   "required label key missing",
@@ -156,10 +163,45 @@ func TestGateCheck(t *testing.T) {
 			want: Verdict{Cause: MissingRequiredLabel, Key: "example.com/zone"},
 		},
 		{
+			name:   "sets that disagree: a node without the key is held",
+			labels: map[string]string{poolKey: "dup", "example.com/a": "1"}, sets: dup,
+			want: Verdict{Cause: LabelSetConflict, Pool: "dup", Key: "example.com/shared", Want: "a|b", Missing: true},
+		},
+		{
+			name:   "sets that disagree: a node with another value is held",
+			labels: map[string]string{poolKey: "dup", "example.com/a": "1", "example.com/shared": "c"}, sets: dup,
+			want: Verdict{Cause: LabelSetConflict, Pool: "dup", Key: "example.com/shared", Want: "a|b", Got: "c"},
+		},
+		{
+			name:   "sets that disagree: a node with either value is ready, the managed key is not stale",
+			labels: map[string]string{poolKey: "dup", "example.com/a": "1", "example.com/shared": "b"}, sets: dup,
+			annotations: managed(`["example.com/a","example.com/shared"]`),
+			want:        Verdict{Cause: Ready, Pool: "dup"},
+		},
+		{
+			// One rule for every node of a pool whose only set cannot be read: a node the labeler
+			// labelled before (its managed keys still on it) is ready, as a new node is.
+			name:   "unreadable set: a pre-labelled node is ready",
+			labels: map[string]string{poolKey: "broken", "example.com/old": "x"}, sets: broken,
+			annotations: managed(`["example.com/old"]`),
+			want:        Verdict{Cause: Ready, Pool: "broken"},
+		},
+		{
+			name:   "unreadable set: a new node is ready",
+			labels: map[string]string{poolKey: "broken"}, sets: broken,
+			want: Verdict{Cause: Ready, Pool: "broken"},
+		},
+		{
+			name:   "a managed pool-identity label is never stale",
+			labels: map[string]string{"cloud.google.com/gke-nodepool": "gone", poolKey: "gone"}, sets: spot,
+			annotations: managed(`["nodepool.banzaicloud.io/name"]`),
+			want:        Verdict{Cause: Ready, Pool: "gone"},
+		},
+		{
 			name:   "custom pool keys",
 			gate:   Gate{Identity: NewIdentity([]string{"example.com/pool"})},
 			labels: map[string]string{"example.com/pool": "spot"}, sets: spot,
-			want: Verdict{Cause: LabelsNotApplied, Pool: "spot", Key: "example.com/lifecycle", Want: "spot"},
+			want: Verdict{Cause: LabelsNotApplied, Pool: "spot", Key: "example.com/lifecycle", Want: "spot", Missing: true},
 		},
 	}
 	for _, tt := range tests {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -23,7 +22,6 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
-	shipped "github.com/pool-scheduler/pool-scheduler/manifests/scheduler"
 	"github.com/pool-scheduler/pool-scheduler/pkg/admission"
 	labelsv1alpha1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/labels/v1alpha1"
 	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
@@ -33,15 +31,14 @@ import (
 type auditOptions struct {
 	// kubectl's connection flags (--kubeconfig, --context, --namespace, --server, --as, ...), so
 	// `kubectl pool audit` takes what kubectl takes.
-	cluster       *genericclioptions.ConfigFlags
-	output        string
-	maxFindings   int
-	systemPools   []string
-	timeout       time.Duration
-	config        string
-	schedulerName string
-	lbSKU         string
-	primaryVMSet  string
+	cluster      *genericclioptions.ConfigFlags
+	output       string
+	maxFindings  int
+	systemPools  []string
+	timeout      time.Duration
+	config       configSource
+	lbSKU        string
+	primaryVMSet string
 	// optedInSelector and optedInNamespaces select the namespaces whose pods the admission path
 	// gives to the scheduler.
 	optedInSelector   string
@@ -53,10 +50,11 @@ func newAuditCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "audit",
 		Short: "Report pods on not-ready nodes, user pods on system pools, weak spread and load-balancer pool mismatches in a live cluster (read-only)",
-		Long: "Reads nodes, pods, services, endpoint slices and NodePoolLabelSets (get and list only) and reports, with the " +
-			"same measurements as poolctl simulate. Exits 1 when the findings exceed --max-findings, for CI use. " +
-			"Pods, services and endpoint slices are read from every namespace, or from --namespace's only; nodes and " +
-			"NodePoolLabelSets always cluster-wide.",
+		Long: "Reads the scheduler's configuration (--config, or its ConfigMap: --config-map), nodes, pods, services, endpoint " +
+			"slices and NodePoolLabelSets (get and list only) and reports, with the same measurements as poolctl simulate " +
+			"and the policy of that configuration. Exits 1 when the findings exceed --max-findings, for CI use. " +
+			"Pods, services and endpoint slices are read from every namespace, or from --namespace's only; nodes " +
+			"cluster-wide, NodePoolLabelSets from the configuration's labelSetNamespace.",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.output != "table" && o.output != "json" {
 				return fmt.Errorf("-o: %q is not table or json", o.output)
@@ -85,8 +83,7 @@ func newAuditCommand() *cobra.Command {
 	o.cluster.AddFlags(f)
 	f.StringVarP(&o.output, "output", "o", "table", "table or json")
 	f.IntVar(&o.maxFindings, "max-findings", 0, "exit 1 when there are more findings than this")
-	f.StringVar(&o.config, "config", "", "the deployed KubeSchedulerConfiguration file (the config.yaml key of the scheduler's ConfigMap); default: the shipped manifests/scheduler/config.yaml")
-	f.StringVar(&o.schedulerName, "scheduler-name", "pool-scheduler", "the profile of --config to measure against")
+	o.config.addFlags(f)
 	f.StringSliceVar(&o.systemPools, "system-pools", nil, "override the profile's SystemPoolGuard systemPools")
 	f.StringVar(&o.lbSKU, "azure-load-balancer-sku", report.SKUStandard, "Azure load balancer SKU: Standard (every node not labelled "+report.ExcludeFromLoadBalancersLabel+" is a backend) or Basic (one availability set or scale set)")
 	f.StringVar(&o.primaryVMSet, "azure-primary-vmset", "", "Basic SKU: cloud-provider-azure's primaryAvailabilitySetName or primaryScaleSetName, the backend of Services without "+report.AzureLoadBalancerModeAnnotation)
@@ -97,27 +94,15 @@ func newAuditCommand() *cobra.Command {
 	return cmd
 }
 
-// auditPolicy builds the policy from the scheduler configuration the cluster runs, so the audit
-// judges what the scheduler enforces.
-func auditPolicy(o auditOptions) (report.Policy, error) {
-	data, source := shipped.Config, "the shipped configuration"
-	if o.config != "" {
-		var err error
-		if data, err = os.ReadFile(o.config); err != nil {
-			return report.Policy{}, fmt.Errorf("--config: %w", err)
-		}
-		source = o.config
-	}
-	args, err := report.LoadArgs(data, o.schedulerName)
-	if err != nil {
-		return report.Policy{}, fmt.Errorf("--config %s: %w", source, err)
-	}
+// auditPolicy builds the policy from the scheduler configuration the cluster runs (args, read
+// from source), so the audit judges what the scheduler enforces.
+func auditPolicy(o auditOptions, args report.Args, source string) (report.Policy, error) {
 	if o.systemPools != nil {
 		args.SystemPoolGuard.SystemPools = o.systemPools
 	}
 	policy, err := report.NewPolicy(args)
 	if err != nil {
-		return report.Policy{}, fmt.Errorf("--config %s: %w", source, err)
+		return report.Policy{}, fmt.Errorf("%s: %w", source, err)
 	}
 	switch {
 	case strings.EqualFold(o.lbSKU, report.SKUStandard):
@@ -132,10 +117,6 @@ func auditPolicy(o auditOptions) (report.Policy, error) {
 }
 
 func audit(ctx context.Context, o auditOptions) (*report.Report, error) {
-	policy, err := auditPolicy(o)
-	if err != nil {
-		return nil, err
-	}
 	cfg, err := o.cluster.ToRESTConfig()
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig: %w", err)
@@ -156,6 +137,14 @@ func audit(ctx context.Context, o auditOptions) (*report.Report, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
+	args, source, err := o.config.load(ctx, cs, cfg.Host)
+	if err != nil {
+		return nil, err
+	}
+	policy, err := auditPolicy(o, args, source)
+	if err != nil {
+		return nil, err
+	}
 	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, explain(cfg.Host, err)
@@ -185,11 +174,11 @@ func audit(ctx context.Context, o auditOptions) (*report.Report, error) {
 	for i := range slices.Items {
 		in.EndpointSlices = append(in.EndpointSlices, &slices.Items[i])
 	}
-	sets, err := listLabelSets(ctx, dynamic.NewForConfigOrDie(cfg))
+	sets, err := listLabelSets(ctx, dynamic.NewForConfigOrDie(cfg), args.NodePoolReady.LabelSetNamespace)
 	if err != nil {
 		return nil, explain(cfg.Host, err)
 	}
-	in.LabelSets = pool.CompileLabelSets(sets)
+	in.LabelSets = pool.CompileLabelSetsFor(policy.Gate.Identity, sets)
 	if o.optedInSelector != "" {
 		if _, err := labels.Parse(o.optedInSelector); err != nil {
 			return nil, fmt.Errorf("--opted-in-selector: %w", err)
@@ -198,14 +187,14 @@ func audit(ctx context.Context, o auditOptions) (*report.Report, error) {
 		if err != nil {
 			return nil, explain(cfg.Host, err)
 		}
-		in.OptedIn, in.SchedulerName = map[string]bool{}, o.schedulerName
+		in.OptedIn, in.SchedulerName = map[string]bool{}, o.config.schedulerName
 		for _, ns := range nss.Items {
 			in.OptedIn[ns.Name] = true
 		}
 	}
 	if len(o.optedInNamespaces) > 0 {
 		if in.OptedIn == nil {
-			in.OptedIn, in.SchedulerName = map[string]bool{}, o.schedulerName
+			in.OptedIn, in.SchedulerName = map[string]bool{}, o.config.schedulerName
 		}
 		for _, ns := range o.optedInNamespaces {
 			in.OptedIn[ns] = true
@@ -214,9 +203,10 @@ func audit(ctx context.Context, o auditOptions) (*report.Report, error) {
 	return report.Compute(in, policy), nil
 }
 
-// listLabelSets reads NodePoolLabelSets; a cluster without the CRD has none.
-func listLabelSets(ctx context.Context, dyn dynamic.Interface) ([]*labelsv1alpha1.NodePoolLabelSet, error) {
-	list, err := dyn.Resource(labelsv1alpha1.Resource).List(ctx, metav1.ListOptions{})
+// listLabelSets reads the NodePoolLabelSets of namespace ("": all), as the scheduler reads them
+// (its labelSetNamespace); a cluster without the CRD has none.
+func listLabelSets(ctx context.Context, dyn dynamic.Interface, namespace string) ([]*labelsv1alpha1.NodePoolLabelSet, error) {
+	list, err := dyn.Resource(labelsv1alpha1.Resource).Namespace(namespace).List(ctx, metav1.ListOptions{})
 	if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
 		return nil, nil
 	}
@@ -242,7 +232,7 @@ func explain(host string, err error) error {
 	case apierrors.IsUnauthorized(err):
 		return fmt.Errorf("the cluster at %s refused the credentials: %w (check --kubeconfig and --context)", host, err)
 	case apierrors.IsForbidden(err):
-		return fmt.Errorf("the credentials may not read this (audit needs get/list on nodes, pods, services, endpointslices, namespaces and nodepoollabelsets): %w", err)
+		return fmt.Errorf("the credentials may not read this (poolctl needs get/list on the scheduler's configmap, nodes, pods, services, endpointslices, namespaces and nodepoollabelsets): %w", err)
 	case errors.As(err, &netErr):
 		return fmt.Errorf("cannot reach the cluster at %s: %w (check --kubeconfig, --context and the network)", host, err)
 	}

@@ -1,5 +1,6 @@
 // Package poolctl implements the poolctl command: simulate (default scheduler vs pool-scheduler,
-// side by side, on an embedded control plane) and audit (the same measurements on a live cluster).
+// side by side, on an embedded control plane), audit (the same measurements on a live cluster)
+// and status (which nodes NodePoolReady holds and why, and the pods waiting).
 package poolctl
 
 import (
@@ -43,11 +44,11 @@ func newCommand(name string) *cobra.Command {
 		Use: strings.ReplaceAll(name, " ", "-"),
 		// Cobra's convention for kubectl plugins: usage lines read "kubectl pool audit".
 		Annotations:  map[string]string{cobra.CommandDisplayNameAnnotation: name},
-		Short:        "See what pool-scheduler changes: simulate scenarios side by side, or audit a live cluster",
+		Short:        "See what pool-scheduler changes: simulate scenarios side by side, audit a live cluster, or see which nodes it holds and why",
 		Long:         version.String(),
 		SilenceUsage: true,
 	}
-	cmd.AddCommand(newSimulateCommand(), newAuditCommand())
+	cmd.AddCommand(newSimulateCommand(), newAuditCommand(), newStatusCommand())
 	return cmd
 }
 

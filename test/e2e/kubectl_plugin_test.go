@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/kubernetes/test/utils/ktesting"
 
 	"github.com/pool-scheduler/pool-scheduler/pkg/controlplane"
@@ -25,6 +27,15 @@ func TestKubectlPoolAudit(t *testing.T) {
 	poolctl := util.ToolBinary(t, "poolctl", "POOLCTL_BINARY")
 	cp := util.StartControlPlane(t)
 	ns := util.CreateNamespace(tCtx, t, cp.Client, "plugin")
+	// The deployed scheduler configuration, which the audit reads from the cluster.
+	config, err := os.ReadFile(util.ShippedConfigPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cp.Client.CoreV1().Namespaces().Create(tCtx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "pool-scheduler"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	util.InstallConfigMap(tCtx, t, cp.Client, "pool-scheduler", "pool-scheduler-config", map[string]string{"config.yaml": string(config)})
 	util.CreateNode(tCtx, t, cp.Client, util.Node("system-0", map[string]string{"kubernetes.azure.com/agentpool": "system"}).Obj())
 	util.CreatePod(tCtx, t, cp.Client, util.Pod(ns, "user-on-system").Node("system-0").Obj())
 	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")

@@ -11,10 +11,12 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/kubernetes/test/utils/ktesting"
 
+	labelsv1alpha1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/labels/v1alpha1"
 	"github.com/pool-scheduler/pool-scheduler/pkg/controlplane"
 	"github.com/pool-scheduler/pool-scheduler/test/util"
 )
@@ -72,9 +74,14 @@ func TestLabelerAndSchedulerWhileNodesJoin(t *testing.T) {
 	if err := controlplane.WriteKubeconfig(cp.Config, kubeconfig); err != nil {
 		t.Fatal(err)
 	}
+	// Both as installed: the labeler reads the scheduler's configuration (the shipped file, whose
+	// labelSetNamespace is pool-scheduler, where the set is), the scheduler runs it.
 	util.StartProcess(t, util.LabelerBinary(t), "controller", "--kubeconfig="+kubeconfig,
+		"--scheduler-config="+util.ShippedConfigPath(),
 		"--leader-elect-namespace=pool-scheduler", "--metrics-bind-address=0", "--health-probe-bind-address=0", "-v=2")
-	util.StartSchedulerBinary(t, util.ShippedConfigFor(t, cp))
+	doc := util.ShippedConfigFor(t, cp)
+	util.PluginArgsDoc(t, doc, "NodePoolReady")["labelSetNamespace"] = "pool-scheduler"
+	util.StartSchedulerBinary(t, doc)
 
 	const pods, nodes = 30, 6
 	// No node selector: without NodePoolReady these pods would bind the moment a node joins.
@@ -105,6 +112,23 @@ func TestLabelerAndSchedulerWhileNodesJoin(t *testing.T) {
 		}
 		return bound == pods, nil
 	})
+	// The labeler's status, judged with the scheduler's configuration, agrees: every node ready.
+	var status labelsv1alpha1.NodePoolLabelSetStatus
+	err = wait.PollUntilContextTimeout(tCtx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		u, err := cp.Dynamic.Resource(labelsv1alpha1.Resource).Namespace("pool-scheduler").Get(ctx, "spot", metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		set := &labelsv1alpha1.NodePoolLabelSet{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, set); err != nil {
+			return false, err
+		}
+		status = set.Status
+		return status.NodesReady == nodes && status.NodesHeld == 0, nil
+	})
+	if err != nil {
+		t.Errorf("set status %+v, want all %d nodes ready: %v", status, nodes, err)
+	}
 	// The watch may trail the list slightly.
 	_ = wait.PollUntilContextTimeout(tCtx, 20*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
 		mu.Lock()

@@ -272,6 +272,7 @@ func TestMutatingWebhook(t *testing.T) {
 	if err := controlplane.WriteKubeconfig(cp.Config, kubeconfig); err != nil {
 		t.Fatal(err)
 	}
+	installShippedConfigMap(tCtx, t, cp) // the deployed configuration the audit judges by
 	stdout, stderr, err := runPoolctl(t, "audit", "--kubeconfig", kubeconfig, "-o", "json", "--max-findings", "100")
 	if err != nil {
 		t.Fatalf("poolctl audit: %v\n%s", err, stderr)

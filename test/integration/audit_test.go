@@ -2,6 +2,7 @@ package integration
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -36,6 +37,18 @@ func runPoolctl(t *testing.T, args ...string) (string, string, error) {
 	return stdout.String(), stderr.String(), err
 }
 
+// installShippedConfigMap installs manifests/scheduler/config.yaml as the scheduler's ConfigMap
+// (pool-scheduler/pool-scheduler-config), as the chart does.
+func installShippedConfigMap(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane) {
+	t.Helper()
+	data, err := os.ReadFile(util.ShippedConfigPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ensureNamespace(ctx, t, cp, "pool-scheduler")
+	util.InstallConfigMap(ctx, t, cp.Client, "pool-scheduler", "pool-scheduler-config", map[string]string{"config.yaml": string(data)})
+}
+
 // TestAudit seeds a real apiserver with one of each kind of finding and reads it back with
 // `poolctl audit`.
 func TestAudit(t *testing.T) {
@@ -43,7 +56,10 @@ func TestAudit(t *testing.T) {
 	cp := util.StartControlPlane(t)
 	cs := cp.Client
 	ns := util.CreateNamespace(tCtx, t, cs, "audit")
-	util.MustApplyLabelSet(tCtx, t, cp, util.LabelSet(ns, "spot", map[string]string{"example.com/lifecycle": "spot"}))
+	// The deployed configuration, as the chart and the manifests install it: the audit reads it
+	// from the scheduler's ConfigMap, and the set from its labelSetNamespace.
+	installShippedConfigMap(tCtx, t, cp)
+	util.MustApplyLabelSet(tCtx, t, cp, util.LabelSet("pool-scheduler", "spot", map[string]string{"example.com/lifecycle": "spot"}))
 
 	node := func(name, poolName string, extra map[string]string) {
 		labels := map[string]string{"kubernetes.azure.com/agentpool": poolName, "topology.kubernetes.io/zone": "0", updateDomainKey: "0"}
@@ -207,6 +223,7 @@ func TestAuditFieldReport(t *testing.T) {
 	cp := util.StartControlPlane(t)
 	cs := cp.Client
 	ns := util.CreateNamespace(tCtx, t, cs, "echo")
+	installShippedConfigMap(tCtx, t, cp)
 	for _, pool := range []string{"pool-1", "system"} {
 		name := "aks-" + pool + "-27255451-0"
 		labels := map[string]string{"kubernetes.azure.com/agentpool": pool, "agentpool": pool, "topology.kubernetes.io/zone": "0"}

@@ -304,6 +304,7 @@ func TestHelmChart(t *testing.T) {
 		want: concat(schedulerObjects, controllerObjects, domainObjects, webhookObjects),
 		check: func(t *testing.T, r *renderedChart, cfg *schedconfig.KubeSchedulerConfiguration) {
 			checkMatchesShippedConfig(t, r, cfg)
+			checkOneLabelSetNamespace(t, r, cfg, chartNamespace)
 			ds := r.get(t, "DaemonSet", "pool-labeler-domain")
 			selector, _, _ := unstructured.NestedStringMap(ds.Object, "spec", "template", "spec", "nodeSelector")
 			if diff := cmp.Diff(map[string]string{"kubernetes.io/os": "linux"}, selector); diff != "" {
@@ -328,7 +329,7 @@ func TestHelmChart(t *testing.T) {
 		name: "everything enabled",
 		values: `
 labeler:
-  controller: {namespaces: [pipeline-system, team-a], overwriteConflicts: true, service: {enabled: true}, leaseDuration: 30s, renewDeadline: 20s, retryPeriod: 4s}
+  controller: {holdWarningAfter: 10m, overwriteConflicts: true, service: {enabled: true}, leaseDuration: 30s, renewDeadline: 20s, retryPeriod: 4s}
   domain: {enabled: true, onNotAzure: exit}
 scheduler:
   service: {enabled: true}
@@ -424,11 +425,34 @@ admission: {mode: policy, namespaces: [team-a, kube-system]}
 			}
 			checkMetricsTLS(t, r)
 			args := containerArgs(t, r.get(t, "Deployment", "pool-labeler"))
-			for _, want := range []string{"--namespaces=pipeline-system,team-a", "--overwrite-conflicts=true",
+			for _, want := range []string{"--hold-warning-after=10m", "--overwrite-conflicts=true",
 				"--leader-elect-lease-duration=30s", "--leader-elect-renew-deadline=20s", "--leader-elect-retry-period=4s"} {
 				if !containsString(args, want) {
 					t.Errorf("labeler controller args %q lack %s from values", args, want)
 				}
+			}
+		},
+	}, {
+		name:      "NodePoolLabelSets from the release namespace, another one, or every one",
+		namespace: "platform",
+		want: concat(
+			replaceNamespace(schedulerObjects, "platform"), replaceNamespace(controllerObjects, "platform"), replaceNamespace(domainObjects, "platform"),
+			replaceNamespace(webhookObjects, "platform")),
+		check: func(t *testing.T, r *renderedChart, cfg *schedconfig.KubeSchedulerConfiguration) {
+			checkOneLabelSetNamespace(t, r, cfg, "platform")
+			for values, want := range map[string]string{
+				`scheduler: {plugins: {nodePoolReady: {args: {labelSetNamespace: pipeline-system}}}}`: "pipeline-system",
+				`scheduler: {plugins: {nodePoolReady: {args: {labelSetNamespace: ""}}}}`:              "",
+			} {
+				r, err := renderChart(t, "platform", values)
+				if err != nil {
+					t.Fatalf("rendering %s: %v", values, err)
+				}
+				cfg, err := r.schedulerConfig(t, "pool-scheduler-config")
+				if err != nil {
+					t.Fatal(err)
+				}
+				checkOneLabelSetNamespace(t, r, cfg, want)
 			}
 		},
 	}, {
@@ -534,10 +558,48 @@ labeler:
 	}
 }
 
+// checkOneLabelSetNamespace: the scheduler reads the NodePoolLabelSets of namespace, and the
+// labeler reads the scheduler's configuration (mounted from its ConfigMap) to get the same one.
+func checkOneLabelSetNamespace(t *testing.T, r *renderedChart, cfg *schedconfig.KubeSchedulerConfiguration, namespace string) {
+	t.Helper()
+	if got := util.PluginArgs(t, &cfg.Profiles[0], "NodePoolReady").(*config.NodePoolReadyArgs).LabelSetNamespace; got != namespace {
+		t.Errorf("scheduler labelSetNamespace = %q, want %q", got, namespace)
+	}
+	labeler := r.get(t, "Deployment", "pool-labeler")
+	args := containerArgs(t, labeler)
+	if !containsString(args, "--scheduler-config=/etc/pool-scheduler/config.yaml") {
+		t.Errorf("labeler args %q do not read the scheduler's configuration", args)
+	}
+	for _, a := range args {
+		if strings.HasPrefix(a, "--namespaces") || strings.HasPrefix(a, "--pool-label-keys") {
+			t.Errorf("labeler arg %s: a second source for what the scheduler's configuration says", a)
+		}
+	}
+	volumes, _, _ := unstructured.NestedSlice(labeler.Object, "spec", "template", "spec", "volumes")
+	mounted := ""
+	for _, v := range volumes {
+		if name, ok, _ := unstructured.NestedString(v.(map[string]any), "configMap", "name"); ok {
+			mounted = name
+		}
+	}
+	if want := r.schedulerDeploymentName(t) + "-config"; mounted != want {
+		t.Errorf("labeler mounts ConfigMap %q, want the scheduler's %q", mounted, want)
+	}
+}
+
+// replaceNamespace renames the namespace of "Kind namespace/name" ids.
+func replaceNamespace(ids []string, namespace string) []string {
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = strings.Replace(id, " "+chartNamespace+"/", " "+namespace+"/", 1)
+	}
+	return out
+}
+
 // checkMatchesShippedConfig: with default values the chart's scheduler configuration is
 // manifests/scheduler/config.yaml, after decoding and defaulting.
 func checkMatchesShippedConfig(t *testing.T, _ *renderedChart, cfg *schedconfig.KubeSchedulerConfiguration) {
-	shipped := util.LoadShippedConfig(t)
+	shipped := util.LoadShippedConfigAsShipped(t)
 	// values.yaml lists every arg, so empty lists and maps the shipped file leaves out are
 	// rendered as [] and {}; for these args nil and empty mean the same (lists defaulted when
 	// absent are already defaulted on both sides).

@@ -60,6 +60,42 @@ func TestNodePoolLabelSetCRDValidation(t *testing.T) {
 	}
 }
 
+// TestCRDRefusesIdentityKeys: a NodePoolLabelSet may set a pool-identity key (one of the
+// default poolLabelKeys) only to its own name: another value would move the node to another
+// pool and back, forever. The real apiserver applies the CRD's CEL rule.
+func TestCRDRefusesIdentityKeys(t *testing.T) {
+	tCtx := ktesting.Init(t)
+	cp := util.StartControlPlane(t)
+	ns := util.CreateNamespace(tCtx, t, cp.Client, "crd-identity")
+	tests := []struct {
+		name    string
+		set     string
+		labels  map[string]string
+		wantErr bool
+	}{
+		{name: "identity key with its own name (Banzai's CRs)", set: "spot", labels: map[string]string{"nodepool.banzaicloud.io/name": "spot", "example.com/a": "1"}},
+		{name: "identity key with another pool's name", set: "spot2", labels: map[string]string{"nodepool.banzaicloud.io/name": "gpu"}, wantErr: true},
+		{name: "another identity key", set: "spot3", labels: map[string]string{"example.com/a": "1", "kubernetes.azure.com/agentpool": "system"}, wantErr: true},
+		{name: "karpenter's key", set: "spot4", labels: map[string]string{"karpenter.sh/nodepool": "default"}, wantErr: true},
+		{name: "a similar key that is no identity key", set: "spot5", labels: map[string]string{"example.com/agentpool": "other"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := util.ApplyLabelSet(tCtx, cp, util.LabelSet(ns, tt.set, tt.labels))
+			switch {
+			case !tt.wantErr && err != nil:
+				t.Fatalf("rejected: %v", err)
+			case tt.wantErr && err == nil:
+				t.Fatal("accepted")
+			case tt.wantErr && !strings.Contains(err.Error(), "pool-identity label key may only be set to the NodePoolLabelSet's own name"):
+				t.Fatalf("error %q does not say why", err)
+			case err != nil:
+				t.Logf("rejected as expected: %v", err)
+			}
+		})
+	}
+}
+
 // TestBanzaiNodePoolLabelSetIsAccepted applies a CR written for the Banzai operator unchanged.
 func TestBanzaiNodePoolLabelSetIsAccepted(t *testing.T) {
 	tCtx := ktesting.Init(t)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -124,8 +125,8 @@ func TestLabeler(t *testing.T) {
 		set = waitLabelSetStatus(t, tCtx, cp, ns, "spot", func(s labelsv1alpha1.NodePoolLabelSetStatus) bool {
 			return s.State == labelsv1alpha1.SyncStateSynced && s.NodesInSync == 2
 		})
-		if c := set.Status.Conditions; len(c) != 1 || c[0].Status != metav1.ConditionTrue || c[0].Message != set.Status.Message || c[0].ObservedGeneration != set.Generation {
-			t.Errorf("Synced condition does not follow the status: %+v", c)
+		if c := meta.FindStatusCondition(set.Status.Conditions, labeler.ConditionSynced); c == nil || c.Status != metav1.ConditionTrue || c.Message != set.Status.Message || c.ObservedGeneration != set.Generation {
+			t.Errorf("Synced condition does not follow the status: %+v", set.Status.Conditions)
 		}
 		t.Logf("status: %+v", set.Status)
 	})

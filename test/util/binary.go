@@ -48,7 +48,8 @@ func binary(t testing.TB, name, env string) string {
 }
 
 // ShippedConfigFor returns the shipped KubeSchedulerConfiguration as a generic document with
-// clientConnection.kubeconfig pointing at cp, ready to be edited and written.
+// clientConnection.kubeconfig pointing at cp and NodePoolLabelSets read from every namespace,
+// ready to be edited and written.
 func ShippedConfigFor(t testing.TB, cp *controlplane.ControlPlane) map[string]any {
 	t.Helper()
 	data, err := os.ReadFile(ShippedConfigPath())
@@ -64,6 +65,8 @@ func ShippedConfigFor(t testing.TB, cp *controlplane.ControlPlane) map[string]an
 		t.Fatal(err)
 	}
 	doc["clientConnection"].(map[string]any)["kubeconfig"] = kubeconfig
+	// Tests create their NodePoolLabelSets in namespaces of their own (see LoadShippedConfig).
+	delete(PluginArgsDoc(t, doc, "NodePoolReady"), "labelSetNamespace")
 	return doc
 }
 

@@ -11,6 +11,7 @@ import (
 	testutils "k8s.io/kubernetes/test/integration/util"
 	"k8s.io/kubernetes/test/utils/ktesting"
 
+	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config"
 	"github.com/pool-scheduler/pool-scheduler/pkg/controlplane"
 	"github.com/pool-scheduler/pool-scheduler/pkg/plugins"
 )
@@ -26,13 +27,31 @@ func ShippedConfigPath() string {
 	return filepath.Join(RepoRoot(), "manifests", "scheduler", "config.yaml")
 }
 
-// LoadShippedConfig decodes the shipped configuration (strictly, with defaults) as kube-scheduler does.
-func LoadShippedConfig(t *testing.T) *schedconfig.KubeSchedulerConfiguration {
+// LoadShippedConfigAsShipped decodes the shipped configuration (strictly, with defaults) as
+// kube-scheduler does.
+func LoadShippedConfigAsShipped(t *testing.T) *schedconfig.KubeSchedulerConfiguration {
 	t.Helper()
 	tCtx := ktesting.Init(t)
 	cfg, err := options.LoadConfigFromFile(tCtx.Logger(), ShippedConfigPath())
 	if err != nil {
 		t.Fatalf("loading %s: %v", ShippedConfigPath(), err)
+	}
+	return cfg
+}
+
+// LoadShippedConfig is the shipped configuration as tests run it: NodePoolReady reads the
+// NodePoolLabelSets of every namespace (labelSetNamespace ""), because tests create their sets
+// in namespaces of their own; the shipped file reads the release namespace's only
+// (TestShippedLabelSetNamespace).
+func LoadShippedConfig(t *testing.T) *schedconfig.KubeSchedulerConfiguration {
+	t.Helper()
+	cfg := LoadShippedConfigAsShipped(t)
+	for i := range cfg.Profiles {
+		for _, pc := range cfg.Profiles[i].PluginConfig {
+			if args, ok := pc.Args.(*config.NodePoolReadyArgs); ok {
+				args.LabelSetNamespace = ""
+			}
+		}
 	}
 	return cfg
 }

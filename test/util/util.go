@@ -276,3 +276,13 @@ func UnschedulableWith(p *v1.Pod, reason string) bool {
 	}
 	return false
 }
+
+// InstallConfigMap creates a ConfigMap (namespace must exist), as an install puts the
+// scheduler's configuration in one.
+func InstallConfigMap(ctx context.Context, t testing.TB, cs kubernetes.Interface, namespace, name string, data map[string]string) {
+	t.Helper()
+	cm := &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}, Data: data}
+	if _, err := cs.CoreV1().ConfigMaps(namespace).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating ConfigMap %s/%s: %v", namespace, name, err)
+	}
+}

@@ -36,6 +36,8 @@ import (
 // never moves the index backwards.
 type labelSetIndex struct {
 	namespace string
+	// identity is the gate's: sets may not give its keys another pool's name.
+	identity pool.Identity
 
 	mu      sync.Mutex
 	objects map[types.NamespacedName]*labelsv1alpha1.NodePoolLabelSet
@@ -119,7 +121,7 @@ func (x *labelSetIndex) recompile(logger klog.Logger) {
 	for _, s := range x.objects {
 		sets = append(sets, s)
 	}
-	compiled := pool.CompileLabelSets(sets)
+	compiled := pool.CompileLabelSetsFor(x.identity, sets)
 	problems := 0
 	for _, name := range compiled.Pools() {
 		for _, p := range compiled.Pool(name).Problems {

@@ -43,6 +43,8 @@ func ReasonLabel(c pool.Cause) string {
 		return "stale_label"
 	case pool.MissingRequiredLabel:
 		return "missing_required_label"
+	case pool.LabelSetConflict:
+		return "labelset_conflict"
 	}
 	return "ready"
 }

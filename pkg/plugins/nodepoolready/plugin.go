@@ -85,6 +85,7 @@ func newPlugin(args *config.NodePoolReadyArgs, idx *labelSetIndex) *NodePoolRead
 		ignoreDaemonSetPods: args.IgnoreDaemonSetPods,
 		reactivateAfter:     defaultReactivateAfter,
 	}
+	idx.identity = pl.gate.Identity
 	// A ready node is remembered as nil: small map entries keep the lookup that Filter does
 	// for every node in every cycle in cache.
 	pl.verdicts = nodememo.New(func(node *v1.Node, sets *pool.LabelSets) *pool.Verdict {

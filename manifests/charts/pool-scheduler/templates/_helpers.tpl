@@ -21,6 +21,13 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 {{- define "pool-scheduler.controllerName" -}}pool-labeler{{- end -}}
 {{- define "pool-scheduler.domainName" -}}pool-labeler-domain{{- end -}}
 
+{{/* The one NodePoolLabelSet namespace of the scheduler and the labeler (which reads it from the
+scheduler's configuration): null means the release namespace, "" every namespace. */}}
+{{- define "pool-scheduler.labelSetNamespace" -}}
+{{- $ns := index .Values.scheduler.plugins.nodePoolReady.args "labelSetNamespace" -}}
+{{- if kindIs "invalid" $ns }}{{ .Release.Namespace }}{{ else }}{{ $ns }}{{ end -}}
+{{- end -}}
+
 {{/* A PodDisruptionBudget spec body: exactly one of minAvailable and maxUnavailable (null or absent: unset). */}}
 {{- define "pool-scheduler.pdbBudget" -}}
 {{- $min := index . "minAvailable" -}}

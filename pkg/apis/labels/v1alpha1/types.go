@@ -47,6 +47,51 @@ const (
 	SyncStateError SyncState = "Error"
 )
 
+// HeldReason says why NodePoolReady keeps pods off a node.
+// +kubebuilder:validation:Enum=MissingLabel;WrongValue;StaleLabel;MissingRequiredLabel;MalformedAnnotation;LabelSetConflict;UnknownPool
+type HeldReason string
+
+// Reasons a node is held.
+const (
+	// HeldMissingLabel: a label of the pool's sets is not on the node.
+	HeldMissingLabel HeldReason = "MissingLabel"
+	// HeldWrongValue: a label of the pool's sets is on the node with another value.
+	HeldWrongValue HeldReason = "WrongValue"
+	// HeldStaleLabel: a label the labeler applied and no set wants any more is still on the node.
+	HeldStaleLabel HeldReason = "StaleLabel"
+	// HeldMissingRequiredLabel: a key of requiredLabelKeys (or the pool's) is not on the node.
+	HeldMissingRequiredLabel HeldReason = "MissingRequiredLabel"
+	// HeldMalformedAnnotation: the managed-labels annotation cannot be read.
+	HeldMalformedAnnotation HeldReason = "MalformedAnnotation"
+	// HeldLabelSetConflict: the pool's sets disagree on a label and the node carries none of
+	// their values.
+	HeldLabelSetConflict HeldReason = "LabelSetConflict"
+	// HeldUnknownPool: the node has no pool label (never in a set's status: such a node is in
+	// no pool; poolctl status reports it).
+	HeldUnknownPool HeldReason = "UnknownPool"
+)
+
+// HeldNode is a node of the pool that NodePoolReady keeps pods off, and why.
+type HeldNode struct {
+	// Name is the node's name.
+	Name string `json:"name"`
+	// Reason is the first cause found, in NodePoolReady's order.
+	Reason HeldReason `json:"reason"`
+	// Key is the label key at fault.
+	// +optional
+	Key string `json:"key,omitempty"`
+	// Want is the desired value (for LabelSetConflict, the values the sets give, joined by "|").
+	// +optional
+	Want string `json:"want,omitempty"`
+	// Got is the node's value.
+	// +optional
+	Got string `json:"got,omitempty"`
+	// Since is when the labeler first saw the node held (kept across labeler restarts while
+	// the node is listed here).
+	// +optional
+	Since metav1.Time `json:"since,omitempty"`
+}
+
 // NodePoolLabelSetStatus is written by the labeler.
 type NodePoolLabelSetStatus struct {
 	// State is the overall sync state.
@@ -61,6 +106,21 @@ type NodePoolLabelSetStatus struct {
 	// NodesInSync is the number of nodes of the pool that carry every label of the set.
 	// +optional
 	NodesInSync int32 `json:"nodesInSync,omitempty"`
+	// NodesReady is the number of nodes of the pool that pool-scheduler's NodePoolReady accepts,
+	// judged by the labeler with the scheduler's rule and configuration (all the pool's sets,
+	// requiredLabelKeys, stale labels).
+	// +optional
+	NodesReady int32 `json:"nodesReady,omitempty"`
+	// NodesHeld is the number of nodes of the pool that NodePoolReady keeps pods off.
+	// +optional
+	NodesHeld int32 `json:"nodesHeld,omitempty"`
+	// HeldNodes are the first held nodes by name (at most 20; NodesHeld counts them all), each
+	// with why it is held.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=20
+	HeldNodes []HeldNode `json:"heldNodes,omitempty"`
 	// ObservedGeneration is the generation of the spec the status describes.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
@@ -73,12 +133,20 @@ type NodePoolLabelSetStatus struct {
 
 // NodePoolLabelSet is the desired label set of a node pool; its name is the pool's name.
 //
+// A pool-identity key (the default poolLabelKeys, pkg/apis/config/v1.DefaultPoolLabelKeys) may
+// be set only to the set's own name: another value would move the node to another pool, whose
+// set would move it back, forever. Banzai's CRs set nodepool.banzaicloud.io/name to their own
+// name, which moves nothing. pkg/pool refuses the same, and the configured keys too.
+//
 // +kubebuilder:object:root=true
+// +kubebuilder:validation:XValidation:rule="!has(self.spec) || !has(self.spec.labels) || self.spec.labels.all(k, !(k in ['nodepool.banzaicloud.io/name', 'node.banzaicloud.io/nodepool', 'kubernetes.azure.com/agentpool', 'agentpool', 'cloud.google.com/gke-nodepool', 'eks.amazonaws.com/nodegroup', 'karpenter.sh/nodepool', 'doks.digitalocean.com/node-pool']) || self.spec.labels[k] == self.metadata.name)",message="a pool-identity label key may only be set to the NodePoolLabelSet's own name (its pool): another value would move the node to another pool",reason=FieldValueForbidden,fieldPath=".spec.labels"
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=npls,categories=pool-scheduler
 // +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.state`
 // +kubebuilder:printcolumn:name="Matched",type=integer,JSONPath=`.status.nodesMatched`
 // +kubebuilder:printcolumn:name="InSync",type=integer,JSONPath=`.status.nodesInSync`
+// +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.nodesReady`
+// +kubebuilder:printcolumn:name="Held",type=integer,JSONPath=`.status.nodesHeld`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type NodePoolLabelSet struct {
 	metav1.TypeMeta   `json:",inline"`

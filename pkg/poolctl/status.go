@@ -1,0 +1,249 @@
+package poolctl
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
+)
+
+type statusOptions struct {
+	cluster   *genericclioptions.ConfigFlags
+	config    configSource
+	output    string
+	timeout   time.Duration
+	showNodes int
+}
+
+// Status is what `poolctl status` reports: per pool, the nodes NodePoolReady accepts and holds
+// (by reason), judged with the deployed scheduler configuration, and the pods waiting for the
+// scheduler.
+type Status struct {
+	// Config names the configuration the nodes are judged by.
+	Config string `json:"config"`
+	// LabelSetNamespace is where the NodePoolLabelSets are read ("": every namespace).
+	LabelSetNamespace string       `json:"labelSetNamespace"`
+	Pools             []PoolStatus `json:"pools"`
+	// HeldNodes are the first held nodes (by pool, then name), at most --show-nodes.
+	HeldNodes []HeldNodeStatus `json:"heldNodes"`
+	// PodsWaiting counts the pending pods of the profile's schedulerName not yet bound to a node.
+	PodsWaiting int `json:"podsWaiting"`
+	// WaitingPods are the first of them (namespace/name), with the scheduler's last message.
+	WaitingPods []WaitingPod `json:"waitingPods"`
+}
+
+// PoolStatus is one pool ("" for nodes without a pool label).
+type PoolStatus struct {
+	Pool  string `json:"pool"`
+	Nodes int    `json:"nodes"`
+	Ready int    `json:"ready"`
+	Held  int    `json:"held"`
+	// HeldByReason counts held nodes by reason (the reasons of NodePoolLabelSet status).
+	HeldByReason map[string]int `json:"heldByReason,omitempty"`
+}
+
+// HeldNodeStatus is a held node and why.
+type HeldNodeStatus struct {
+	Node   string `json:"node"`
+	Pool   string `json:"pool"`
+	Reason string `json:"reason"`
+	Detail string `json:"detail"`
+}
+
+// WaitingPod is a pod the scheduler has not bound yet.
+type WaitingPod struct {
+	Pod     string `json:"pod"`
+	Message string `json:"message,omitempty"`
+}
+
+func newStatusCommand() *cobra.Command {
+	o := statusOptions{cluster: genericclioptions.NewConfigFlags(false)}
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Per pool: nodes NodePoolReady accepts and holds (and why), and pods waiting, judged by the deployed scheduler configuration (read-only)",
+		Long: "Reads the scheduler's configuration (--config, or its ConfigMap in the cluster: --config-map), nodes, " +
+			"NodePoolLabelSets (of the configuration's labelSetNamespace) and pending pods (get and list only), and judges " +
+			"every node with NodePoolReady's rule and args, as the scheduler does.",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.output != "table" && o.output != "json" {
+				return fmt.Errorf("-o: %q is not table or json", o.output)
+			}
+			if o.showNodes < 0 {
+				return fmt.Errorf("--show-nodes must not be negative, got %d", o.showNodes)
+			}
+			s, err := status(cmd.Context(), o)
+			if err != nil {
+				return err
+			}
+			if o.output == "json" {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(s)
+			}
+			writeStatusTable(cmd.OutOrStdout(), s)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	o.cluster.AddFlags(f)
+	o.config.addFlags(f)
+	f.StringVarP(&o.output, "output", "o", "table", "table or json")
+	f.IntVar(&o.showNodes, "show-nodes", 20, "list at most this many held nodes and waiting pods")
+	f.DurationVar(&o.timeout, "timeout", 30*time.Second, "timeout for reading the cluster")
+	return cmd
+}
+
+func status(ctx context.Context, o statusOptions) (*Status, error) {
+	cfg, err := o.cluster.ToRESTConfig()
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig: %w", err)
+	}
+	cfg.Timeout = o.timeout
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	args, source, err := o.config.load(ctx, cs, cfg.Host)
+	if err != nil {
+		return nil, err
+	}
+	gate := pool.NewGate(args.NodePoolReady)
+	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, explain(cfg.Host, err)
+	}
+	sets, err := listLabelSets(ctx, dynamic.NewForConfigOrDie(cfg), args.NodePoolReady.LabelSetNamespace)
+	if err != nil {
+		return nil, explain(cfg.Host, err)
+	}
+	// Pending pods of every namespace, or of --namespace's only.
+	namespace, explicit, err := o.cluster.ToRawKubeConfigLoader().Namespace()
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig: %w", err)
+	}
+	if !explicit {
+		namespace = v1.NamespaceAll
+	}
+	pods, err := cs.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{FieldSelector: "status.phase=Pending,spec.nodeName="})
+	if err != nil {
+		return nil, explain(cfg.Host, err)
+	}
+	s := judge(gate, pool.CompileLabelSetsFor(gate.Identity, sets), nodes.Items, pods.Items, o.config.schedulerName, o.showNodes)
+	s.Config, s.LabelSetNamespace = source, args.NodePoolReady.LabelSetNamespace
+	return s, nil
+}
+
+// judge applies the gate to every node and collects the pods waiting for schedulerName.
+func judge(gate pool.Gate, sets *pool.LabelSets, nodes []v1.Node, pods []v1.Pod, schedulerName string, show int) *Status {
+	s := &Status{Pools: []PoolStatus{}, HeldNodes: []HeldNodeStatus{}, WaitingPods: []WaitingPod{}}
+	byPool := map[string]*PoolStatus{}
+	var held []HeldNodeStatus
+	for i := range nodes {
+		n := &nodes[i]
+		name, _ := gate.Identity.PoolOf(n.Labels)
+		p := byPool[name]
+		if p == nil {
+			p = &PoolStatus{Pool: name, HeldByReason: map[string]int{}}
+			byPool[name] = p
+		}
+		p.Nodes++
+		v := gate.Check(n.Labels, n.Annotations, sets)
+		if v.Ready() {
+			p.Ready++
+			continue
+		}
+		p.Held++
+		p.HeldByReason[string(v.HeldReason())]++
+		held = append(held, HeldNodeStatus{Node: n.Name, Pool: name, Reason: string(v.HeldReason()), Detail: v.Detail()})
+	}
+	for _, p := range byPool {
+		if len(p.HeldByReason) == 0 {
+			p.HeldByReason = nil
+		}
+		s.Pools = append(s.Pools, *p)
+	}
+	sort.Slice(s.Pools, func(i, j int) bool { return s.Pools[i].Pool < s.Pools[j].Pool })
+	sort.Slice(held, func(i, j int) bool {
+		if held[i].Pool != held[j].Pool {
+			return held[i].Pool < held[j].Pool
+		}
+		return held[i].Node < held[j].Node
+	})
+	s.HeldNodes = append(s.HeldNodes, held[:min(show, len(held))]...)
+
+	sort.Slice(pods, func(i, j int) bool {
+		return pods[i].Namespace+"/"+pods[i].Name < pods[j].Namespace+"/"+pods[j].Name
+	})
+	for i := range pods {
+		p := &pods[i]
+		if p.Spec.SchedulerName != schedulerName || p.Spec.NodeName != "" || p.DeletionTimestamp != nil {
+			continue
+		}
+		s.PodsWaiting++
+		if len(s.WaitingPods) < show {
+			w := WaitingPod{Pod: p.Namespace + "/" + p.Name}
+			for _, c := range p.Status.Conditions {
+				if c.Type == v1.PodScheduled && c.Status == v1.ConditionFalse {
+					w.Message = c.Message
+				}
+			}
+			s.WaitingPods = append(s.WaitingPods, w)
+		}
+	}
+	return s
+}
+
+func writeStatusTable(w io.Writer, s *Status) {
+	ns := s.LabelSetNamespace
+	if ns == "" {
+		ns = "every namespace"
+	}
+	fmt.Fprintf(w, "Judged by %s; NodePoolLabelSets of %s.\n\n", s.Config, ns)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "POOL\tNODES\tREADY\tHELD\tHELD BY REASON")
+	for _, p := range s.Pools {
+		var reasons []string
+		for r, n := range p.HeldByReason {
+			reasons = append(reasons, fmt.Sprintf("%s=%d", r, n))
+		}
+		sort.Strings(reasons)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\n", poolName(p.Pool), p.Nodes, p.Ready, p.Held, strings.Join(reasons, " "))
+	}
+	tw.Flush()
+	if len(s.HeldNodes) > 0 {
+		fmt.Fprintln(w, "\nHELD NODES")
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		for _, h := range s.HeldNodes {
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", h.Node, poolName(h.Pool), h.Reason, h.Detail)
+		}
+		tw.Flush()
+	}
+	fmt.Fprintf(w, "\nPODS WAITING: %d\n", s.PodsWaiting)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, p := range s.WaitingPods {
+		fmt.Fprintf(tw, "  %s\t%s\n", p.Pod, p.Message)
+	}
+	tw.Flush()
+}
+
+func poolName(p string) string {
+	if p == "" {
+		return "(no pool)"
+	}
+	return p
+}
