@@ -199,8 +199,10 @@ func newZapLogger(out *syncWriter) *zap.Logger {
 // klogRedirect counts the standalone control planes that redirect klog.
 var klogRedirect struct {
 	sync.Mutex
-	refs  int
-	saved klog.State
+	refs int
+	// flags sets klog's flags once per process: flag values are written unsynchronised, so
+	// later redirects use klog's locked setters only (LogToStderr, SetOutput).
+	flags sync.Once
 }
 
 // redirectKlog sends klog's output to out (unless it is already redirected by another standalone
@@ -209,21 +211,22 @@ func redirectKlog(out io.Writer) (restore func()) {
 	klogRedirect.Lock()
 	defer klogRedirect.Unlock()
 	if klogRedirect.refs == 0 {
-		klogRedirect.saved = klog.CaptureState()
-		fs := flag.NewFlagSet("klog", flag.ContinueOnError)
-		klog.InitFlags(fs)
-		for name, value := range map[string]string{
-			"logtostderr":     "false",
-			"alsologtostderr": "false",
-			"stderrthreshold": "FATAL",
-			// Otherwise an error is written once per severity it includes, three times to out.
-			"one_output": "true",
-			"log_file":   "",
-		} {
-			if f := fs.Lookup(name); f != nil {
-				_ = f.Value.Set(value)
+		klogRedirect.flags.Do(func() {
+			fs := flag.NewFlagSet("klog", flag.ContinueOnError)
+			klog.InitFlags(fs)
+			for name, value := range map[string]string{
+				"alsologtostderr": "false",
+				"stderrthreshold": "FATAL",
+				// Otherwise an error is written once per severity it includes, three times to out.
+				"one_output": "true",
+				"log_file":   "",
+			} {
+				if f := fs.Lookup(name); f != nil {
+					_ = f.Value.Set(value)
+				}
 			}
-		}
+		})
+		klog.LogToStderr(false)
 		klog.SetOutput(out)
 	}
 	klogRedirect.refs++
@@ -235,8 +238,12 @@ func redirectKlog(out io.Writer) (restore func()) {
 			klogRedirect.refs--
 			if klogRedirect.refs == 0 {
 				klog.Flush()
-				klogRedirect.saved.Restore()
-				klogRedirect.saved = nil
+				// Back to stderr through klog's locked setters only: klog's State.Restore writes
+				// its settings unsynchronised while the stopped apiserver's goroutines may still
+				// log (a data race the race detector reports). The flags set above stay; with
+				// logtostderr every line goes to stderr whatever they say.
+				klog.SetOutput(os.Stderr)
+				klog.LogToStderr(true)
 			}
 		})
 	}

@@ -276,7 +276,10 @@ func TestDuplicateLabelSets(t *testing.T) {
 		}
 		for _, ns := range []string{nsA, nsB} {
 			set := waitLabelSetStatus(t, tCtx, cp, ns, "dup", func(s labelsv1alpha1.NodePoolLabelSetStatus) bool {
-				return meta.IsStatusConditionTrue(s.Conditions, labeler.ConditionLabelSetConflict) && s.NodesHeld == 1
+				// The status follows node events: wait until it reflects the agreed labels landing
+				// (until then dup-0 is rightly held for a missing agreed label).
+				return meta.IsStatusConditionTrue(s.Conditions, labeler.ConditionLabelSetConflict) && s.NodesHeld == 1 &&
+					len(s.HeldNodes) == 1 && s.HeldNodes[0].Reason == labelsv1alpha1.HeldLabelSetConflict
 			})
 			c := meta.FindStatusCondition(set.Status.Conditions, labeler.ConditionLabelSetConflict)
 			for _, want := range []string{`"a" in ` + nsA + "/dup", `"b" in ` + nsB + "/dup", "example.com/shared"} {
