@@ -54,9 +54,6 @@ type apiServer struct {
 // its test dependencies (testing, ktesting, gomega, test/utils: 4.6 MB of Go source that poolctl
 // would compile for nothing) and without the front-proxy and client-certificate set-up no user of
 // this package needs.
-// initialFeatureGates are the process's gates before any apiserver set them.
-var initialFeatureGates = utilfeature.DefaultMutableFeatureGate.DeepCopy()
-
 func startAPIServer(storage *storagebackend.Config, flags []string) (_ *apiServer, err error) {
 	dir, err := os.MkdirTemp("", "kube-apiserver-")
 	if err != nil {
@@ -85,9 +82,8 @@ func startAPIServer(storage *storagebackend.Config, flags []string) (_ *apiServe
 	}()
 
 	// Options, feature gates and version registry of its own, as StartTestServer has, so that
-	// apiservers started one after the other in a process (tests, restarts) share no option state:
-	// the gates start from the process's initial ones, not from what an earlier server set.
-	featureGate := initialFeatureGates.DeepCopy()
+	// apiservers started one after the other in a process (tests, restarts) share no option state.
+	featureGate := utilfeature.DefaultMutableFeatureGate.DeepCopy()
 	effectiveVersion := compatibility.DefaultBuildEffectiveVersion()
 	effectiveVersion.SetEmulationVersion(featureGate.EmulationVersion())
 	registry := basecompatibility.NewComponentGlobalsRegistry()
@@ -129,10 +125,10 @@ func startAPIServer(storage *storagebackend.Config, flags []string) (_ *apiServe
 	if err := registry.Set(); err != nil {
 		return nil, fmt.Errorf("kube-apiserver flags: %w", err)
 	}
-	// The apiserver's code reads the process-wide gates, so this server's gates are applied to
-	// them: --feature-gates, and the defaults for every other gate (a gate an earlier server
-	// enabled would make this one wait for APIs it does not serve, for example the
-	// MutatingAdmissionPolicy informers without the v1beta1 runtime-config).
+	// The apiserver's code reads the process-wide gates, so --feature-gates is applied to them
+	// (for the rest of the process, as in the kube-apiserver binary). A gate stays on for later
+	// servers of the process: they must serve what it needs (for example the v1beta1
+	// runtime-config with MutatingAdmissionPolicy), see Options.Flags.
 	for gate := range utilfeature.DefaultMutableFeatureGate.GetAll() {
 		if want := featureGate.Enabled(gate); want != utilfeature.DefaultFeatureGate.Enabled(gate) {
 			if err := utilfeature.DefaultMutableFeatureGate.SetFromMap(map[string]bool{string(gate): want}); err != nil {

@@ -40,8 +40,8 @@ type ControlPlane struct {
 // Options tune the apiserver.
 type Options struct {
 	// Flags are extra kube-apiserver flags, for example --authorization-mode=RBAC. Feature gates
-	// are process-wide: apiservers running at the same time in one process must be given the
-	// same --feature-gates (one started later resets the gates it does not name to their defaults).
+	// are process-wide and stay set: the apiservers of one process must all be given the same
+	// --feature-gates (and what they need, such as a gate's --runtime-config).
 	Flags []string
 }
 

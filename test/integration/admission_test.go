@@ -35,12 +35,8 @@ import (
 	"github.com/pool-scheduler/pool-scheduler/test/util"
 )
 
-// MutatingAdmissionPolicy is beta (off by default) in Kubernetes 1.34: the test apiserver
-// enables it as a cluster admin would.
-var mapFlags = []string{
-	"--feature-gates=MutatingAdmissionPolicy=true",
-	"--runtime-config=admissionregistration.k8s.io/v1beta1=true",
-}
+// MutatingAdmissionPolicy is beta (off by default) in Kubernetes 1.34: every test apiserver
+// enables it as a cluster admin would (util.ControlPlaneFlags).
 
 // shippedMutator is the mutation the shipped scheduler configuration implies.
 func shippedMutator(t *testing.T) (*admission.Mutator, report.Args) {
@@ -185,7 +181,7 @@ func waitForMutation(ctx context.Context, t *testing.T, cs kubernetes.Interface,
 // opted-in namespace and leaves the others alone.
 func TestMutatingAdmissionPolicy(t *testing.T) {
 	tCtx := ktesting.Init(t)
-	cp := util.StartControlPlane(t, mapFlags...)
+	cp := util.StartControlPlane(t)
 	cs := cp.Client
 	m, args := shippedMutator(t)
 	policy, binding, err := admission.RenderPolicy(admission.PolicyOptions{
@@ -360,7 +356,7 @@ func TestHelmChartAdmission(t *testing.T) {
 		}
 
 		// Installed on a cluster that serves the API, it mutates.
-		cp := util.StartControlPlane(t, mapFlags...)
+		cp := util.StartControlPlane(t)
 		if _, err := cp.Client.AdmissionregistrationV1beta1().MutatingAdmissionPolicies().Create(tCtx, policy, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}

@@ -226,8 +226,9 @@ func (r *renderedChart) schedulerConfig(t *testing.T, configMap string) (*schedc
 // accept it. The rendered scheduler configuration must decode strictly and validate.
 func TestHelmChart(t *testing.T) {
 	tCtx := ktesting.Init(t)
-	// The MutatingAdmissionPolicy API served, so admission.mode=policy is validated (CEL compiled).
-	cp := util.StartControlPlane(t, mapFlags...)
+	// The MutatingAdmissionPolicy API is served (util.ControlPlaneFlags), so admission.mode=policy
+	// is validated (CEL compiled).
+	cp := util.StartControlPlane(t)
 	installServiceMonitorCRD(tCtx, t, cp)
 	applier := newDryRunApplier(t, cp)
 

@@ -5,6 +5,9 @@ package perf
 
 import (
 	"fmt"
+	genericfeatures "k8s.io/apiserver/pkg/features"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	featuregatetesting "k8s.io/component-base/featuregate/testing"
 	"os"
 	"testing"
 
@@ -23,5 +26,8 @@ func TestMain(m *testing.M) {
 }
 
 func BenchmarkPerfScheduling(b *testing.B) {
+	// scheduler_perf's apiserver does not serve the MutatingAdmissionPolicy API (beta in 1.34);
+	// with the process-wide gate on, its admission plugin would wait for the API forever.
+	featuregatetesting.SetFeatureGateDuringTest(b, utilfeature.DefaultFeatureGate, genericfeatures.MutatingAdmissionPolicy, false)
 	perf.RunBenchmarkPerfScheduling(b, "config/performance-config.yaml", "poolscheduler", plugins.Registry())
 }

@@ -303,7 +303,7 @@ func StartRestartableControlPlane(t *testing.T, flags ...string) *RestartableCon
 // StartAPIServer starts kube-apiserver against the etcd and points the forwarder at it.
 func (r *RestartableControlPlane) StartAPIServer() {
 	r.t.Helper()
-	cp, err := controlplane.Start(r.t, r.Etcd.Storage(), controlplane.Options{Flags: r.flags})
+	cp, err := controlplane.Start(r.t, r.Etcd.Storage(), controlplane.Options{Flags: append(append([]string{}, ControlPlaneFlags...), r.flags...)})
 	if err != nil {
 		r.t.Fatalf("starting kube-apiserver: %v", err)
 	}

@@ -29,8 +29,25 @@ import (
 // SchedulerName is the scheduler name of the shipped profile.
 const SchedulerName = "pool-scheduler"
 
-// StartControlPlane starts kube-apiserver (etcd from framework.EtcdMain) with the CRDs installed.
+// ControlPlaneFlags are given to every control plane of the test process: feature gates are
+// process-wide and stay set, so every apiserver serves the MutatingAdmissionPolicy API (beta,
+// off by default in 1.34) that the admission tests enable.
+var ControlPlaneFlags = []string{
+	"--feature-gates=MutatingAdmissionPolicy=true",
+	"--runtime-config=admissionregistration.k8s.io/v1beta1=true",
+}
+
+// StartControlPlane starts kube-apiserver (etcd from framework.EtcdMain) with the CRDs installed
+// and ControlPlaneFlags.
 func StartControlPlane(t testing.TB, flags ...string) *controlplane.ControlPlane {
+	t.Helper()
+	return StartControlPlaneWithGates(t, append(append([]string{}, ControlPlaneFlags...), flags...)...)
+}
+
+// StartControlPlaneWithGates is StartControlPlane without ControlPlaneFlags, for processes whose
+// other apiservers (scheduler_perf's) do not serve the MutatingAdmissionPolicy API: with its
+// gate on they would wait for its informers forever.
+func StartControlPlaneWithGates(t testing.TB, flags ...string) *controlplane.ControlPlane {
 	t.Helper()
 	cp, err := controlplane.Start(t, framework.SharedEtcd(), controlplane.Options{Flags: flags})
 	if err != nil {
