@@ -126,6 +126,8 @@ func FuzzPoolOf(f *testing.F) {
 	f.Add("example.com/pool\nexample.com/pool", "example.com/pool=a", `["example.com/old",`)
 	f.Add("a\nb\nc", "c=3\nb=\nd=4", `["d","c"]`)
 	f.Add("", "kubernetes.io/hostname=n1", "null")
+	// A managed pool-identity label is never stale (found by fuzz-smoke).
+	f.Add("a\nb\nc", "c=", `["c"]`)
 	f.Fuzz(func(t *testing.T, keyText, labelText, annotation string) {
 		keys := splitLines(keyText)
 		labels := parseLabels(labelText)
@@ -172,6 +174,11 @@ func FuzzPoolOf(f *testing.F) {
 			managed, wellFormed := refManagedLabels(annotation)
 			stale := ""
 			for _, k := range managed {
+				// A pool-identity key (configured or a default one) is never stale: nothing may
+				// remove it, and it names the node's pool.
+				if slices.Contains(keys, k) || slices.Contains(refDefaultPoolLabelKeys, k) {
+					continue
+				}
 				if _, present := labels[k]; present {
 					stale = k
 					break
