@@ -37,11 +37,18 @@ GOTEST_FLAGS ?=
 # The unit and integration suites run under the race detector (it needs cgo: a C compiler).
 # RACE= runs them without it.
 RACE ?= -race
-# The integration suite runs the whole kube-scheduler, whose v1.34.10 queue has a data race of its
-# own (PodInfo.Update in the backoff queue against the nominator's PodInfo.GetPod,
-# pkg/scheduler/backend/queue; seen in CI on 2026-11-23): under -race it fails tests at random.
-# INTEGRATION_RACE=-race runs it with the detector anyway.
-INTEGRATION_RACE ?=
+# The integration suite runs the whole kube-scheduler, and v1.34.10's has a data race of its own:
+# the backoff queue updates a queued pod's PodInfo (PodInfo.Update, from the pod informer) while
+# handleSchedulingFailure hands the same PodInfo to the nominator (PodInfo.GetPod), whenever
+# DefaultPreemption finds no candidate; both accesses are in k8s.io/kubernetes/pkg/scheduler/framework
+# (types.go). It failed a CI run on 2026-11-23. Upstream tracks this family of races in
+# kubernetes/kubernetes#132025 and #139340 (fixed on master in 2026; v1.34.10 has no fix) and runs its own
+# integration suite under -race only in a separate job for that reason. So that one package is
+# compiled without race instrumentation (for a package, the last -gcflags pattern that matches wins;
+# the compiler's -race=false undoes the go command's -race): ours, client-go and the rest of
+# Kubernetes stay instrumented. RACE= turns the detector off for both suites.
+RACE_UNINSTRUMENTED := k8s.io/kubernetes/pkg/scheduler/framework
+INTEGRATION_RACE ?= $(if $(RACE),$(RACE) '-gcflags=$(RACE_UNINSTRUMENTED)=-l -dwarf=false -race=false')
 
 .PHONY: help
 help: ## Show this help.
@@ -117,7 +124,7 @@ fuzz-smoke: ## A few seconds of fuzzing per target (FUZZ_SMOKE_TIME), as make te
 	$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZ_SMOKE_TIME)
 
 .PHONY: integration
-integration: etcd ## Plugins in process against kube-apiserver + etcd (race detector on).
+integration: etcd ## Plugins in process against kube-apiserver + etcd (race detector on, but for one upstream package: see INTEGRATION_RACE).
 	$(TEST_ENV) $(GO) test $(INTEGRATION_RACE) $(GOTEST_FLAGS) -timeout=30m ./test/integration/...
 
 .PHONY: e2e

@@ -6,7 +6,9 @@
 #   WORKLOADS  scheduler_perf workloads (default 1000Nodes; add 5000Nodes for the full goals).
 #   INSTALLED  installed-benchmark workloads (default "500Nodes 5000Nodes"; also smoke).
 #   ROUNDS     rounds of every scheduler per installed run (default 1).
-#   COUNT      runs per case (default 3).
+#   COUNT      runs per scheduler_perf case and microbenchmark (default 3).
+#   INSTALLED_COUNT  installed runs, each on a new cluster (default 1; ROUNDS is the cheaper way
+#              to repeat: the rounds share one cluster).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SUITES=${SUITES:-scheduler_perf installed}
@@ -14,6 +16,7 @@ WORKLOADS=${WORKLOADS:-1000Nodes}
 INSTALLED=${INSTALLED:-500Nodes 5000Nodes}
 ROUNDS=${ROUNDS:-1}
 COUNT=${COUNT:-3}
+INSTALLED_COUNT=${INSTALLED_COUNT:-1}
 for s in $SUITES; do
   case $s in scheduler_perf|installed) ;; *) echo "SUITES: unknown suite $s (scheduler_perf, installed)" >&2; exit 2 ;; esac
 done
@@ -28,15 +31,15 @@ GOFLAGS="${GOFLAGS//\'-gcflags=all=-l -dwarf=false\'/}"
 export GOFLAGS="${GOFLAGS//-gcflags=all=-l/}"
 
 if runs installed; then
-  echo "== installed ($INSTALLED, $ROUNDS round(s), count $COUNT)" >&2
+  echo "== installed ($INSTALLED, $ROUNDS round(s), count $INSTALLED_COUNT)" >&2
   load_before=$(cut -d' ' -f1-3 /proc/loadavg)
   pattern="^BenchmarkInstalled\$/^($(echo "$INSTALLED" | tr ' ,' '||'))\$"
-  ARTIFACTS=$ART go test ./test/installed -run='^$' -bench="$pattern" -benchtime="${ROUNDS}x" -count="$COUNT" -timeout=180m \
+  ARTIFACTS=$ART go test ./test/installed -run='^$' -bench="$pattern" -benchtime="${ROUNDS}x" -count="$INSTALLED_COUNT" -timeout=180m \
     | tee "$ART/installed.txt" >&2
   {
     echo "Measured $(date -u +%F) on $machine, $(go version | cut -d' ' -f3), k8s.io/kubernetes $(grep '^KUBE_VERSION' hack/versions.env | cut -d= -f2);"
     echo "load average (1, 5, 15 min) $load_before before, $(cut -d' ' -f1-3 /proc/loadavg) after."
-    echo "Command: \`SUITES=\"$SUITES\" INSTALLED=\"$INSTALLED\" ROUNDS=$ROUNDS COUNT=$COUNT make bench\`."
+    echo "Command: \`SUITES=\"$SUITES\" INSTALLED=\"$INSTALLED\" ROUNDS=$ROUNDS INSTALLED_COUNT=$INSTALLED_COUNT make bench\`."
     echo
     go run ./hack/installedreport < "$ART/installed.txt"
   } > "$ART/installed.md"
@@ -56,8 +59,15 @@ go test -run='^$' -bench=. -benchmem -count="$COUNT" ./pkg/plugins/... \
 
 echo "== scheduler_perf ($WORKLOADS, count $COUNT)" >&2
 pattern="BenchmarkPerfScheduling/.*/($(echo "$WORKLOADS" | tr ' ,' '||'))\$"
-ARTIFACTS=$ART go test ./test/perf -run='^$' -bench="$pattern" -benchtime=1ns -count="$COUNT" -timeout=120m \
-  -perf-scheduling-label-filter=performance -data-items-dir="$ART" | tee "$ART/perf.txt" >&2
+# One go test per run rather than -count: -count repeats each case back to back, so the cases of
+# one run would be measured minutes apart; this way every run measures all cases in turn, and the
+# machine's drift (often larger than the effects measured) falls on every case alike.
+: > "$ART/perf.txt"
+for run in $(seq "$COUNT"); do
+  echo "-- scheduler_perf run $run of $COUNT" >&2
+  ARTIFACTS=$ART go test ./test/perf -run='^$' -bench="$pattern" -benchtime=1ns -count=1 -timeout=120m \
+    -perf-scheduling-label-filter=performance -data-items-dir="$ART" | tee -a "$ART/perf.txt" >&2
+done
 
 echo "== churn (count $COUNT)" >&2
 go test ./test/perf -run='^$' -bench='^BenchmarkChurn$' -benchtime=1x -count="$COUNT" -timeout=60m 2>/dev/null \
