@@ -139,7 +139,7 @@ perf-smoke: etcd binaries kube-scheduler ## scheduler_perf's short workload for 
 	$(TEST_ENV) ARTIFACTS=$(CURDIR)/_output/perf-smoke $(GO) test ./test/installed -run='^$$' -bench='^BenchmarkInstalled$$/^smoke$$' -benchtime=1x -timeout=20m
 
 .PHONY: bench
-bench: etcd binaries kube-scheduler ## Plugin microbenchmarks, scheduler_perf (WORKLOADS=1000Nodes COUNT=3) and the installed benchmark (INSTALLED="500Nodes 5000Nodes"; SUITES picks) -> docs/performance.md.
+bench: etcd binaries kube-scheduler ## Plugin microbenchmarks and memory per node/pod, scheduler_perf (WORKLOADS=1000Nodes COUNT=3) and the installed benchmark (INSTALLED="500Nodes 5000Nodes"; SUITES picks) -> docs/performance.md.
 	hack/bench.sh
 
 .PHONY: generate

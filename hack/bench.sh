@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# make bench: the plugins' Go microbenchmarks (5000 nodes), the scheduler_perf suite and the
-# installed benchmark (test/installed), written to docs/performance.md.
+# make bench: the plugins' Go microbenchmarks (per-node cost at 5000 and 15 000 nodes; memory per
+# node and the replica index's per pod, with heap profiles in artifacts/bench), the scheduler_perf
+# suite and the installed benchmark (test/installed), written to docs/performance.md.
 #   SUITES     what to run: "scheduler_perf" (microbenchmarks, scheduler_perf, churn) and/or
 #              "installed" (default both); each rewrites only its own part of the document.
 #   WORKLOADS  scheduler_perf workloads (default 1000Nodes; add 5000Nodes for the full goals).
@@ -54,8 +55,56 @@ runs scheduler_perf || exit 0
 echo "== microbenchmarks" >&2
 # Log records of the fakes the benchmarks build (klog writes to the same stream) can land in the
 # middle of a benchmark's line; they are cut out so that benchstat parses every result.
-go test -run='^$' -bench=. -benchmem -count="$COUNT" ./pkg/plugins/... \
+# With ARTIFACTS set, the memory benchmarks (BenchmarkMemory, BenchmarkReplicaIndexMemory) write
+# heap profiles before and after building what they measure (test/util/plugintest.HeapGrowth).
+ARTIFACTS=$ART go test -run='^$' -bench=. -benchmem -count="$COUNT" ./pkg/plugins/... \
   | perl -0pe 's/[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ [\w.-]+:\d+\] [^\n]*\n//g' | tee "$ART/micro.txt" >&2
+# Memory: bytes per node of each plugin and of the three together, and of the replica index per
+# pod (means over the runs), from the benchmarks' own metrics.
+mem_nodes_md=$(awk '
+  /^pkg: / { n = split($2, p, "/"); pkg = p[n] }
+  $1 ~ /^BenchmarkMemory\/nodes=/ {
+    size = $1; sub(/^BenchmarkMemory\/nodes=/, "", size); sub(/-[0-9]+$/, "", size)
+    sizes[size] = 1
+    for (i = 2; i < NF; i++) {
+      if ($(i+1) == "plugin-bytes/node") { per[pkg, size] += $i; runs[pkg, size]++ }
+      if ($(i+1) == "plugin-bytes") { total[pkg, size] += $i }
+    }
+  }
+  END {
+    split("nodepoolready systempoolguard domainspread", plugins, " ")
+    for (size in sizes) {
+      row = "| " size; sum = 0; all = 0
+      for (j = 1; j <= 3; j++) {
+        k = plugins[j]
+        if (!runs[k, size]) { row = row " | -"; continue }
+        row = row sprintf(" | %.0f B", per[k, size] / runs[k, size])
+        sum += per[k, size] / runs[k, size]; all += total[k, size] / runs[k, size]
+      }
+      printf "%s | %.0f B | %.1f MB |\n", row, sum, all / 1e6
+    }
+  }' "$ART/micro.txt" | sort -t'|' -k2 -n)
+mem_pods_md=$(awk '
+  $1 ~ /^BenchmarkReplicaIndexMemory\/pods=/ {
+    size = $1; sub(/^BenchmarkReplicaIndexMemory\/pods=/, "", size); sub(/-[0-9]+$/, "", size)
+    for (i = 2; i < NF; i++) {
+      if ($(i+1) == "replica-index-bytes/pod") { per[size] += $i; runs[size]++ }
+      if ($(i+1) == "index-bytes") { total[size] += $i }
+    }
+  }
+  END { for (s in runs) printf "| %s | %.1f MB | %.0f B |\n", s, total[s] / runs[s] / 1e6, per[s] / runs[s] }' "$ART/micro.txt" | sort -t'|' -k2 -n)
+# What the largest size's state is made of, by allocation site (the last run's profiles).
+mem_top() {
+  local largest
+  largest=$(ls "$ART"/heap-"$1"-*.pprof 2>/dev/null | grep -v -- '-base\.pprof$' | sort -V | tail -1 || true)
+  [[ -n $largest ]] || return 0
+  echo "$(basename "$largest" .pprof):"
+  { go tool pprof -sample_index=inuse_space -diff_base "${largest%.pprof}-base.pprof" -top -nodecount=12 "$largest" 2>/dev/null \
+    | awk '$1 ~ /^[0-9.]+[kMG]?B$/ { flat = $1; for (i = 1; i <= 5; i++) sub(/^ *[^ ]+/, ""); sub(/^ +/, "")
+                                    gsub(/github\.com\/pool-scheduler\/pool-scheduler\//, ""); printf "  %9s  %s\n", flat, $0 }'; } \
+    || echo "  (go tool pprof failed on $largest)"
+}
+mem_top_md=$(for m in NodePoolReady SystemPoolGuard DomainSpread replicaindex; do mem_top "$m"; done)
 
 echo "== scheduler_perf ($WORKLOADS, count $COUNT)" >&2
 pattern="BenchmarkPerfScheduling/.*/($(echo "$WORKLOADS" | tr ' ,' '||'))\$"
@@ -101,7 +150,27 @@ fi
   echo "|---|---|---|---|"
   echo "$churn_md"
   echo
-  echo "### Plugin microbenchmarks (5000 nodes per op; see each plugin's README)"
+  echo "### Plugin memory (\`BenchmarkMemory\`, \`BenchmarkReplicaIndexMemory\`; method above the results)"
+  echo
+  echo "Live heap the plugins hold per node once every node has been evaluated (shipped args, scheduler_perf's nodes), mean of $COUNT runs:"
+  echo
+  echo "| nodes | NodePoolReady | SystemPoolGuard | DomainSpread | all three, per node | all three, total |"
+  echo "|---|---|---|---|---|---|"
+  echo "$mem_nodes_md"
+  echo
+  echo "DomainSpread's replica index per pod (ReplicaSet pods, 5 per set, over 15 000 nodes):"
+  echo
+  echo "| pods | index | per pod |"
+  echo "|---|---|---|"
+  echo "$mem_pods_md"
+  echo
+  echo "Allocation sites of that memory at the largest size (\`go tool pprof -sample_index=inuse_space -diff_base <name>-base.pprof -top <name>.pprof\`, profiles in \`artifacts/bench\`; flat bytes, with the live objects of the function that allocated them):"
+  echo
+  echo '```'
+  echo "$mem_top_md"
+  echo '```'
+  echo
+  echo "### Plugin microbenchmarks (5000 nodes per op unless a sub-benchmark names the count; see each plugin's README)"
   echo
   echo '```'
   cat "$ART/micro-benchstat.txt"

@@ -24,15 +24,14 @@ import (
 )
 
 const (
-	benchNodes = 5000
-	benchPods  = 10000
-	benchSets  = 2000 // 5 replicas each
+	benchPods = 10000
+	benchSets = 2000 // 5 replicas each
 )
 
-// benchCluster is 5000 nodes over 2 fault domains x 3 update domains and 10 000 pods of 2000
+// benchCluster is nodes nodes over 2 fault domains x 3 update domains and 10 000 pods of 2000
 // ReplicaSets; the pod to place belongs to set 0.
-func benchCluster() ([]*v1.Pod, []*v1.Node, *v1.Pod) {
-	nodes := make([]*v1.Node, benchNodes)
+func benchCluster(numNodes int) ([]*v1.Pod, []*v1.Node, *v1.Pod) {
+	nodes := make([]*v1.Node, numNodes)
 	for i := range nodes {
 		name := fmt.Sprintf("node-%d", i)
 		nodes[i] = st.MakeNode().Name(name).Label(v1.LabelHostname, name).
@@ -41,7 +40,7 @@ func benchCluster() ([]*v1.Pod, []*v1.Node, *v1.Pod) {
 	pods := make([]*v1.Pod, benchPods)
 	for i := range pods {
 		set := i % benchSets
-		pods[i] = rsPod(fmt.Sprintf("p-%d", i), fmt.Sprintf("rs-%d", set), nodes[(i*7919)%benchNodes].Name)
+		pods[i] = rsPod(fmt.Sprintf("p-%d", i), fmt.Sprintf("rs-%d", set), nodes[(i*7919)%numNodes].Name)
 		pods[i].Labels = map[string]string{"set": fmt.Sprint(set)}
 	}
 	pod := rsPod("incoming", "rs-0", "")
@@ -99,11 +98,17 @@ func benchPlugins(b *testing.B, mode config.SpreadMode, pods []*v1.Pod, nodes []
 	return ctx, ds, pts, infos
 }
 
-// BenchmarkScoreCycle times one scoring cycle (PreScore, Score on 5000 nodes, NormalizeScore)
+// BenchmarkScoreCycle times one scoring cycle (PreScore, Score on every node, NormalizeScore)
 // of DomainSpread and of PodTopologySpread with two ScheduleAnyway constraints on the same keys,
-// in the same run, and reports the ratio.
+// in the same run, and reports the ratio, per cluster size (perNodeCounts).
 func BenchmarkScoreCycle(b *testing.B) {
-	pods, nodes, pod := benchCluster()
+	for _, n := range perNodeCounts {
+		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) { benchmarkScoreCycle(b, n) })
+	}
+}
+
+func benchmarkScoreCycle(b *testing.B, numNodes int) {
+	pods, nodes, pod := benchCluster(numNodes)
 	ctx, ds, pts, infos := benchPlugins(b, config.SpreadSoft, pods, nodes)
 	ptsPod := withConstraints(pod, v1.ScheduleAnyway)
 	cycle := func(pl scorer, ext framework.ScoreExtensions, p *v1.Pod) time.Duration {
@@ -139,9 +144,15 @@ func BenchmarkScoreCycle(b *testing.B) {
 }
 
 // BenchmarkFilterCycle does the same for Hard mode against DoNotSchedule constraints:
-// PreFilter, then Filter on 5000 nodes.
+// PreFilter, then Filter on every node.
 func BenchmarkFilterCycle(b *testing.B) {
-	pods, nodes, pod := benchCluster()
+	for _, n := range perNodeCounts {
+		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) { benchmarkFilterCycle(b, n) })
+	}
+}
+
+func benchmarkFilterCycle(b *testing.B, numNodes int) {
+	pods, nodes, pod := benchCluster(numNodes)
 	ctx, ds, pts, infos := benchPlugins(b, config.SpreadHard, pods, nodes)
 	ptsPod := withConstraints(pod, v1.DoNotSchedule)
 	cycle := func(pl filterer, p *v1.Pod) time.Duration {
@@ -167,10 +178,20 @@ func BenchmarkFilterCycle(b *testing.B) {
 	b.ReportMetric(float64(dsTotal)/float64(ptsTotal), "domainspread/podtopologyspread")
 }
 
-// BenchmarkPerNode measures Filter and Score alone over 5000 nodes (state computed once):
-// allocs/op must be 0.
+// perNodeCounts are the cluster sizes of the cycle and per-node benchmarks: whether a node's
+// Filter or Score costs more in a larger cluster (the memo's map no longer in cache, say).
+var perNodeCounts = []int{5000, 15000}
+
+// BenchmarkPerNode measures Filter and Score alone over every node (state computed once), per
+// cluster size: allocs/op must be 0 for Score; Filter allocates the Status of each refused node.
 func BenchmarkPerNode(b *testing.B) {
-	pods, nodes, pod := benchCluster()
+	for _, n := range perNodeCounts {
+		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) { benchmarkPerNode(b, n) })
+	}
+}
+
+func benchmarkPerNode(b *testing.B, numNodes int) {
+	pods, nodes, pod := benchCluster(numNodes)
 	ctx, ds, _, infos := benchPlugins(b, config.SpreadHard, pods, nodes)
 	// Steady state: a first cycle resolves every node's domains, the next one's PreFilter
 	// compacts them into the memo's read map.

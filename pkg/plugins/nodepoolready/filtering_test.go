@@ -194,10 +194,9 @@ func TestPreFilterPinsTheIndexForTheCycle(t *testing.T) {
 	}
 }
 
-// benchPlugin returns the plugin with ten pools' label sets and benchNodes nodes that mix every
+// benchPlugin returns the plugin with ten pools' label sets and nodes nodes that mix every
 // verdict, in the snapshot the plugin compacts its memo against.
-func benchPlugin(b *testing.B) (*NodePoolReady, []fwk.NodeInfo) {
-	nodes := benchNodes
+func benchPlugin(b *testing.B, nodes int) (*NodePoolReady, []fwk.NodeInfo) {
 	var sets []*labelsv1alpha1.NodePoolLabelSet
 	for p := 0; p < 10; p++ {
 		sets = append(sets, labelSet("ns", fmt.Sprintf("pool-%d", p), types.UID(fmt.Sprint(p)), 1, map[string]labelsv1alpha1.LabelValue{
@@ -233,12 +232,18 @@ func benchPlugin(b *testing.B) (*NodePoolReady, []fwk.NodeInfo) {
 	return pl, infos
 }
 
-// BenchmarkFilter runs PreFilter once and Filter over 5000 nodes per op, so allocs/op is the
-// allocation count for 5000 nodes: only the Status of each refused node (TestFilterDoesNotAllocate).
-// Nodes mix every verdict.
+// BenchmarkFilter runs PreFilter once and Filter over every node per op, so allocs/op is the
+// allocation count for all nodes: only the Status of each refused node (TestFilterDoesNotAllocate).
+// Nodes mix every verdict. One sub-benchmark per cluster size (perNodeCounts): whether a node
+// costs more in a larger cluster.
 func BenchmarkFilter(b *testing.B) {
-	pl, infos := benchPlugin(b)
-	nodes := len(infos)
+	for _, n := range perNodeCounts {
+		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) { benchmarkFilter(b, n) })
+	}
+}
+
+func benchmarkFilter(b *testing.B, nodes int) {
+	pl, infos := benchPlugin(b, nodes)
 	// Production verbosity: the -v=4 detail log is off, as it is in a real scheduler.
 	ctx := klog.NewContext(context.Background(), klogtesting.NewLogger(b, klogtesting.NewConfig(klogtesting.Verbosity(2))))
 	pod := st.MakePod().Name("p").Obj()
@@ -263,7 +268,7 @@ func BenchmarkFilter(b *testing.B) {
 // is judged again (pl.verdicts misses), managed-labels annotations included. ns/node is the cost
 // of judging a node; a node update costs the same for that node.
 func BenchmarkFilterAfterLabelSetChange(b *testing.B) {
-	pl, infos := benchPlugin(b)
+	pl, infos := benchPlugin(b, benchNodes)
 	logger := klog.FromContext(context.Background())
 	ctx := klog.NewContext(context.Background(), klogtesting.NewLogger(b, klogtesting.NewConfig(klogtesting.Verbosity(2))))
 	pod := st.MakePod().Name("p").Obj()
@@ -282,7 +287,10 @@ func BenchmarkFilterAfterLabelSetChange(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(infos)), "ns/node")
 }
 
-var benchNodes = 5000
+const benchNodes = 5000
+
+// perNodeCounts are the cluster sizes BenchmarkFilter measures.
+var perNodeCounts = []int{benchNodes, 15000}
 
 func TestFilterDoesNotAllocate(t *testing.T) {
 	ctx := klog.NewContext(context.Background(), klogtesting.NewLogger(t, klogtesting.NewConfig(klogtesting.Verbosity(2))))

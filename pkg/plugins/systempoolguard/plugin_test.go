@@ -242,10 +242,17 @@ func withPriorityClass(p *v1.Pod, name string) *v1.Pod {
 	return p
 }
 
-// BenchmarkFilter runs Filter (and Score for a system pod) over 5000 nodes per op, a tenth of
-// them system nodes (half by pool name, half by selector); allocs/op must be 0.
+// BenchmarkFilter runs Filter (and Score for a system pod) over every node per op, a tenth of
+// them system nodes (half by pool name, half by selector); allocs/op is that of the refused
+// nodes' Statuses (Score: 0). One sub-benchmark per cluster size: whether a node costs more in a
+// larger cluster.
 func BenchmarkFilter(b *testing.B) {
-	const nodes = 5000
+	for _, n := range []int{5000, 15000} {
+		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) { benchmarkFilter(b, n) })
+	}
+}
+
+func benchmarkFilter(b *testing.B, nodes int) {
 	pl := newTestPlugin(b, func(a *config.SystemPoolGuardArgs) {
 		a.SystemNodeSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.azure.com/mode": "system"}}
 	})
