@@ -114,7 +114,10 @@ pattern="BenchmarkPerfScheduling/.*/($(echo "$WORKLOADS" | tr ' ,' '||'))\$"
 : > "$ART/perf.txt"
 for run in $(seq "$COUNT"); do
   echo "-- scheduler_perf run $run of $COUNT" >&2
+  # A CPU profile of each run (the whole harness: apiserver and scheduler) shows where the cases'
+  # cycles differ: `go tool pprof -top -focus=pool-scheduler $ART/perf-run1.cpu.pprof`.
   ARTIFACTS=$ART go test ./test/perf -run='^$' -bench="$pattern" -benchtime=1ns -count=1 -timeout=120m \
+    -o "$ART/perf.test" -cpuprofile "$ART/perf-run$run.cpu.pprof" \
     -perf-scheduling-label-filter=performance -data-items-dir="$ART" | tee -a "$ART/perf.txt" >&2
 done
 
