@@ -107,18 +107,22 @@ mem_top() {
 mem_top_md=$(for m in NodePoolReady SystemPoolGuard DomainSpread replicaindex; do mem_top "$m"; done)
 
 echo "== scheduler_perf ($WORKLOADS, count $COUNT)" >&2
-pattern="BenchmarkPerfScheduling/.*/($(echo "$WORKLOADS" | tr ' ,' '||'))\$"
-# One go test per run rather than -count: -count repeats each case back to back, so the cases of
-# one run would be measured minutes apart; this way every run measures all cases in turn, and the
-# machine's drift (often larger than the effects measured) falls on every case alike.
+# Every case of every run in a process of its own, the cases' order rotated by one per run:
+# -count repeats a case back to back, and one process for all cases runs the later ones after the
+# earlier ones' apiservers and heaps (15 000 nodes' worth), which slowed them here by more than the
+# effects measured. This way each case starts alike, and the machine's drift falls on every case.
+cases=(floor default intree-equivalent anti-affinity pool-scheduler)
 : > "$ART/perf.txt"
 for run in $(seq "$COUNT"); do
   echo "-- scheduler_perf run $run of $COUNT" >&2
-  # A CPU profile of each run (the whole harness: apiserver and scheduler) shows where the cases'
-  # cycles differ: `go tool pprof -top -focus=pool-scheduler $ART/perf-run1.cpu.pprof`.
-  ARTIFACTS=$ART go test ./test/perf -run='^$' -bench="$pattern" -benchtime=1ns -count=1 -timeout=120m \
-    -o "$ART/perf.test" -cpuprofile "$ART/perf-run$run.cpu.pprof" \
-    -perf-scheduling-label-filter=performance -data-items-dir="$ART" | tee -a "$ART/perf.txt" >&2
+  for i in "${!cases[@]}"; do
+    tc=${cases[$(( (i + run - 1) % ${#cases[@]} ))]}
+    # A CPU profile per case and run (the whole harness: apiserver and scheduler) shows where the
+    # cases' cycles differ: `go tool pprof -top -focus=pool-scheduler $ART/perf-<case>-run1.cpu.pprof`.
+    ARTIFACTS=$ART go test ./test/perf -run='^$' -bench="BenchmarkPerfScheduling/^$tc\$/^($(echo "$WORKLOADS" | tr ' ,' '||'))\$" \
+      -benchtime=1ns -count=1 -timeout=120m -o "$ART/perf.test" -cpuprofile "$ART/perf-$tc-run$run.cpu.pprof" \
+      -perf-scheduling-label-filter=performance -data-items-dir="$ART" | tee -a "$ART/perf.txt" >&2
+  done
 done
 
 echo "== churn (count $COUNT)" >&2
