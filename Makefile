@@ -7,6 +7,29 @@ BIN     := $(CURDIR)/bin
 MODULE  := github.com/pool-scheduler/pool-scheduler
 include hack/versions.env
 
+# Release lines, one per supported Kubernetes minor, built from this tree (docs/compatibility.md).
+# The default line (1.34) is go.mod with hack/versions.env's pins. LINE=<minor> (e.g.
+# `make build LINE=1.36`) builds another: lines/k8s-<minor>/go.mod through -modfile (the same
+# module path, so packages, patterns and build info stay as they are), its versions.env (read
+# after hack/versions.env: KUBE_VERSION, GO_TAGS, ...) and its build tags, into bin/k8s-<minor>/.
+# Exported, GOFLAGS reaches every go command of the recipes and the go commands that tests start;
+# -modfile is absolute because those may run in another directory. etcd is the default line's
+# (bin/etcd) for every line. Without LINE nothing here applies.
+LINE ?=
+DEFAULT_GOFLAGS := $(GOFLAGS)
+ETCD_BIN := $(CURDIR)/bin/etcd
+GOMOD_FILES := go.mod go.sum
+ifneq ($(LINE),)
+LINE_DIR := $(CURDIR)/lines/k8s-$(LINE)
+ifeq ($(wildcard $(LINE_DIR)/versions.env),)
+$(error LINE=$(LINE): there is no lines/k8s-$(LINE)/versions.env; lines: default (no LINE) $(patsubst $(CURDIR)/lines/k8s-%,%,$(wildcard $(CURDIR)/lines/k8s-*)))
+endif
+include $(LINE_DIR)/versions.env
+export GOFLAGS := $(strip $(GOFLAGS) -modfile=$(LINE_DIR)/go.mod $(if $(GO_TAGS),-tags=$(GO_TAGS)))
+BIN := $(CURDIR)/bin/k8s-$(LINE)
+GOMOD_FILES := $(LINE_DIR)/go.mod $(LINE_DIR)/go.sum
+endif
+
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo v0.0.0-dev)
 COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 KUBE_MINOR := $(word 2,$(subst ., ,$(KUBE_VERSION)))
@@ -32,7 +55,7 @@ DEV_GOFLAGS := $(strip $(GOFLAGS) '-gcflags=all=-l -dwarf=false')
 # with the default GOGC.
 BUILD_GOGC ?= 400
 # Tests that start kube-apiserver find etcd on PATH.
-TEST_ENV := PATH="$(BIN):$$PATH" GOFLAGS="$(DEV_GOFLAGS)"
+TEST_ENV := PATH="$(if $(LINE),$(BIN):)$(CURDIR)/bin:$$PATH" GOFLAGS="$(DEV_GOFLAGS)"
 GOTEST_FLAGS ?=
 # The unit and integration suites run under the race detector (it needs cgo: a C compiler).
 # RACE= runs them without it.
@@ -80,7 +103,7 @@ poolctl:
 # kubectl, for the plugin's end-to-end test, from go.mod's tool directive (the pinned Kubernetes).
 .PHONY: kubectl
 kubectl: $(BIN)/kubectl
-$(BIN)/kubectl: go.mod go.sum
+$(BIN)/kubectl: $(GOMOD_FILES)
 	GOFLAGS="$(DEV_GOFLAGS)" GOGC=$(BUILD_GOGC) $(GO) build -o $(BIN)/kubectl k8s.io/kubernetes/cmd/kubectl
 
 .PHONY: demo
@@ -89,9 +112,9 @@ demo: ## Simulate the built-in scenarios: default scheduler vs pool-scheduler, s
 	hack/demo.sh
 
 .PHONY: etcd
-etcd: $(BIN)/etcd ## Build etcd (for tests) from go.mod's tool directive.
-$(BIN)/etcd: go.mod go.sum
-	GOGC=$(BUILD_GOGC) $(GO) build -o $(BIN)/etcd go.etcd.io/etcd/server/v3
+etcd: $(ETCD_BIN) ## Build etcd (for tests) from go.mod's tool directive (the default line's, for every LINE).
+$(ETCD_BIN): go.mod go.sum
+	GOFLAGS="$(DEFAULT_GOFLAGS)" GOGC=$(BUILD_GOGC) $(GO) build -o $(ETCD_BIN) go.etcd.io/etcd/server/v3
 
 .PHONY: test
 test: unit fuzz-smoke integration e2e image-test perf-smoke ## Unit, fuzz smoke, integration (real apiserver), end-to-end (built binaries), the image, and the scheduler_perf smoke test.
@@ -129,7 +152,8 @@ integration: etcd ## Plugins in process against kube-apiserver + etcd (race dete
 
 .PHONY: e2e
 e2e: etcd build kubectl ## bin/pool-scheduler as a child process against kube-apiserver + etcd; kubectl pool (bin/poolctl as a kubectl plugin).
-	$(TEST_ENV) POOL_SCHEDULER_BINARY=$(BIN)/pool-scheduler POOL_LABELER_BINARY=$(BIN)/pool-labeler $(GO) test $(GOTEST_FLAGS) -timeout=20m ./test/e2e/...
+	$(TEST_ENV) POOL_SCHEDULER_BINARY=$(BIN)/pool-scheduler POOL_LABELER_BINARY=$(BIN)/pool-labeler POOLCTL_BINARY=$(BIN)/poolctl KUBECTL_BINARY=$(BIN)/kubectl \
+	  $(GO) test $(GOTEST_FLAGS) -timeout=20m ./test/e2e/...
 
 .PHONY: perf-smoke
 perf-smoke: etcd binaries kube-scheduler ## scheduler_perf's short workload for every test case, and the installed benchmark's smoke workload: the harnesses and our profile work.

@@ -50,8 +50,8 @@ func NewCommand() *cobra.Command {
 		Version:      version.Version,
 		SilenceUsage: true,
 	}
-	// --version prints the same line as pool-scheduler --version.
-	cmd.SetVersionTemplate(version.String() + "\n")
+	// --version prints the same lines as pool-scheduler --version: the build, then the release line.
+	cmd.SetVersionTemplate(version.String() + "\n" + version.Line() + "\n")
 	cmd.PersistentFlags().StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file; empty: in-cluster")
 	klogFlags := goFlagSet()
 	cmd.PersistentFlags().AddGoFlagSet(klogFlags)

@@ -7,7 +7,8 @@ import (
 	"github.com/pool-scheduler/pool-scheduler/pkg/version"
 )
 
-// TestVersionFlag: pool-labeler --version prints the same line as pool-scheduler --version.
+// TestVersionFlag: pool-labeler --version prints the same lines as pool-scheduler --version:
+// the build, then the release line.
 func TestVersionFlag(t *testing.T) {
 	cmd := NewCommand()
 	var out bytes.Buffer
@@ -16,7 +17,7 @@ func TestVersionFlag(t *testing.T) {
 	if err := cmd.Execute(); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := out.String(), version.String()+"\n"; got != want {
+	if got, want := out.String(), version.String()+"\n"+version.Line()+"\n"; got != want {
 		t.Errorf("--version printed %q, want %q", got, want)
 	}
 }

@@ -19,9 +19,9 @@ import (
 	configv1 "k8s.io/kubernetes/pkg/scheduler/apis/config/v1"
 	schedvalidation "k8s.io/kubernetes/pkg/scheduler/apis/config/validation"
 	"k8s.io/kubernetes/pkg/scheduler/backend/cache"
-	"k8s.io/kubernetes/pkg/scheduler/framework"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
+	"github.com/pool-scheduler/pool-scheduler/internal/compat/framework"
 	shipped "github.com/pool-scheduler/pool-scheduler/manifests/scheduler"
 	argsconfig "github.com/pool-scheduler/pool-scheduler/pkg/apis/config"
 	_ "github.com/pool-scheduler/pool-scheduler/pkg/apis/config/scheme"

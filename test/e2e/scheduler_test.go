@@ -16,6 +16,7 @@ import (
 
 	"github.com/pool-scheduler/pool-scheduler/pkg/plugins/nodepoolready"
 	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
+	"github.com/pool-scheduler/pool-scheduler/pkg/version"
 	"github.com/pool-scheduler/pool-scheduler/test/util"
 )
 
@@ -74,27 +75,51 @@ func TestBinaryWithShippedConfig(t *testing.T) {
 	}
 }
 
-// TestBinaryComposesWithOtherPlugins enables a scheduler-plugins plugin (with args) and extra
-// in-tree plugins beside ours in the same profile: the binary starts and schedules.
+// TestBinaryComposesWithOtherPlugins enables plugins of other origins with args beside ours in
+// the same profile: the binary starts and schedules. On every line that is an in-tree plugin
+// (NodeResourcesBalancedAllocation); on a line that bundles scheduler-plugins
+// (version.SchedulerPlugins, the 1.34 line) also one of those (NodeResourcesAllocatable). A line
+// that bundles none (1.35 and later) composes with the in-tree plugin only, and its binary must
+// refuse a profile enabling NodeResourcesAllocatable, naming it, as its --version says
+// "scheduler-plugins none".
 func TestBinaryComposesWithOtherPlugins(t *testing.T) {
 	tCtx := ktesting.Init(t)
 	cp := util.StartControlPlane(t)
 	cs := cp.Client
-	doc := util.ShippedConfigFor(t, cp)
-	doc["leaderElection"].(map[string]any)["leaderElect"] = false
-	profile := doc["profiles"].([]any)[0].(map[string]any)
-	multiPoint := profile["plugins"].(map[string]any)["multiPoint"].(map[string]any)
-	multiPoint["enabled"] = append(multiPoint["enabled"].([]any),
-		map[string]any{"name": "NodeResourcesAllocatable", "weight": 2}, // scheduler-plugins
-		map[string]any{"name": "NodeResourcesBalancedAllocation"},       // in-tree
-	)
-	profile["pluginConfig"] = append(profile["pluginConfig"].([]any), map[string]any{
-		"name": "NodeResourcesAllocatable",
-		"args": map[string]any{"mode": "Least"},
-	})
+	config := func(withSchedulerPlugins bool) map[string]any {
+		doc := util.ShippedConfigFor(t, cp)
+		doc["leaderElection"].(map[string]any)["leaderElect"] = false
+		profile := doc["profiles"].([]any)[0].(map[string]any)
+		multiPoint := profile["plugins"].(map[string]any)["multiPoint"].(map[string]any)
+		multiPoint["enabled"] = append(multiPoint["enabled"].([]any),
+			map[string]any{"name": "NodeResourcesBalancedAllocation"}) // in-tree
+		profile["pluginConfig"] = append(profile["pluginConfig"].([]any), map[string]any{
+			"name": "NodeResourcesBalancedAllocation",
+			"args": map[string]any{"resources": []any{map[string]any{"name": "cpu", "weight": 1}, map[string]any{"name": "memory", "weight": 1}}},
+		})
+		if withSchedulerPlugins {
+			multiPoint["enabled"] = append(multiPoint["enabled"].([]any),
+				map[string]any{"name": "NodeResourcesAllocatable", "weight": 2}) // scheduler-plugins
+			profile["pluginConfig"] = append(profile["pluginConfig"].([]any), map[string]any{
+				"name": "NodeResourcesAllocatable",
+				"args": map[string]any{"mode": "Least"},
+			})
+		}
+		return doc
+	}
+	bundled := version.SchedulerPlugins != ""
+	if !bundled {
+		t.Logf("the %s line bundles no scheduler-plugins: composing with an in-tree plugin only", version.KubernetesLine())
+		proc := util.StartSchedulerBinary(t, config(true))
+		exited, err := proc.Wait(60 * time.Second)
+		if !exited || err == nil || !strings.Contains(proc.Output(), "NodeResourcesAllocatable") {
+			t.Fatalf("a profile enabling scheduler-plugins' NodeResourcesAllocatable on a line without it: exited %v (%v), want a non-zero exit naming the plugin; output:\n%s",
+				exited, err, proc.Output())
+		}
+	}
 	util.CreateNode(tCtx, t, cs, util.Node("n0", nil).Obj())
 	ns := util.CreateNamespace(tCtx, t, cs, "compose")
-	util.StartSchedulerBinary(t, doc)
+	util.StartSchedulerBinary(t, config(bundled))
 	util.CreatePod(tCtx, t, cs, util.Pod(ns, "p").Obj())
 	util.WaitForPodBound(tCtx, t, cs, ns, "p", 60*time.Second)
 }

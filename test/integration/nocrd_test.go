@@ -12,10 +12,10 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/rest"
 	fwk "k8s.io/kube-scheduler/framework"
-	"k8s.io/kubernetes/pkg/scheduler/framework"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	"k8s.io/kubernetes/test/utils/ktesting"
 
+	"github.com/pool-scheduler/pool-scheduler/internal/compat/framework"
 	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config"
 	configv1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/config/v1"
 	"github.com/pool-scheduler/pool-scheduler/pkg/plugins/nodepoolready"

@@ -2,6 +2,7 @@ package app
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 	"testing"
 
@@ -9,7 +10,8 @@ import (
 )
 
 // TestVersionFlag: --version names pool-scheduler's version and commit (what the image test
-// compares with the image's labels) and the Kubernetes release, and starts nothing.
+// compares with the image's labels), then the release line (version.Line: the Kubernetes
+// release and minor, scheduler-plugins bundled or not), and starts nothing.
 func TestVersionFlag(t *testing.T) {
 	cmd := NewCommand()
 	var out bytes.Buffer
@@ -19,7 +21,7 @@ func TestVersionFlag(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	if len(lines) != 2 || lines[0] != version.String() || !strings.HasPrefix(lines[1], "Kubernetes v") {
-		t.Errorf("--version printed %q, want %q then the Kubernetes version", out.String(), version.String())
+	if want := []string{version.String(), version.Line()}; !slices.Equal(lines, want) {
+		t.Errorf("--version printed %q, want the lines %q", out.String(), want)
 	}
 }

@@ -15,9 +15,9 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
-	"k8s.io/kubernetes/pkg/scheduler/framework"
 	"k8s.io/kubernetes/test/utils/ktesting"
 
+	"github.com/pool-scheduler/pool-scheduler/internal/compat/framework"
 	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config"
 )
 

@@ -15,10 +15,10 @@ import (
 	klogtesting "k8s.io/klog/v2/ktesting"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/backend/cache"
-	"k8s.io/kubernetes/pkg/scheduler/framework"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	"k8s.io/kubernetes/test/utils/ktesting"
 
+	"github.com/pool-scheduler/pool-scheduler/internal/compat/framework"
 	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config"
 	configv1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/config/v1"
 	"github.com/pool-scheduler/pool-scheduler/pkg/pool"

@@ -5,7 +5,8 @@ package plugintest
 import (
 	v1 "k8s.io/api/core/v1"
 	fwk "k8s.io/kube-scheduler/framework"
-	"k8s.io/kubernetes/pkg/scheduler/framework"
+
+	"github.com/pool-scheduler/pool-scheduler/internal/compat/framework"
 )
 
 // NodeInfo returns the scheduler's view of node, without pods.

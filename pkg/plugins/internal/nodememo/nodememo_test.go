@@ -7,8 +7,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 	fwk "k8s.io/kube-scheduler/framework"
-	"k8s.io/kubernetes/pkg/scheduler/framework"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
+
+	"github.com/pool-scheduler/pool-scheduler/internal/compat/framework"
 )
 
 // snapshotOf serves Get for Memo.Compact from a list of current nodes.

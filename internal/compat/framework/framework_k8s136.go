@@ -1,0 +1,30 @@
+//go:build k8s136
+
+package framework
+
+// Lines from 1.35 on (built with -tags=k8s136): the plugin API lives in k8s.io/kube-scheduler/framework.
+import k8sfw "k8s.io/kube-scheduler/framework"
+
+type (
+	Plugin              = k8sfw.Plugin
+	Handle              = k8sfw.Handle
+	SharedLister        = k8sfw.SharedLister
+	NodeInfoLister      = k8sfw.NodeInfoLister
+	EnqueueExtensions   = k8sfw.EnqueueExtensions
+	PreFilterPlugin     = k8sfw.PreFilterPlugin
+	PreFilterExtensions = k8sfw.PreFilterExtensions
+	PreFilterResult     = k8sfw.PreFilterResult
+	FilterPlugin        = k8sfw.FilterPlugin
+	PostFilterPlugin    = k8sfw.PostFilterPlugin
+	PostFilterResult    = k8sfw.PostFilterResult
+	NodeToStatusReader  = k8sfw.NodeToStatusReader
+	PreScorePlugin      = k8sfw.PreScorePlugin
+	ScorePlugin         = k8sfw.ScorePlugin
+	ScoreExtensions     = k8sfw.ScoreExtensions
+	NodeScore           = k8sfw.NodeScore
+	NodeScoreList       = k8sfw.NodeScoreList
+	ReservePlugin       = k8sfw.ReservePlugin
+)
+
+// MaxNodeScore is the highest score a Score plugin may give a node (after NormalizeScore).
+const MaxNodeScore = k8sfw.MaxNodeScore
