@@ -12,8 +12,44 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 {{- end }}
 {{- end -}}
 
+{{/* The release lines (docs/compatibility.md): a line's Kubernetes minor -> the cluster minors it
+serves. kube-scheduler may be one minor older than kube-apiserver, never newer, so each line serves
+its own minor and the next. TestHelmChartLines checks this table, Chart.yaml's kubeVersion and
+image.digests against the lines the repository builds (hack/versions.env, lines/). */}}
+{{- define "pool-scheduler.lines" -}}
+{"1.34": ["1.34", "1.35"], "1.36": ["1.36", "1.37"]}
+{{- end -}}
+
+{{/* The release line that runs: image.line, else the line serving the cluster's minor
+(.Capabilities.KubeVersion, which carries provider suffixes such as v1.35.4-eks-1a2b3c); a cluster
+no line serves is refused. */}}
+{{- define "pool-scheduler.line" -}}
+{{- $lines := include "pool-scheduler.lines" . | fromJson -}}
+{{- $names := keys $lines | sortAlpha -}}
+{{- $served := list -}}
+{{- range $names }}{{ $served = append $served (printf "%s (Kubernetes %s)" . (get $lines . | join ", ")) }}{{ end -}}
+{{- with .Values.image.line -}}
+{{- if not (hasKey $lines .) }}{{ fail (printf "image.line %q: there is no such release line; the lines are %s (docs/compatibility.md)" . (join "; " $served)) }}{{ end -}}
+{{- . -}}
+{{- else -}}
+{{- $v := semver .Capabilities.KubeVersion.Version -}}
+{{- $minor := printf "%d.%d" $v.Major $v.Minor -}}
+{{- $line := "" -}}
+{{- range $names }}{{ if has $minor (get $lines .) }}{{ $line = . }}{{ end }}{{ end -}}
+{{- if not $line }}{{ fail (printf "Kubernetes %s: no pool-scheduler release line serves this cluster (kube-scheduler may be at most one minor older than kube-apiserver, never newer); the lines are %s (docs/compatibility.md)" .Capabilities.KubeVersion.Version (join "; " $served)) }}{{ end -}}
+{{- $line -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The image of the running line: repository:<appVersion>-k8s<line>[@digest], or repository:tag
+when image.tag is set. */}}
 {{- define "pool-scheduler.image" -}}
-{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}{{ with .Values.image.digest }}@{{ . }}{{ end }}
+{{- $line := include "pool-scheduler.line" . -}}
+{{- if .Values.image.tag -}}
+{{ .Values.image.repository }}:{{ .Values.image.tag }}
+{{- else -}}
+{{ .Values.image.repository }}:{{ .Chart.AppVersion }}-k8s{{ $line }}{{ with index .Values.image.digests $line }}@{{ . }}{{ end }}
+{{- end -}}
 {{- end -}}
 
 {{/* Object names: the scheduler's comes from values; the labelers' follow the manifests. */}}
