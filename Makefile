@@ -117,7 +117,27 @@ $(ETCD_BIN): go.mod go.sum
 	GOFLAGS="$(DEFAULT_GOFLAGS)" GOGC=$(BUILD_GOGC) $(GO) build -o $(ETCD_BIN) go.etcd.io/etcd/server/v3
 
 .PHONY: test
-test: unit fuzz-smoke integration e2e image-test perf-smoke ## Unit, fuzz smoke, integration (real apiserver), end-to-end (built binaries), the image, and the scheduler_perf smoke test.
+test: unit fuzz-smoke integration e2e image-test perf-smoke test-lines ## Unit, fuzz smoke, integration (real apiserver), end-to-end (built binaries), the image, the scheduler_perf smoke test, and every other release line.
+
+# The release lines other than the default one (lines/k8s-<minor>/). make test runs the default
+# line's whole suite and, for each of these, the tests of the code that differs between lines
+# (the build-tagged shims and what uses them: plugins, commands) and the binary end-to-end suite
+# against kube-apiserver and etcd of the line's own Kubernetes (the e2e test binary compiles the
+# apiserver from the line's go.mod). docs/compatibility.md's matrix lists what this tests.
+OTHER_LINES := $(sort $(patsubst $(CURDIR)/lines/k8s-%/versions.env,%,$(wildcard $(CURDIR)/lines/k8s-*/versions.env)))
+
+.PHONY: test-lines
+test-lines: ## Every other release line (lines/): line-dependent unit tests and the binary e2e suite against its own apiserver.
+	@for l in $(OTHER_LINES); do \
+	  echo "== release line $$l"; \
+	  $(MAKE) --no-print-directory line-test LINE=$$l; \
+	done
+
+.PHONY: line-test
+line-test: ## One release line's tests, as make test-lines runs them (LINE=<minor>).
+	@[[ -n "$(LINE)" ]] || { echo "line-test: set LINE=<minor>; the default line's tests are make test" >&2; exit 2; }
+	$(TEST_ENV) $(GO) test $(GOTEST_FLAGS) ./internal/compat/... ./pkg/version/... ./pkg/plugins/... ./cmd/... ./manifests/...
+	$(MAKE) --no-print-directory e2e LINE=$(LINE)
 
 .PHONY: unit
 unit: ## Unit tests (race detector on), static checks of shipped files (Dockerfile lint, metrics docs) and benchmarks compiled (run once).

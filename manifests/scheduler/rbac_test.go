@@ -6,12 +6,16 @@ import (
 	"io"
 	"os"
 	"sort"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	rbacv1 "k8s.io/api/rbac/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/kubernetes/plugin/pkg/auth/authorizer/rbac/bootstrappolicy"
+
+	"github.com/pool-scheduler/pool-scheduler/pkg/version"
 )
 
 // grant is one verb on one resource (and, when set, one object name) of one API group.
@@ -110,6 +114,21 @@ func TestSchedulerRoleFollowsUpstream(t *testing.T) {
 		{APIGroups: []string{"labels.banzaicloud.io"}, Resources: []string{"nodepoollabelsets"}, Verbs: []string{"get", "list", "watch"}},
 	})
 
+	// What the upstream role of a newer release line adds (docs/compatibility.md), with the gates
+	// that are on by default there: one ClusterRole serves every line, so it has them on every
+	// line, and on a line of that minor or later they must be upstream's own.
+	newerLines := map[int][]rbacv1.PolicyRule{
+		36: {
+			{APIGroups: []string{"resource.k8s.io"}, Resources: []string{"resourceclaims"}, Verbs: []string{"create", "delete"}},        // DRAExtendedResource
+			{APIGroups: []string{"resource.k8s.io"}, Resources: []string{"resourceclaims/binding"}, Verbs: []string{"update", "patch"}}, // DRAResourceClaimGranularStatusAuthorization
+		},
+	}
+	line := version.KubernetesLine()
+	minor, err := strconv.Atoi(strings.TrimPrefix(line, "1."))
+	if err != nil {
+		t.Fatalf("release line %q: %v", line, err)
+	}
+
 	upstream := expand(append(upstreamRole(t, "system:kube-scheduler"), upstreamRole(t, "system:volume-scheduler")...))
 	want := map[grant]bool{}
 	for g := range upstream {
@@ -119,6 +138,14 @@ func TestSchedulerRoleFollowsUpstream(t *testing.T) {
 	}
 	for g := range extra {
 		want[g] = true
+	}
+	for since, rules := range newerLines {
+		for g := range expand(rules) {
+			if minor >= since && !upstream[g] {
+				t.Errorf("line %s: %v (added for the 1.%d line) is not in the upstream role of this line: drop it or say why", line, g, since)
+			}
+			want[g] = true
+		}
 	}
 	for g, reason := range mustNotHave {
 		if !upstream[g] {

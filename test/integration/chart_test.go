@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -50,6 +51,7 @@ import (
 	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config/validation"
 	"github.com/pool-scheduler/pool-scheduler/pkg/controlplane"
 	"github.com/pool-scheduler/pool-scheduler/test/util"
+	"github.com/pool-scheduler/pool-scheduler/test/util/releaselines"
 )
 
 // The chart is rendered as `helm install` would: this release name and namespace (the one the
@@ -74,23 +76,28 @@ type renderedChart struct {
 // schema validation, kubeVersion check, strict templates (a missing value is an error).
 func renderChart(t *testing.T, namespace, values string) (*renderedChart, error) {
 	t.Helper()
+	return renderChartFor(t, chartKube, namespace, values)
+}
+
+// renderChartFor renders the chart for a cluster of Kubernetes version kube
+// (.Capabilities.KubeVersion), without helm's kubeVersion check (TestHelmChartKubeVersion has it).
+func renderChartFor(t *testing.T, kube, namespace, values string, apiVersions ...string) (*renderedChart, error) {
+	t.Helper()
 	ch, err := loader.Load(chartDir())
 	if err != nil {
 		t.Fatalf("loading chart: %v", err)
-	}
-	if !chartutil.IsCompatibleRange(ch.Metadata.KubeVersion, chartKube) {
-		t.Fatalf("chart kubeVersion %q does not admit Kubernetes %s", ch.Metadata.KubeVersion, chartKube)
 	}
 	overrides, err := chartutil.ReadValues([]byte(values))
 	if err != nil {
 		t.Fatalf("test values: %v", err)
 	}
 	caps := chartutil.DefaultCapabilities.Copy()
-	kv, err := chartutil.ParseKubeVersion(chartKube)
+	kv, err := chartutil.ParseKubeVersion(kube)
 	if err != nil {
 		t.Fatal(err)
 	}
 	caps.KubeVersion = *kv
+	caps.APIVersions = append(slices.Clone(caps.APIVersions), apiVersions...)
 	vals, err := chartutil.ToRenderValues(ch, overrides, chartutil.ReleaseOptions{Name: chartRelease, Namespace: namespace, IsInstall: true, Revision: 1}, caps)
 	if err != nil {
 		return nil, err
@@ -1071,8 +1078,9 @@ func TestHelmChartFlowSchema(t *testing.T) {
 	}
 }
 
-// TestHelmChartKubeVersion: helm install refuses clusters outside the version-skew policy of
-// the 1.34 scheduler (helm's own check, chartutil.IsCompatibleRange on Chart.yaml kubeVersion).
+// TestHelmChartKubeVersion: helm install refuses clusters that no release line serves (helm's
+// own check, chartutil.IsCompatibleRange on Chart.yaml kubeVersion); TestHelmChartLines checks
+// that range against the lines.
 func TestHelmChartKubeVersion(t *testing.T) {
 	ch, err := loader.Load(chartDir())
 	if err != nil {
@@ -1080,10 +1088,161 @@ func TestHelmChartKubeVersion(t *testing.T) {
 	}
 	for v, want := range map[string]bool{
 		"v1.31.9": false, "v1.33.5": false, "v1.34.0": true, "v1.34.10": true, "v1.35.4": true,
-		"v1.35.0-eks-1a2b3c": true, "v1.36.0": false, "v1.37.2": false,
+		"v1.35.0-eks-1a2b3c": true, "v1.36.0": true, "v1.37.2-gke.1000": true, "v1.38.0": false, "v1.39.1": false,
 	} {
 		if got := chartutil.IsCompatibleRange(ch.Metadata.KubeVersion, v); got != want {
 			t.Errorf("Kubernetes %s: chart kubeVersion %q admits it: %v, want %v", v, ch.Metadata.KubeVersion, got, want)
 		}
+	}
+}
+
+// TestHelmChartLines: the chart runs the image of the release line that serves the cluster's
+// Kubernetes minor (its own and the next: the version-skew policy), by the line's tag and digest,
+// in every workload; image.line and image.tag override the choice; a cluster no line serves and
+// an unknown line are refused with a message naming the lines. The chart's line table, its
+// kubeVersion range and image.digests are checked against the lines the repository builds
+// (hack/versions.env and lines/k8s-*/versions.env), so a new line cannot be half added.
+func TestHelmChartLines(t *testing.T) {
+	lines := releaselines.All(t)
+	ch, err := loader.Load(chartDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	app := ch.Metadata.AppVersion
+	const repo = "ghcr.io/pool-scheduler/pool-scheduler"
+	digest := func(line string) string {
+		sum := fmt.Sprintf("%064x", []byte(line))
+		return "sha256:" + sum[len(sum)-64:]
+	}
+	digests := map[string]any{}
+	for _, l := range lines {
+		digests[l.Line] = digest(l.Line)
+	}
+	withDigests, err := yaml.Marshal(map[string]any{"image": map[string]any{"digests": digests}})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// What the repository builds decides the chart's table, range and digests.
+	wantServes := map[string][]string{}
+	minMinor, maxMinor := 1<<30, 0
+	for _, l := range lines {
+		wantServes[l.Line] = []string{l.Line, fmt.Sprintf("1.%d", l.Minor+1)}
+		minMinor, maxMinor = min(minMinor, l.Minor), max(maxMinor, l.Minor+1)
+	}
+	if want := fmt.Sprintf(">=1.%d.0-0 <1.%d.0-0", minMinor, maxMinor+1); ch.Metadata.KubeVersion != want {
+		t.Errorf("Chart.yaml kubeVersion %q, want %q (the minors the lines serve)", ch.Metadata.KubeVersion, want)
+	}
+	gotDigests, _ := nestedMap(ch.Values, "image", "digests")
+	gotKeys := make([]string, 0, len(gotDigests))
+	for k := range gotDigests {
+		gotKeys = append(gotKeys, k)
+	}
+	sort.Strings(gotKeys)
+	if diff := cmp.Diff(sortedKeys(wantServes), gotKeys); diff != "" {
+		t.Errorf("values.yaml image.digests: one key per release line (-want +got):\n%s", diff)
+	}
+
+	type tc struct {
+		name, kube, values string
+		want               string // the image every workload runs
+		wantErr            string
+	}
+	var tests []tc
+	for _, l := range lines {
+		for _, minor := range wantServes[l.Line] {
+			tests = append(tests,
+				tc{name: "cluster " + minor + " without digests", kube: "v" + minor + ".3", want: repo + ":" + app + "-k8s" + l.Line},
+				tc{name: "cluster " + minor + " with the release's digests", kube: "v" + minor + ".3-eks-1a2b3c", values: string(withDigests),
+					want: repo + ":" + app + "-k8s" + l.Line + "@" + digest(l.Line)})
+		}
+	}
+	last := lines[len(lines)-1]
+	tests = append(tests,
+		tc{name: "image.line overrides the cluster's", kube: "v" + lines[0].Line + ".1", values: `image: {line: "` + last.Line + `"}`, want: repo + ":" + app + "-k8s" + last.Line},
+		tc{name: "image.tag is used as is", kube: "v" + last.Line + ".0", values: `image: {tag: v9.9.9-dev, digests: {"` + last.Line + `": "` + digest(last.Line) + `"}}`, want: repo + ":v9.9.9-dev"},
+		tc{name: "a newer cluster than every line", kube: fmt.Sprintf("v1.%d.0", maxMinor+1), wantErr: "no pool-scheduler release line serves this cluster"},
+		tc{name: "an older cluster than every line", kube: fmt.Sprintf("v1.%d.5", minMinor-1), wantErr: "the lines are " + lines[0].Line + " (Kubernetes " + lines[0].Line},
+		tc{name: "an unknown line", values: `image: {line: "1.33"}`, kube: chartKube, wantErr: `image.line "1.33": there is no such release line`},
+		tc{name: "a malformed line", values: `image: {line: "136"}`, kube: chartKube, wantErr: "/image/line"},
+	)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			values := tt.values
+			if values == "" {
+				values = "{}"
+			}
+			r, err := renderChartFor(t, tt.kube, chartNamespace, values)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("error %v, want one mentioning %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var workloads int
+			for _, obj := range r.objects {
+				containers, _, _ := unstructured.NestedSlice(obj.Object, "spec", "template", "spec", "containers")
+				for _, c := range containers {
+					workloads++
+					if got := c.(map[string]any)["image"]; got != tt.want {
+						t.Errorf("%s %s runs %v, want %s", obj.GetKind(), obj.GetName(), got, tt.want)
+					}
+				}
+			}
+			if workloads < 3 {
+				t.Errorf("%d containers rendered, want the scheduler's, the labelers' and the webhook's", workloads)
+			}
+		})
+	}
+}
+
+func nestedMap(values map[string]any, path ...string) (map[string]any, bool) {
+	m, ok, _ := unstructured.NestedMap(values, path...)
+	return m, ok
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// TestHelmChartMutatingAdmissionPolicyVersion: admission.mode=policy renders the
+// MutatingAdmissionPolicy and its bindings in the version the cluster serves: v1 (GA in 1.36,
+// where v1beta1 is off by default) when discovery lists it, else v1beta1 (1.34 and 1.35 with
+// the API enabled).
+func TestHelmChartMutatingAdmissionPolicyVersion(t *testing.T) {
+	for _, tt := range []struct {
+		kube        string
+		apiVersions []string
+		want        string
+	}{
+		{kube: "v1.34.10", want: "admissionregistration.k8s.io/v1beta1"},
+		{kube: "v1.36.3", apiVersions: []string{"admissionregistration.k8s.io/v1", "admissionregistration.k8s.io/v1/MutatingAdmissionPolicy"}, want: "admissionregistration.k8s.io/v1"},
+	} {
+		t.Run(tt.kube, func(t *testing.T) {
+			r, err := renderChartFor(t, tt.kube, chartNamespace, `admission: {mode: policy, namespaces: [team-a]}`, tt.apiVersions...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var n int
+			for _, obj := range r.objects {
+				if strings.HasPrefix(obj.GetKind(), "MutatingAdmissionPolicy") {
+					n++
+					if obj.GetAPIVersion() != tt.want {
+						t.Errorf("%s %s: apiVersion %s, want %s", obj.GetKind(), obj.GetName(), obj.GetAPIVersion(), tt.want)
+					}
+				}
+			}
+			if n != 3 {
+				t.Errorf("%d MutatingAdmissionPolicy objects, want the policy and its two bindings", n)
+			}
+		})
 	}
 }
