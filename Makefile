@@ -6,6 +6,8 @@ GO      ?= go
 BIN     := $(CURDIR)/bin
 MODULE  := github.com/pool-scheduler/pool-scheduler
 include hack/versions.env
+# The default release line, the minor of go.mod's Kubernetes (before LINE overrides KUBE_VERSION).
+DEFAULT_LINE := 1.$(word 2,$(subst ., ,$(KUBE_VERSION)))
 
 # Release lines, one per supported Kubernetes minor, built from this tree (docs/compatibility.md).
 # The default line (1.34) is go.mod with hack/versions.env's pins. LINE=<minor> (e.g.
@@ -125,6 +127,10 @@ test: unit fuzz-smoke integration e2e image-test perf-smoke test-lines ## Unit, 
 # against kube-apiserver and etcd of the line's own Kubernetes (the e2e test binary compiles the
 # apiserver from the line's go.mod). docs/compatibility.md's matrix lists what this tests.
 OTHER_LINES := $(sort $(patsubst $(CURDIR)/lines/k8s-%/versions.env,%,$(wildcard $(CURDIR)/lines/k8s-*/versions.env)))
+
+.PHONY: lines
+lines: ## Print the release lines, the default first (docs/compatibility.md).
+	@echo $(DEFAULT_LINE) $(OTHER_LINES)
 
 .PHONY: test-lines
 test-lines: ## Every other release line (lines/): line-dependent unit tests and the binary e2e suite against its own apiserver.

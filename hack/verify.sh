@@ -11,6 +11,14 @@ if [ -n "$unformatted" ]; then
 fi
 
 go vet ./...
+# Every other release line: the whole tree (tests, integration and scheduler_perf included)
+# type-checks against the line's Kubernetes, with its build tags. The flags are make test's
+# (Makefile DEV_GOFLAGS), so the line's compiled packages are shared with its tests.
+for env in lines/k8s-*/versions.env; do
+  tags=$(sed -n 's/^GO_TAGS=//p' "$env")
+  echo "go vet, release line ${env#lines/k8s-}" | sed 's|/versions.env||'
+  GOFLAGS="-modfile=$PWD/$(dirname "$env")/go.mod${tags:+ -tags=$tags} '-gcflags=all=-l -dwarf=false'" go vet ./...
+done
 
 # shellcheck source=hack/versions.env
 source hack/versions.env
@@ -23,9 +31,17 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 # Snapshot generated outputs, regenerate, compare.
 generated=(go.mod pkg/apis manifests/crds manifests/charts/pool-scheduler/crds)
+# The other release lines' go.mod and go.sum (docs/compatibility.md), regenerated below.
+other_lines=()
+for d in lines/k8s-*/; do
+  d=${d%/}
+  other_lines+=("${d#lines/k8s-}")
+  generated+=("$d/go.mod" "$d/go.sum")
+done
 for g in "${generated[@]}"; do mkdir -p "$tmp/before/$(dirname "$g")"; cp -r "$g" "$tmp/before/$g"; done
 hack/update-codegen.sh
 hack/update-gomod-replace.sh >/dev/null
+for l in "${other_lines[@]}"; do hack/update-gomod-replace.sh "$l" >/dev/null; done
 status=0
 for g in "${generated[@]}"; do
   if ! diff -r "$tmp/before/$g" "$g"; then
