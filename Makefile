@@ -27,7 +27,8 @@ ifeq ($(wildcard $(LINE_DIR)/versions.env),)
 $(error LINE=$(LINE): there is no lines/k8s-$(LINE)/versions.env; lines: default (no LINE) $(patsubst $(CURDIR)/lines/k8s-%,%,$(wildcard $(CURDIR)/lines/k8s-*)))
 endif
 include $(LINE_DIR)/versions.env
-export GOFLAGS := $(strip $(GOFLAGS) -modfile=$(LINE_DIR)/go.mod $(if $(GO_TAGS),-tags=$(GO_TAGS)))
+# (A nested make of the same line inherits them: filtered out first, so they are not doubled.)
+export GOFLAGS := $(strip $(filter-out -modfile=% -tags=%,$(GOFLAGS)) -modfile=$(LINE_DIR)/go.mod $(if $(GO_TAGS),-tags=$(GO_TAGS)))
 BIN := $(CURDIR)/bin/k8s-$(LINE)
 GOMOD_FILES := $(LINE_DIR)/go.mod $(LINE_DIR)/go.sum
 endif

@@ -3,7 +3,7 @@ package util
 import (
 	"context"
 	"fmt"
-	"strings"
+	"regexp"
 	"testing"
 	"time"
 
@@ -48,21 +48,25 @@ func (r *Replicas) StartReplicas(ctx context.Context, t *testing.T, n int) {
 	r.Holder, _ = WaitForLeaseHolder(ctx, t, r.Client, r.LeaseNamespace, r.LeaseName, "", 60*time.Second)
 }
 
-// acquired is what client-go's leader election logs when a replica takes the Lease.
-func (r *Replicas) acquired() string {
-	return "successfully acquired lease " + r.LeaseNamespace + "/" + r.LeaseName
+// acquired matches what client-go's leader election logs when a replica takes the Lease:
+// `successfully acquired lease ns/name` up to client-go 0.35, a structured record
+// `"Successfully acquired lease" lock="ns/name"` from 0.36 (the 1.36 release line).
+func (r *Replicas) acquired() *regexp.Regexp {
+	lock := regexp.QuoteMeta(r.LeaseNamespace + "/" + r.LeaseName)
+	return regexp.MustCompile(`successfully acquired lease ` + lock + `\b|"Successfully acquired lease" lock="` + lock + `"`)
 }
 
 // Leader waits until exactly one live replica has logged taking the Lease and working() holds,
 // and returns that replica. Two live replicas that both logged it fail at once.
 func (r *Replicas) Leader(ctx context.Context, timeout time.Duration, working func() bool) (*SchedulerProcess, error) {
 	var leader *SchedulerProcess
+	acquired := r.acquired()
 	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
 		leader = nil
 		for _, p := range r.Procs {
-			if !p.Exited() && strings.Contains(p.Output(), r.acquired()) {
+			if !p.Exited() && acquired.MatchString(p.Output()) {
 				if leader != nil {
-					return false, fmt.Errorf("two live replicas logged %q", r.acquired())
+					return false, fmt.Errorf("two live replicas logged taking the Lease (%s)", acquired)
 				}
 				leader = p
 			}

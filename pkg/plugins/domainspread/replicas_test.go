@@ -131,7 +131,10 @@ func TestReservedReplicaSteersTheNextOne(t *testing.T) {
 }
 
 // fakeRegistration is an event handler registration whose initial list is delivered when told.
+// The embedded interface (nil) carries the methods the index never calls, whose set differs
+// between client-go releases (0.36 added HasSyncedChecker).
 type fakeRegistration struct {
+	cache.ResourceEventHandlerRegistration
 	synced atomic.Bool
 	asked  atomic.Int32
 }
