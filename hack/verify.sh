@@ -26,6 +26,10 @@ source hack/versions.env
 go run "github.com/rhysd/actionlint/cmd/actionlint@${ACTIONLINT_VERSION}" -no-color
 # The Helm chart, with the Helm SDK's linter (helm lint --strict) against the pinned Kubernetes.
 go run ./hack/release lint-chart --chart manifests/charts/pool-scheduler --kube-version "${KUBE_VERSION}"
+# ... and against every other line's Kubernetes (the chart runs that line's image there).
+for env in lines/k8s-*/versions.env; do
+  go run ./hack/release lint-chart --chart manifests/charts/pool-scheduler --kube-version "$(sed -n 's/^KUBE_VERSION=//p' "$env")"
+done
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
