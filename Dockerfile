@@ -1,15 +1,20 @@
 # syntax=docker/dockerfile:1
-# Build: make docker-image   (or: docker build -t pool-scheduler .)
+# Build: make docker-image [LINE=1.36]   (or: docker build [--build-arg LINE=1.36] -t pool-scheduler .)
 # Without Docker, `make image` assembles the same image (user, entrypoint, binaries, labels; see
-# internal/ociimage) as a multi-arch OCI layout; test/static checks the two agree.
+# internal/ociimage) as a multi-arch OCI layout per release line; test/static checks the two agree.
 FROM golang:1.26 AS build
 WORKDIR /src
+# The release line to build (docs/compatibility.md): a Kubernetes minor with a lines/k8s-<minor>/
+# directory (its go.mod and pins), as `make binaries LINE=...`; empty builds the default line (go.mod).
+ARG LINE=
 COPY go.mod go.sum ./
-RUN go mod download
+COPY lines/ lines/
+RUN GOFLAGS="${LINE:+-modfile=/src/lines/k8s-${LINE}/go.mod}" go mod download
 COPY . .
 ARG VERSION=v0.0.0-dev
 ARG COMMIT=unknown
-RUN make binaries VERSION=${VERSION} COMMIT=${COMMIT}
+# BIN: the binaries land in bin/ whatever the line (make puts another line's in bin/k8s-<minor>/).
+RUN make binaries VERSION=${VERSION} COMMIT=${COMMIT} LINE=${LINE} BIN=/src/bin
 
 FROM gcr.io/distroless/static-debian12:nonroot
 ARG VERSION=v0.0.0-dev

@@ -43,7 +43,8 @@ LDFLAGS := -s -w \
   -X k8s.io/component-base/version.gitMajor=1 \
   -X k8s.io/component-base/version.gitMinor=$(KUBE_MINOR)
 IMAGE_REPO ?= ghcr.io/pool-scheduler/pool-scheduler
-IMAGE   ?= $(IMAGE_REPO):$(VERSION)
+# One image per release line, tagged <VERSION>-k8s<line> (the line LINE builds; make docker-image).
+IMAGE   ?= $(IMAGE_REPO):$(VERSION)-k8s1.$(KUBE_MINOR)
 # The full commit (OCI revision label) and its time: image layers, labels and SBOMs are stamped
 # with it, so the same commit gives the same image digest.
 REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
@@ -204,61 +205,81 @@ verify: ## gofmt, go vet, generated files and go.mod replaces up to date, action
 # The image is assembled by hack/release (internal/ociimage, go-containerregistry) from the
 # static binaries `make binaries` builds, cross-compiled per platform: no container engine, no
 # base image to pull. One image per platform under an OCI image index, SBOMs as OCI referrers.
+# Every release line has its own image (docs/compatibility.md), in one repository, tagged
+# <VERSION>-k8s<line> (the chart runs <appVersion>-k8s<line> of the line serving the cluster):
+# make image writes one layout per line, $(IMAGE_LAYOUT)/k8s-<line>, from that line's
+# `make binaries` (LINE=<line>; none for the default line) into _output/bin/k8s-<line>/<os>_<arch>.
+# LINES restricts the lines (e.g. LINES=1.34 for a quick local run); make release takes them all.
 PLATFORMS ?= linux/amd64 linux/arm64
+LINES ?= $(DEFAULT_LINE) $(OTHER_LINES)
 IMAGE_LAYOUT ?= _output/image
 RELEASE_TOOL := GOFLAGS="$(DEV_GOFLAGS)" $(GO) run ./hack/release
 HOST_ARCH := $(shell $(GO) env GOARCH)
+# Expanded in a recipe, it stops the target on a LINES entry that is not a release line, and on
+# LINE (the targets that build every line run each line's build themselves).
+check-lines = $(if $(LINE),$(error make $@ builds every release line; choose them with LINES=..., not LINE=$(LINE)))$(foreach l,$(LINES),$(if $(filter $(l),$(DEFAULT_LINE) $(OTHER_LINES)),,$(error LINES: $(l) is not a release line; the lines are $(DEFAULT_LINE) $(OTHER_LINES))))
 
 .PHONY: image
-image: ## Multi-arch OCI image layout in _output/image (PLATFORMS), no container engine needed.
-	@for p in $(PLATFORMS); do \
-	  echo "== make binaries for $$p"; \
-	  GOOS=$${p%/*} GOARCH=$${p#*/} $(MAKE) --no-print-directory binaries VERSION=$(VERSION) COMMIT=$(COMMIT) BIN=$(CURDIR)/_output/bin/$${p%/*}_$${p#*/}; \
+image: ## Multi-arch OCI image layout per release line in _output/image/k8s-<line> (LINES, PLATFORMS), tagged <VERSION>-k8s<line>; no container engine needed.
+	$(check-lines)
+	@for l in $(LINES); do \
+	  line=; [[ $$l == $(DEFAULT_LINE) ]] || line=LINE=$$l; \
+	  for p in $(PLATFORMS); do \
+	    echo "== line $$l, $$p: make binaries $$line"; \
+	    GOOS=$${p%/*} GOARCH=$${p#*/} $(MAKE) --no-print-directory binaries $$line VERSION=$(VERSION) COMMIT=$(COMMIT) BIN=$(CURDIR)/_output/bin/k8s-$$l/$${p%/*}_$${p#*/}; \
+	  done; \
+	  $(RELEASE_TOOL) image --out $(IMAGE_LAYOUT)/k8s-$$l --version $(VERSION) --tag $(VERSION)-k8s$$l --revision $(REVISION) --source-date-epoch $(SOURCE_DATE_EPOCH) \
+	    $(foreach p,$(PLATFORMS),--platform $(p)=_output/bin/k8s-$$l/$(subst /,_,$(p))); \
 	done
-	$(RELEASE_TOOL) image --out $(IMAGE_LAYOUT) --version $(VERSION) --revision $(REVISION) --source-date-epoch $(SOURCE_DATE_EPOCH) \
-	  $(foreach p,$(PLATFORMS),--platform $(p)=_output/bin/$(subst /,_,$(p)))
 
 # make test checks the image of the host platform only, assembled from bin/ (the binaries e2e
-# runs): cross-compiling Kubernetes for arm64 is a second cold compile (minutes), while the
-# assembly is the same code for every platform. make image and make release build them all.
+# runs), of the line being built (the default one in make test): cross-compiling Kubernetes for
+# arm64, or another line, is another cold compile (minutes), while the assembly is the same code
+# for every platform and line. make image and make release build them all.
 .PHONY: image-test
 image-test: binaries ## The image test: host-platform layout from bin/, config, run, SBOM, push/pull to an in-process registry.
-	$(RELEASE_TOOL) image --out _output/image-test --version $(VERSION) --revision $(REVISION) --source-date-epoch $(SOURCE_DATE_EPOCH) \
+	$(RELEASE_TOOL) image --out _output/image-test --version $(VERSION) --tag $(VERSION)-k8s1.$(KUBE_MINOR) --revision $(REVISION) --source-date-epoch $(SOURCE_DATE_EPOCH) \
 	  --platform linux/$(HOST_ARCH)=$(BIN)
 	$(MAKE) --no-print-directory image-test-layout IMAGE_LAYOUT=_output/image-test
 
 .PHONY: image-test-layout
-image-test-layout: ## Run test/image against the layout in IMAGE_LAYOUT (default: make image's).
+image-test-layout: ## Run test/image against the layout in IMAGE_LAYOUT (e.g. _output/image/k8s-1.36, one of make image's).
 	POOL_SCHEDULER_IMAGE_LAYOUT=$(abspath $(IMAGE_LAYOUT)) GOFLAGS="$(DEV_GOFLAGS)" $(GO) test $(GOTEST_FLAGS) -count=1 ./test/image/...
 
-# A release: `make release VERSION=vX.Y.Z` writes _output/release/vX.Y.Z/ (the image layout as
-# an OCI archive, the chart, install YAMLs, kubectl plugin archives, krew manifest, SHA256SUMS)
-# and the image layout _output/release/image-vX.Y.Z/, which `make push-image` pushes.
+# A release: `make release VERSION=vX.Y.Z` writes _output/release/vX.Y.Z/ (each line's image
+# layout as an OCI archive, the chart with every line's digest, install YAMLs per line, kubectl
+# plugin archives, krew manifest, SHA256SUMS) and the image layouts
+# _output/release/image-vX.Y.Z/k8s-<line>/, which `make push-image` pushes. The kubectl plugin
+# (poolctl) does not depend on the line: it is built from the default line.
 # .github/workflows/release.yaml runs both on a tag.
 PLUGIN_PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
 RELEASE_DIR = _output/release/$(VERSION)
 RELEASE_LAYOUT = _output/release/image-$(VERSION)
 
 .PHONY: release
-release: ## Release files for VERSION=vX.Y.Z in _output/release/ (image, chart, install YAML, plugin, SHA256SUMS).
+release: ## Release files for VERSION=vX.Y.Z in _output/release/ (every line's image, chart, install YAMLs, plugin, SHA256SUMS).
 	@[[ "$(VERSION)" =~ ^v[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$$ ]] || { echo "make release: VERSION=$(VERSION) is not vMAJOR.MINOR.PATCH[-PRERELEASE]" >&2; exit 1; }
+	@[[ "$(sort $(LINES))" == "$(sort $(DEFAULT_LINE) $(OTHER_LINES))" ]] || { echo "make release: a release has every line's image (the chart serves them all); LINES=$(LINES) leaves some of $(DEFAULT_LINE) $(OTHER_LINES) out" >&2; exit 1; }
 	$(MAKE) --no-print-directory image VERSION=$(VERSION) IMAGE_LAYOUT=$(RELEASE_LAYOUT)
 	@for p in $(PLUGIN_PLATFORMS); do \
 	  echo "== kubectl-pool for $$p"; \
 	  CGO_ENABLED=0 GOOS=$${p%/*} GOARCH=$${p#*/} GOGC=$(BUILD_GOGC) $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o _output/plugin/$${p%/*}_$${p#*/}/kubectl-pool ./cmd/poolctl; \
 	done
-	$(RELEASE_TOOL) dist --version $(VERSION) --repository $(IMAGE_REPO) --image-layout $(RELEASE_LAYOUT) --out $(RELEASE_DIR) \
+	$(RELEASE_TOOL) dist --version $(VERSION) --repository $(IMAGE_REPO) --out $(RELEASE_DIR) \
+	  $(foreach l,$(LINES),--line $(l)=$(RELEASE_LAYOUT)/k8s-$(l)) \
 	  --image-ref-out $(RELEASE_LAYOUT).ref --source-date-epoch $(SOURCE_DATE_EPOCH) \
 	  $(foreach p,$(PLUGIN_PLATFORMS),--plugin $(p)=_output/plugin/$(subst /,_,$(p))/kubectl-pool)
 
 .PHONY: push-image
-push-image: ## Push the release's image layout to IMAGE_REPO (tag VERSION, SBOM referrers); credentials from docker login.
-	$(RELEASE_TOOL) push --layout $(RELEASE_LAYOUT) --repository $(IMAGE_REPO)
+push-image: ## Push the release's image layouts to IMAGE_REPO (tag VERSION-k8s<line> each, SBOM referrers); credentials from docker login.
+	$(check-lines)
+	$(RELEASE_TOOL) push --version $(VERSION) --repository $(IMAGE_REPO) $(foreach l,$(LINES),--layout $(RELEASE_LAYOUT)/k8s-$(l))
 
-# For Docker users: the same image from the Dockerfile (needs a Docker engine; see README).
+# For Docker users: one line's image from the Dockerfile (needs a Docker engine; see README).
+# LINE picks the line as for make build (none: the default line); IMAGE is tagged for it.
 .PHONY: docker-image
-docker-image: ## Build the image with Docker from the Dockerfile (needs a Docker engine).
-	docker build --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) --build-arg REVISION=$(REVISION) -t $(IMAGE) .
+docker-image: ## Build one release line's image with Docker from the Dockerfile (LINE=<minor>, default the default line; needs a Docker engine).
+	docker build --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) --build-arg REVISION=$(REVISION) --build-arg LINE=$(LINE) -t $(IMAGE) .
 
 .PHONY: clean
 clean:

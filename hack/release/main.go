@@ -6,8 +6,10 @@ package main
 import (
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -40,8 +42,8 @@ func main() {
 func usage() {
 	fmt.Fprintln(os.Stderr, `usage: release <command> [flags]   (-h after a command lists its flags)
   image       assemble the OCI image layout from per-platform binaries
-  push        push an image layout (index, tag and SBOM referrers) to a registry
-  dist        make the release directory: image layout tar, chart, install YAML, plugin archives, krew manifest, SHA256SUMS
+  push        push image layouts (index, tag and SBOM referrers) to a registry
+  dist        make the release directory: image layout tar per line, chart, install YAML per line, plugin archives, krew manifest, SHA256SUMS
   lint-chart  lint a chart with the Helm SDK (helm lint --strict)`)
 	os.Exit(2)
 }
@@ -58,6 +60,31 @@ func (p platforms) Set(v string) error {
 	p[plat] = dir
 	return nil
 }
+
+// lineLayouts is a repeatable <line>=<layout directory> flag: a release line's image layout.
+type lineLayouts map[string]string
+
+func (l lineLayouts) String() string { return fmt.Sprint(map[string]string(l)) }
+func (l lineLayouts) Set(v string) error {
+	line, dir, ok := strings.Cut(v, "=")
+	if !ok || line == "" || dir == "" {
+		return fmt.Errorf("want <line>=<image layout directory> (e.g. 1.36=_output/image/k8s-1.36), got %q", v)
+	}
+	if err := release.CheckLine(line); err != nil {
+		return err
+	}
+	if _, dup := l[line]; dup {
+		return fmt.Errorf("line %s given twice", line)
+	}
+	l[line] = dir
+	return nil
+}
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (s *stringList) String() string     { return strings.Join(*s, ",") }
+func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
 
 func imageCmd(args []string) error {
 	fs := flag.NewFlagSet("image", flag.ExitOnError)
@@ -96,21 +123,36 @@ func imageCmd(args []string) error {
 
 func pushCmd(args []string) error {
 	fs := flag.NewFlagSet("push", flag.ExitOnError)
-	dir := fs.String("layout", "_output/image", "OCI image layout written by `release image`")
+	var dirs stringList
+	fs.Var(&dirs, "layout", "OCI image layout written by `release image` (repeatable: one per release line)")
 	repo := fs.String("repository", "", "repository to push to, e.g. ghcr.io/pool-scheduler/pool-scheduler (credentials: docker login)")
+	version := fs.String("version", "", "if set, each layout must be tagged <version>-k8s<line> (a release's layouts)")
 	_ = fs.Parse(args)
-	if *repo == "" {
-		return fmt.Errorf("--repository is required")
+	if *repo == "" || len(dirs) == 0 {
+		return fmt.Errorf("--repository and at least one --layout are required")
 	}
-	l, err := ociimage.ReadLayout(*dir)
-	if err != nil {
-		return err
+	// Every layout is read and checked before anything is pushed, so a bad one does not leave
+	// the registry with part of a release.
+	var layouts []*ociimage.Layout
+	for _, dir := range dirs {
+		l, err := ociimage.ReadLayout(dir)
+		if err != nil {
+			return err
+		}
+		if *version != "" {
+			if line, ok := strings.CutPrefix(l.Tag, *version+"-k8s"); !ok || release.CheckLineTag(l.Tag, *version, line) != nil {
+				return fmt.Errorf("%s is tagged %q, not <version>-k8s<line> of the release %s", dir, l.Tag, *version)
+			}
+		}
+		layouts = append(layouts, l)
 	}
-	ref, err := ociimage.Push(l, *repo)
-	if err != nil {
-		return err
+	for _, l := range layouts {
+		ref, err := ociimage.Push(l, *repo)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("pushed %s:%s (%s)\n", *repo, l.Tag, ref)
 	}
-	fmt.Printf("pushed %s:%s (%s)\n", *repo, l.Tag, ref)
 	return nil
 }
 
@@ -129,57 +171,55 @@ func distCmd(args []string) error {
 	fs := flag.NewFlagSet("dist", flag.ExitOnError)
 	version := fs.String("version", "", "the release, vX.Y.Z")
 	repo := fs.String("repository", "ghcr.io/pool-scheduler/pool-scheduler", "image repository the release is pushed to")
-	layoutDir := fs.String("image-layout", "", "the release's OCI image layout (make image)")
+	layouts := lineLayouts{}
+	fs.Var(layouts, "line", "<line>=<OCI image layout> of a release line's image, tagged <version>-k8s<line> (make image; repeatable, one per line)")
 	out := fs.String("out", "", "release directory to write (replaced)")
 	root := fs.String("root", ".", "repository checkout")
 	downloads := fs.String("download-url", ociimage.DefaultSource+"/releases/download", "where the release's files are published; the krew manifest points at <url>/<version>/<archive>")
 	epoch := fs.String("source-date-epoch", "", "time stamped into archives (Unix seconds)")
-	refOut := fs.String("image-ref-out", "", "also write repository:tag@digest to this file (outside --out)")
+	refOut := fs.String("image-ref-out", "", "also write each line's repository:tag@digest, one a line, to this file (outside --out)")
 	plugins := platforms{}
 	fs.Var(plugins, "plugin", "os/arch=path of a kubectl-pool binary (repeatable)")
 	_ = fs.Parse(args)
-	if *version == "" || *layoutDir == "" || *out == "" {
-		return fmt.Errorf("--version, --image-layout and --out are required")
+	if *version == "" || len(layouts) == 0 || *out == "" {
+		return fmt.Errorf("--version, --line (at least one) and --out are required")
 	}
 	created, err := epochTime(*epoch)
 	if err != nil {
 		return err
 	}
-	l, err := ociimage.ReadLayout(*layoutDir)
+	rel, err := release.ReadRelease(*repo, *version, layouts)
 	if err != nil {
 		return err
 	}
-	if l.Tag != *version {
-		return fmt.Errorf("the image layout %s is tagged %q, not the release %q (make image VERSION=%s)", *layoutDir, l.Tag, *version, *version)
-	}
-	digest, err := l.Index.Digest()
-	if err != nil {
-		return err
-	}
-	img := release.Image{Repository: *repo, Tag: *version, Digest: digest.String()}
 	if err := os.RemoveAll(*out); err != nil {
 		return err
 	}
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		return err
 	}
-	if err := release.TarDir(*layoutDir, filepath.Join(*out, "pool-scheduler-image-"+*version+".oci.tar"), created); err != nil {
-		return err
+	var refs []string
+	for _, line := range rel.Lines() {
+		img := rel.Image(line)
+		if err := release.TarDir(layouts[line], filepath.Join(*out, "pool-scheduler-image-"+img.Tag()+".oci.tar"), created); err != nil {
+			return err
+		}
+		refs = append(refs, img.Ref())
 	}
-	chartFile, err := release.PackageChart(filepath.Join(*root, "manifests", "charts", "pool-scheduler"), *out, img)
+	chartFile, err := release.PackageChart(filepath.Join(*root, "manifests", "charts", "pool-scheduler"), *out, rel)
 	if err != nil {
 		return err
 	}
-	fmt.Printf("chart %s (image %s)\n", chartFile, img.Ref())
-	for _, b := range release.Bundles {
-		data, err := release.RenderBundle(*root, b.Dirs, img)
-		if err != nil {
+	fmt.Printf("chart %s (images %s)\n", chartFile, strings.Join(refs, ", "))
+	files, err := release.RenderRelease(*root, rel)
+	if err != nil {
+		return err
+	}
+	for _, name := range slices.Sorted(maps.Keys(files)) {
+		if err := os.WriteFile(filepath.Join(*out, name), files[name], 0o644); err != nil {
 			return err
 		}
-		if err := os.WriteFile(filepath.Join(*out, b.File), data, 0o644); err != nil {
-			return err
-		}
-		fmt.Printf("%s from %s\n", b.File, strings.Join(b.Dirs, " + "))
+		fmt.Println(name)
 	}
 	var archives []release.PluginPlatform
 	names := make([]string, 0, len(plugins))
@@ -214,11 +254,11 @@ func distCmd(args []string) error {
 		return err
 	}
 	if *refOut != "" {
-		if err := os.WriteFile(*refOut, []byte(img.Ref()+"\n"), 0o644); err != nil {
+		if err := os.WriteFile(*refOut, []byte(strings.Join(refs, "\n")+"\n"), 0o644); err != nil {
 			return err
 		}
 	}
-	fmt.Printf("%s: release %s, image %s\n", *out, *version, img.Ref())
+	fmt.Printf("%s: release %s, images %s\n", *out, *version, strings.Join(refs, ", "))
 	return nil
 }
 

@@ -1,7 +1,8 @@
 // Package release makes pool-scheduler's release artifacts from the repository's own files:
-// the Helm chart packaged for one release with its image pinned by tag and digest, the
-// kustomize manifests rendered to install YAML with the same image, the kubectl plugin's
-// archives and krew manifest, and SHA256SUMS. hack/release runs it (make release).
+// the Helm chart packaged for one release with every release line's image pinned by digest (the
+// chart picks the line serving the cluster), the kustomize manifests rendered to install YAML
+// per line with that line's image, the kubectl plugin's archives and krew manifest, and
+// SHA256SUMS. hack/release runs it (make release).
 package release
 
 import (
@@ -13,10 +14,13 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"text/template"
 	"time"
@@ -30,6 +34,8 @@ import (
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	sigsyaml "sigs.k8s.io/yaml"
+
+	"github.com/pool-scheduler/pool-scheduler/internal/ociimage"
 )
 
 // versionRE is a release version: v, then SemVer 2 (pre-releases allowed, as Helm's chart
@@ -38,20 +44,53 @@ var versionRE = regexp.MustCompile(`^v(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(-
 
 var digestRE = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
 
-// Image is the released image: repository, tag (the release) and the index digest.
-type Image struct {
-	Repository, Tag, Digest string
+// lineRE is a release line (docs/compatibility.md): the Kubernetes minor it is built on, 1.<n>.
+var lineRE = regexp.MustCompile(`^1\.(0|[1-9]\d*)$`)
+
+// LineTag is the tag of a release line's image: <version>-k8s<line>, e.g. v0.9.0-k8s1.36. One
+// repository holds every line's image; the chart runs <appVersion>-k8s<line> (templates/_helpers.tpl).
+func LineTag(version, line string) string { return version + "-k8s" + line }
+
+// CheckLine refuses a release line that is not a Kubernetes minor 1.<n>.
+func CheckLine(line string) error {
+	if !lineRE.MatchString(line) {
+		return fmt.Errorf("release line %q: want a Kubernetes minor, 1.<n> (e.g. 1.36)", line)
+	}
+	return nil
 }
 
-// Ref is repository:tag@digest, what the chart and the install YAML run.
-func (i Image) Ref() string { return i.Repository + ":" + i.Tag + "@" + i.Digest }
+// CheckLineTag refuses an image tag that is not the release's tag for line, so a layout built
+// for another version or another line is not published under this one.
+func CheckLineTag(tag, version, line string) error {
+	if err := CheckLine(line); err != nil {
+		return err
+	}
+	if want := LineTag(version, line); tag != want {
+		return fmt.Errorf("line %s: the image is tagged %q, want %q (<version>-k8s<line>; make image VERSION=%s builds it)", line, tag, want, version)
+	}
+	return nil
+}
+
+// Image is one release line's released image: repository:<version>-k8s<line>@<index digest>.
+type Image struct {
+	Repository, Version, Line, Digest string
+}
+
+// Tag is the image's tag, LineTag(Version, Line).
+func (i Image) Tag() string { return LineTag(i.Version, i.Line) }
+
+// Ref is repository:tag@digest, what the chart and the install YAML run on the line's clusters.
+func (i Image) Ref() string { return i.Repository + ":" + i.Tag() + "@" + i.Digest }
 
 func (i Image) validate() error {
-	if !versionRE.MatchString(i.Tag) {
-		return fmt.Errorf("version %q: want vMAJOR.MINOR.PATCH[-PRERELEASE], e.g. v0.1.0", i.Tag)
+	if !versionRE.MatchString(i.Version) {
+		return fmt.Errorf("version %q: want vMAJOR.MINOR.PATCH[-PRERELEASE], e.g. v0.1.0", i.Version)
+	}
+	if err := CheckLine(i.Line); err != nil {
+		return err
 	}
 	if !digestRE.MatchString(i.Digest) {
-		return fmt.Errorf("image digest %q: want sha256:<64 hex digits>", i.Digest)
+		return fmt.Errorf("line %s: image digest %q: want sha256:<64 hex digits>", i.Line, i.Digest)
 	}
 	if i.Repository == "" || strings.ContainsAny(i.Repository, ":@ ") {
 		return fmt.Errorf("image repository %q: want a name without tag or digest, e.g. ghcr.io/pool-scheduler/pool-scheduler", i.Repository)
@@ -59,20 +98,98 @@ func (i Image) validate() error {
 	return nil
 }
 
-// PackageChart packages the chart in chartDir into outDir for img's release: version = the
-// release without its "v" (Helm chart versions are bare SemVer), appVersion = the release, and
-// values.yaml's image.repository, image.tag and image.digest set (comments kept), so the chart
-// installs exactly the released image. It returns the .tgz path.
-func PackageChart(chartDir, outDir string, img Image) (string, error) {
-	if err := img.validate(); err != nil {
+// Release is what a release publishes: one image per release line, all in one repository.
+type Release struct {
+	Repository, Version string
+	// Digests holds each line's image index digest, by line ("1.36": "sha256:...").
+	Digests map[string]string
+}
+
+// Image is the release's image of one line.
+func (r Release) Image(line string) Image {
+	return Image{Repository: r.Repository, Version: r.Version, Line: line, Digest: r.Digests[line]}
+}
+
+// Lines lists the release's lines, oldest first.
+func (r Release) Lines() []string {
+	lines := make([]string, 0, len(r.Digests))
+	for l := range r.Digests {
+		lines = append(lines, l)
+	}
+	sortLines(lines)
+	return lines
+}
+
+func (r Release) validate() error {
+	if len(r.Digests) == 0 {
+		return fmt.Errorf("release %s has no image: every release line needs one", r.Version)
+	}
+	for _, l := range r.Lines() {
+		if err := r.Image(l).validate(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ReadRelease reads each release line's OCI image layout (make image; layouts by line) and
+// returns the release of their index digests. A layout must be tagged <version>-k8s<line>: one
+// of another version or line (a stale _output, a mistyped line) is refused.
+func ReadRelease(repo, version string, layouts map[string]string) (Release, error) {
+	rel := Release{Repository: repo, Version: version, Digests: map[string]string{}}
+	lines := slices.Collect(maps.Keys(layouts))
+	sortLines(lines)
+	for _, line := range lines {
+		dir := layouts[line]
+		l, err := ociimage.ReadLayout(dir)
+		if err != nil {
+			return rel, fmt.Errorf("line %s: %w", line, err)
+		}
+		if err := CheckLineTag(l.Tag, version, line); err != nil {
+			return rel, fmt.Errorf("%s: %w", dir, err)
+		}
+		d, err := l.Index.Digest()
+		if err != nil {
+			return rel, fmt.Errorf("line %s: %w", line, err)
+		}
+		rel.Digests[line] = d.String()
+	}
+	return rel, rel.validate()
+}
+
+// sortLines orders lines by minor (1.9 before 1.10); lines that do not parse go last, by name.
+func sortLines(lines []string) {
+	minor := func(l string) int {
+		if m := lineRE.FindStringSubmatch(l); m != nil {
+			n, _ := strconv.Atoi(m[1])
+			return n
+		}
+		return 1 << 30
+	}
+	sort.Slice(lines, func(i, j int) bool {
+		if a, b := minor(lines[i]), minor(lines[j]); a != b {
+			return a < b
+		}
+		return lines[i] < lines[j]
+	})
+}
+
+// PackageChart packages the chart in chartDir into outDir for a release: version = the release
+// without its "v" (Helm chart versions are bare SemVer), appVersion = the release, and
+// values.yaml's image.repository and image.digests (each line's index digest) set, image.tag
+// left empty (comments kept), so the chart installs <repository>:<release>-k8s<line>@<digest> of
+// the line serving the cluster. The release must have an image for exactly the lines the chart
+// lists in image.digests. It returns the .tgz path.
+func PackageChart(chartDir, outDir string, rel Release) (string, error) {
+	if err := rel.validate(); err != nil {
 		return "", err
 	}
 	ch, err := loader.Load(chartDir)
 	if err != nil {
 		return "", fmt.Errorf("loading chart %s: %w", chartDir, err)
 	}
-	ch.Metadata.Version = strings.TrimPrefix(img.Tag, "v")
-	ch.Metadata.AppVersion = img.Tag
+	ch.Metadata.Version = strings.TrimPrefix(rel.Version, "v")
+	ch.Metadata.AppVersion = rel.Version
 	var raw *chart.File
 	for _, f := range ch.Raw {
 		if f.Name == chartutil.ValuesfileName {
@@ -82,7 +199,7 @@ func PackageChart(chartDir, outDir string, img Image) (string, error) {
 	if raw == nil {
 		return "", fmt.Errorf("chart %s has no %s", chartDir, chartutil.ValuesfileName)
 	}
-	edited, err := setImageValues(raw.Data, img)
+	edited, err := setImageValues(raw.Data, rel)
 	if err != nil {
 		return "", fmt.Errorf("%s/%s: %w", chartDir, chartutil.ValuesfileName, err)
 	}
@@ -93,9 +210,11 @@ func PackageChart(chartDir, outDir string, img Image) (string, error) {
 	return chartutil.Save(ch, outDir)
 }
 
-// setImageValues sets image.{repository,tag,digest} in a values.yaml document, keeping its
-// comments and order.
-func setImageValues(data []byte, img Image) ([]byte, error) {
+// setImageValues sets image.repository, image.tag (empty: the chart's appVersion and the line)
+// and image.digests.<line> for every line in a values.yaml document, keeping its comments and
+// order. image.digests must list exactly the release's lines: a line the chart could pick
+// without an image in the release would run a tag that was never pushed.
+func setImageValues(data []byte, rel Release) ([]byte, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
 		return nil, err
@@ -107,12 +226,27 @@ func setImageValues(data []byte, img Image) ([]byte, error) {
 	if image == nil || image.Kind != yaml.MappingNode {
 		return nil, fmt.Errorf("no image mapping")
 	}
-	for key, value := range map[string]string{"repository": img.Repository, "tag": img.Tag, "digest": img.Digest} {
+	for key, value := range map[string]string{"repository": rel.Repository, "tag": ""} {
 		v := mapValue(image, key)
 		if v == nil {
 			return nil, fmt.Errorf("image.%s is not in the file; the chart must declare it", key)
 		}
-		v.Kind, v.Tag, v.Value, v.Style = yaml.ScalarNode, "!!str", value, 0
+		setString(v, value)
+	}
+	digests := mapValue(image, "digests")
+	if digests == nil || digests.Kind != yaml.MappingNode {
+		return nil, fmt.Errorf("image.digests is not a mapping of release line to digest; the chart must declare one entry per line")
+	}
+	var chartLines []string
+	for i := 0; i+1 < len(digests.Content); i += 2 {
+		chartLines = append(chartLines, digests.Content[i].Value)
+	}
+	sortLines(chartLines)
+	if got := rel.Lines(); !slices.Equal(chartLines, got) {
+		return nil, fmt.Errorf("image.digests lists the release lines %v, the release has images of %v: every line the chart serves needs its image, and only those (make release builds every line)", chartLines, got)
+	}
+	for i := 0; i+1 < len(digests.Content); i += 2 {
+		setString(digests.Content[i+1], rel.Digests[digests.Content[i].Value])
 	}
 	var out bytes.Buffer
 	enc := yaml.NewEncoder(&out)
@@ -121,6 +255,13 @@ func setImageValues(data []byte, img Image) ([]byte, error) {
 		return nil, err
 	}
 	return out.Bytes(), nil
+}
+
+func setString(v *yaml.Node, value string) {
+	v.Kind, v.Tag, v.Value, v.Style = yaml.ScalarNode, "!!str", value, 0
+	if value == "" {
+		v.Style = yaml.DoubleQuotedStyle // "" rather than a bare empty value
+	}
 }
 
 func mapValue(m *yaml.Node, key string) *yaml.Node {
@@ -152,9 +293,21 @@ func LintChart(chartPath, namespace, kubeVersion string, values map[string]any) 
 }
 
 // Bundle is one install YAML: the kustomize directories (relative to the repository) it renders.
+// A bundle whose workloads run pool-scheduler's image is released once per release line,
+// as FileName(line), each running that line's image; the others once, as File.
 type Bundle struct {
-	File string
-	Dirs []string
+	File    string
+	Dirs    []string
+	PerLine bool
+}
+
+// FileName is the bundle's file for a release line: install-domain-labeler.yaml of line 1.36
+// is install-domain-labeler-k8s1.36.yaml. A bundle that runs no image has one file for every line.
+func (b Bundle) FileName(line string) string {
+	if !b.PerLine {
+		return b.File
+	}
+	return strings.TrimSuffix(b.File, ".yaml") + "-k8s" + line + ".yaml"
 }
 
 // Bundles are the install YAMLs of a release: the scheduler (with the CRD, namespace, RBAC and
@@ -165,10 +318,54 @@ type Bundle struct {
 // off by default in the chart.
 var Bundles = []Bundle{
 	// manifests/admission/webhook includes manifests/scheduler: the webhook mounts its ConfigMap.
-	{File: "install.yaml", Dirs: []string{"manifests/admission/webhook", "manifests/labeler/controller"}},
+	{File: "install.yaml", Dirs: []string{"manifests/admission/webhook", "manifests/labeler/controller"}, PerLine: true},
 	{File: "install-admission-policy.yaml", Dirs: []string{"manifests/admission/policy"}},
-	{File: "install-domain-labeler.yaml", Dirs: []string{"manifests/labeler/domain"}},
+	{File: "install-domain-labeler.yaml", Dirs: []string{"manifests/labeler/domain"}, PerLine: true},
 	{File: "install-system-pod-policy.yaml", Dirs: []string{"manifests/policies/system-pods"}},
+}
+
+// RenderRelease renders every bundle for the release: the per-line bundles once per line with
+// that line's image, the others once. It returns the files by name. A bundle that runs an image
+// without being per-line, or per-line without running one, is refused: its file name would
+// not say which clusters it is for.
+func RenderRelease(root string, rel Release) (map[string][]byte, error) {
+	if err := rel.validate(); err != nil {
+		return nil, err
+	}
+	lines := rel.Lines()
+	files := map[string][]byte{}
+	for _, b := range Bundles {
+		render := lines
+		if !b.PerLine {
+			render = lines[:1] // no image to set: the same YAML for every line
+		}
+		for _, line := range render {
+			data, err := RenderBundle(root, b.Dirs, rel.Image(line))
+			if err != nil {
+				return nil, err
+			}
+			if runs := bundleRunsImage(data); runs != b.PerLine {
+				return nil, fmt.Errorf("%s (%s): runs the image: %v, but PerLine is %v; a bundle with pool-scheduler's workloads is released per line", b.File, strings.Join(b.Dirs, " + "), runs, b.PerLine)
+			}
+			files[b.FileName(line)] = data
+		}
+	}
+	return files, nil
+}
+
+// bundleRunsImage reports whether a rendered bundle has a container (checkImages has made sure
+// they all run the release's image).
+func bundleRunsImage(yamlStream []byte) bool {
+	dec := yaml.NewDecoder(bytes.NewReader(yamlStream))
+	for {
+		var obj map[string]any
+		if err := dec.Decode(&obj); err != nil {
+			return false
+		}
+		if len(ContainerImages(obj)) > 0 {
+			return true
+		}
+	}
 }
 
 // RenderBundle renders dirs of the repository at root with kustomize (sigs.k8s.io/kustomize/api,
@@ -187,7 +384,7 @@ func RenderBundle(root string, dirs []string, img Image) ([]byte, error) {
 		"apiVersion": "kustomize.config.k8s.io/v1beta1",
 		"kind":       "Kustomization",
 		"resources":  prefixed("../", dirs),
-		"images":     []map[string]string{{"name": img.Repository, "newTag": img.Tag, "digest": img.Digest}},
+		"images":     []map[string]string{{"name": img.Repository, "newTag": img.Tag(), "digest": img.Digest}},
 	}
 	data, err := sigsyaml.Marshal(k)
 	if err != nil {

@@ -4,7 +4,11 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -15,12 +19,16 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-containerregistry/pkg/v1/random"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/engine"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
+
+	"github.com/pool-scheduler/pool-scheduler/internal/ociimage"
+	"github.com/pool-scheduler/pool-scheduler/test/util/releaselines"
 )
 
 func repoRoot() string {
@@ -30,8 +38,25 @@ func repoRoot() string {
 
 var (
 	chartDir  = filepath.Join(repoRoot(), "manifests", "charts", "pool-scheduler")
-	testImage = Image{Repository: "ghcr.io/pool-scheduler/pool-scheduler", Tag: "v1.2.3", Digest: "sha256:" + strings.Repeat("0123456789abcdef", 4)}
+	testImage = Image{Repository: "ghcr.io/pool-scheduler/pool-scheduler", Version: "v1.2.3", Line: "1.34", Digest: "sha256:" + strings.Repeat("0123456789abcdef", 4)}
 )
+
+// testRelease is a release v1.2.3 with an image of every line the repository builds, each with
+// its own digest.
+func testRelease(t *testing.T) Release {
+	t.Helper()
+	rel := Release{Repository: testImage.Repository, Version: "v1.2.3", Digests: map[string]string{}}
+	for _, l := range releaselines.All(t) {
+		rel.Digests[l.Line] = lineDigest(l.Line)
+	}
+	return rel
+}
+
+// lineDigest is a digest of its own for each line.
+func lineDigest(line string) string {
+	sum := sha256.Sum256([]byte(line))
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
 
 // decodeAll splits a YAML stream into objects.
 func decodeAll(t *testing.T, data []byte) []map[string]any {
@@ -70,15 +95,22 @@ func toString(v any) string {
 }
 
 // renderPackagedChart renders a packaged chart with every optional workload on, as `helm
-// template` would, and returns the objects.
-func renderPackagedChart(t *testing.T, path string) []map[string]any {
+// template --kube-version` (or an install on a cluster of that version) would, and returns the
+// objects.
+func renderPackagedChart(t *testing.T, path, kubeVersion string) []map[string]any {
 	t.Helper()
 	ch, err := loader.Load(path)
 	if err != nil {
 		t.Fatal(err)
 	}
+	kv, err := chartutil.ParseKubeVersion(kubeVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caps := chartutil.DefaultCapabilities.Copy()
+	caps.KubeVersion = *kv
 	vals, err := chartutil.ToRenderValues(ch, map[string]any{"labeler": map[string]any{"domain": map[string]any{"enabled": true}}},
-		chartutil.ReleaseOptions{Name: "pool-scheduler", Namespace: "pool-scheduler", IsInstall: true}, chartutil.DefaultCapabilities)
+		chartutil.ReleaseOptions{Name: "pool-scheduler", Namespace: "pool-scheduler", IsInstall: true}, caps)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,12 +127,15 @@ func renderPackagedChart(t *testing.T, path string) []map[string]any {
 	return out
 }
 
-// TestPackageChart: the packaged chart carries the release as version and appVersion, runs the
-// release's image by tag and digest in every workload (scheduler, labeler controller, domain
-// labeler) with pull policy IfNotPresent, keeps values.yaml's comments, and passes Helm's lint.
+// TestPackageChart: the packaged chart carries the release as version and appVersion, and on a
+// cluster of each minor a line serves (its own and the next) runs that line's image of the
+// release, <repository>:<release>-k8s<line>@<that line's digest>, in every workload (scheduler,
+// admission webhook, labeler controller, domain labeler) with pull policy IfNotPresent; it
+// keeps values.yaml's comments, leaves image.tag empty, and passes Helm's lint on each line.
 func TestPackageChart(t *testing.T) {
+	rel := testRelease(t)
 	out := t.TempDir()
-	path, err := PackageChart(chartDir, out, testImage)
+	path, err := PackageChart(chartDir, out, rel)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,43 +149,83 @@ func TestPackageChart(t *testing.T) {
 	if ch.Metadata.Version != "1.2.3" || ch.Metadata.AppVersion != "v1.2.3" {
 		t.Errorf("version %q appVersion %q, want 1.2.3 and v1.2.3", ch.Metadata.Version, ch.Metadata.AppVersion)
 	}
-	var workloads int
-	for _, obj := range renderPackagedChart(t, path) {
-		images := ContainerImages(obj)
-		if len(images) == 0 || obj["kind"] == "Pod" {
-			continue
-		}
-		workloads++
-		for _, img := range images {
-			if img != testImage.Ref() {
-				t.Errorf("%s %v runs %s, want %s", obj["kind"], nested(obj, "metadata", "name"), img, testImage.Ref())
-			}
-		}
-		for _, p := range pullPolicies(obj) {
-			if p != "IfNotPresent" {
-				t.Errorf("%s %v: imagePullPolicy %q", obj["kind"], nested(obj, "metadata", "name"), p)
-			}
-		}
+	if tag := nested(ch.Values, "image", "tag"); tag != "" {
+		t.Errorf("image.tag %q, want empty (appVersion and the line name the image)", tag)
 	}
-	if workloads != 4 {
-		t.Errorf("%d workloads rendered, want 4 (scheduler, admission webhook, labeler controller, domain labeler)", workloads)
+	for _, l := range releaselines.All(t) {
+		want := rel.Image(l.Line).Ref()
+		if !strings.HasSuffix(want, ":v1.2.3-k8s"+l.Line+"@"+lineDigest(l.Line)) {
+			t.Fatalf("the release's ref of line %s is %s", l.Line, want)
+		}
+		for _, minor := range []int{l.Minor, l.Minor + 1} {
+			kube := fmt.Sprintf("v1.%d.4", minor)
+			t.Run("cluster "+kube, func(t *testing.T) {
+				var workloads int
+				for _, obj := range renderPackagedChart(t, path, kube) {
+					images := ContainerImages(obj)
+					if len(images) == 0 || obj["kind"] == "Pod" {
+						continue
+					}
+					workloads++
+					for _, img := range images {
+						if img != want {
+							t.Errorf("%s %v runs %s, want line %s's %s", obj["kind"], nested(obj, "metadata", "name"), img, l.Line, want)
+						}
+					}
+					for _, p := range pullPolicies(obj) {
+						if p != "IfNotPresent" {
+							t.Errorf("%s %v: imagePullPolicy %q", obj["kind"], nested(obj, "metadata", "name"), p)
+						}
+					}
+				}
+				if workloads != 4 {
+					t.Errorf("%d workloads rendered, want 4 (scheduler, admission webhook, labeler controller, domain labeler)", workloads)
+				}
+			})
+		}
 	}
 	for _, f := range ch.Raw {
 		if f.Name == "values.yaml" && !strings.Contains(string(f.Data), "# Default values for the pool-scheduler chart.") {
 			t.Errorf("values.yaml lost its comments:\n%s", f.Data)
 		}
 	}
-	// Lint the packaged chart as unpacked by helm.
+	// Lint the packaged chart as unpacked by helm, against each line's Kubernetes.
 	dir := t.TempDir()
 	if err := chartutil.SaveDir(ch, dir); err != nil {
 		t.Fatal(err)
 	}
-	problems, _, err := LintChart(filepath.Join(dir, "pool-scheduler"), "pool-scheduler", "v1.34.10", nil)
-	if err != nil {
-		t.Fatal(err)
+	for _, l := range releaselines.All(t) {
+		problems, _, err := LintChart(filepath.Join(dir, "pool-scheduler"), "pool-scheduler", l.KubeVersion, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range problems {
+			t.Errorf("helm lint (Kubernetes %s): %s", l.KubeVersion, p)
+		}
 	}
-	for _, p := range problems {
-		t.Errorf("helm lint: %s", p)
+}
+
+// TestPackageChartNeedsEveryLine: a release without an image of a line the chart serves (its
+// clusters would pull a tag never pushed), or with an image of a line the chart does not know,
+// is refused, naming the lines on both sides.
+func TestPackageChartNeedsEveryLine(t *testing.T) {
+	all := testRelease(t)
+	lines := all.Lines()
+	missing := Release{Repository: all.Repository, Version: all.Version, Digests: maps.Clone(all.Digests)}
+	delete(missing.Digests, lines[len(lines)-1])
+	extra := Release{Repository: all.Repository, Version: all.Version, Digests: maps.Clone(all.Digests)}
+	extra.Digests["1.99"] = lineDigest("1.99")
+	for name, rel := range map[string]Release{"the newest line missing": missing, "an unknown line": extra} {
+		t.Run(name, func(t *testing.T) {
+			want := fmt.Sprintf("image.digests lists the release lines %v, the release has images of %v", lines, rel.Lines())
+			if len(rel.Digests) == 0 {
+				want = "has no image" // the repository builds one line only
+			}
+			_, err := PackageChart(chartDir, t.TempDir(), rel)
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("error %v, want one containing %q", err, want)
+			}
+		})
 	}
 }
 
@@ -190,21 +265,33 @@ func TestLintChartFindsProblems(t *testing.T) {
 	}
 }
 
-// TestPackageChartRefusesBadInput: a release version that is not vX.Y.Z (latest included), or a
-// digest that is not sha256, is refused with the field named.
+// TestPackageChartRefusesBadInput: a release version that is not vX.Y.Z (latest included), a
+// digest that is not sha256, a repository with a tag, a line that is not a Kubernetes minor, or
+// no image at all is refused with the field named.
 func TestPackageChartRefusesBadInput(t *testing.T) {
+	rel := func(version, repo string, line, digest string) Release {
+		r := testRelease(t)
+		r.Version, r.Repository = version, repo
+		if line != "" {
+			r.Digests[line] = digest
+		}
+		return r
+	}
+	d := testImage.Digest
 	for _, tc := range []struct {
 		name string
-		img  Image
+		rel  Release
 		want string
 	}{
-		{"latest", Image{testImage.Repository, "latest", testImage.Digest}, `version "latest"`},
-		{"no v", Image{testImage.Repository, "1.2.3", testImage.Digest}, `version "1.2.3"`},
-		{"short digest", Image{testImage.Repository, "v1.2.3", "sha256:abc"}, `image digest "sha256:abc"`},
-		{"tagged repository", Image{testImage.Repository + ":x", "v1.2.3", testImage.Digest}, "image repository"},
+		{"latest", rel("latest", testImage.Repository, "", ""), `version "latest"`},
+		{"no v", rel("1.2.3", testImage.Repository, "", ""), `version "1.2.3"`},
+		{"short digest", rel("v1.2.3", testImage.Repository, "1.34", "sha256:abc"), `line 1.34: image digest "sha256:abc"`},
+		{"tagged repository", rel("v1.2.3", testImage.Repository+":x", "", ""), "image repository"},
+		{"line not a minor", rel("v1.2.3", testImage.Repository, "136", d), `release line "136"`},
+		{"no image", Release{Repository: testImage.Repository, Version: "v1.2.3"}, "has no image"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := PackageChart(chartDir, t.TempDir(), tc.img)
+			_, err := PackageChart(chartDir, t.TempDir(), tc.rel)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("error %v, want one containing %q", err, tc.want)
 			}
@@ -212,46 +299,127 @@ func TestPackageChartRefusesBadInput(t *testing.T) {
 	}
 }
 
-// TestRenderBundles: each install YAML is the kustomize render of its directories (objects in
-// `kubectl kustomize` order: namespace and CRD before what uses them), every container runs the
-// release's image by tag and digest with pull policy IfNotPresent, and the files together hold
-// the scheduler, the labeler controller, the domain labeler and every admission policy.
-func TestRenderBundles(t *testing.T) {
-	kinds := map[string]bool{}
-	for _, b := range Bundles {
-		data, err := RenderBundle(repoRoot(), b.Dirs, testImage)
-		if err != nil {
-			t.Fatal(err)
+// TestRenderRelease: a release's install YAMLs are install-k8s<line>.yaml and
+// install-domain-labeler-k8s<line>.yaml for every line (they run the image) and one
+// install-admission-policy.yaml and install-system-pod-policy.yaml (no image); each is the
+// kustomize render of its directories (objects in `kubectl kustomize` order: namespace and CRD
+// before what uses them), every container of a line's files runs that line's image of the
+// release by tag and digest with pull policy IfNotPresent, and each line's files with the shared
+// ones hold the scheduler, the labeler controller, the domain labeler and every admission policy.
+func TestRenderRelease(t *testing.T) {
+	rel := testRelease(t)
+	files, err := RenderRelease(repoRoot(), rel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantNames := []string{"install-admission-policy.yaml", "install-system-pod-policy.yaml"}
+	for _, l := range rel.Lines() {
+		wantNames = append(wantNames, "install-k8s"+l+".yaml", "install-domain-labeler-k8s"+l+".yaml")
+	}
+	slices.Sort(wantNames)
+	if diff := cmp.Diff(wantNames, slices.Sorted(maps.Keys(files))); diff != "" {
+		t.Fatalf("install YAML files (-want +got):\n%s", diff)
+	}
+	kinds := map[string]map[string]bool{} // by line
+	for _, l := range rel.Lines() {
+		kinds[l] = map[string]bool{}
+	}
+	for name, data := range files {
+		line := ""
+		if m := regexp.MustCompile(`-k8s(1\.\d+)\.yaml$`).FindStringSubmatch(name); m != nil {
+			line = m[1]
 		}
 		objs := decodeAll(t, data)
 		for i, obj := range objs {
-			kinds[obj["kind"].(string)+"/"+toString(nested(obj, "metadata", "name"))] = true
+			for l := range kinds {
+				if line == "" || line == l {
+					kinds[l][obj["kind"].(string)+"/"+toString(nested(obj, "metadata", "name"))] = true
+				}
+			}
 			if (obj["kind"] == "Namespace" || obj["kind"] == "CustomResourceDefinition") && i > 1 {
-				t.Errorf("%s: %s is object %d; namespaces and CRDs come first", b.File, obj["kind"], i)
+				t.Errorf("%s: %s is object %d; namespaces and CRDs come first", name, obj["kind"], i)
 			}
-			for _, img := range ContainerImages(obj) {
-				if obj["kind"] == "ValidatingAdmissionPolicy" {
-					continue
-				}
-				if img != testImage.Ref() {
-					t.Errorf("%s: %s %v runs %s", b.File, obj["kind"], nested(obj, "metadata", "name"), img)
+			images := ContainerImages(obj)
+			if len(images) > 0 && line == "" {
+				t.Errorf("%s: %s %v runs %v, in a file shared by every line", name, obj["kind"], nested(obj, "metadata", "name"), images)
+			}
+			for _, img := range images {
+				if want := rel.Image(line).Ref(); img != want {
+					t.Errorf("%s: %s %v runs %s, want line %s's %s", name, obj["kind"], nested(obj, "metadata", "name"), img, line, want)
 				}
 			}
-			if len(ContainerImages(obj)) > 0 {
+			if len(images) > 0 {
 				for _, p := range pullPolicies(obj) {
 					if p != "IfNotPresent" {
-						t.Errorf("%s: %s %v imagePullPolicy %q", b.File, obj["kind"], nested(obj, "metadata", "name"), p)
+						t.Errorf("%s: %s %v imagePullPolicy %q", name, obj["kind"], nested(obj, "metadata", "name"), p)
 					}
 				}
 			}
 		}
 	}
-	for _, want := range []string{"Deployment/pool-scheduler", "Deployment/pool-labeler", "DaemonSet/pool-labeler-domain", "CustomResourceDefinition/nodepoollabelsets.labels.banzaicloud.io", "Namespace/pool-scheduler",
-		"ValidatingAdmissionPolicy/pool-scheduler-volume-binding", "ValidatingAdmissionPolicy/pool-labeler-managed-labels",
-		"ValidatingAdmissionPolicy/pool-labeler-domain-own-node", "ValidatingAdmissionPolicy/pool-scheduler-system-pods"} {
-		if !kinds[want] {
-			t.Errorf("no %s in the install YAMLs", want)
+	for l, got := range kinds {
+		for _, want := range []string{"Deployment/pool-scheduler", "Deployment/pool-labeler", "DaemonSet/pool-labeler-domain", "CustomResourceDefinition/nodepoollabelsets.labels.banzaicloud.io", "Namespace/pool-scheduler",
+			"ValidatingAdmissionPolicy/pool-scheduler-volume-binding", "ValidatingAdmissionPolicy/pool-labeler-managed-labels",
+			"ValidatingAdmissionPolicy/pool-labeler-domain-own-node", "ValidatingAdmissionPolicy/pool-scheduler-system-pods"} {
+			if !got[want] {
+				t.Errorf("line %s: no %s in its install YAMLs", l, want)
+			}
 		}
+	}
+}
+
+// TestReadRelease: dist reads each line's image layout and takes its index digest; a layout
+// tagged for another line or another version, or a line that is not a Kubernetes minor, is
+// refused with the layout and the tag it wants named.
+func TestReadRelease(t *testing.T) {
+	layout := func(t *testing.T, tag string) (string, string) {
+		t.Helper()
+		dir := filepath.Join(t.TempDir(), "layout")
+		// A real image index (one small random image), as ReadLayout reads make image's.
+		idx, err := random.Index(64, 1, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ociimage.WriteLayout(dir, &ociimage.Result{Index: idx}, tag); err != nil {
+			t.Fatal(err)
+		}
+		d, err := idx.Digest()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return dir, d.String()
+	}
+	dir134, d134 := layout(t, "v1.2.3-k8s1.34")
+	dir136, d136 := layout(t, "v1.2.3-k8s1.36")
+	rel, err := ReadRelease(testImage.Repository, "v1.2.3", map[string]string{"1.34": dir134, "1.36": dir136})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(Release{Repository: testImage.Repository, Version: "v1.2.3", Digests: map[string]string{"1.34": d134, "1.36": d136}}, rel); diff != "" {
+		t.Errorf("release (-want +got):\n%s", diff)
+	}
+	plain, _ := layout(t, "v1.2.3")
+	for _, tc := range []struct {
+		name    string
+		layouts map[string]string
+		want    string
+	}{
+		{"another line's layout", map[string]string{"1.34": dir134, "1.36": dir134}, `line 1.36: the image is tagged "v1.2.3-k8s1.34", want "v1.2.3-k8s1.36"`},
+		{"another version", map[string]string{"1.34": dir134}, `the image is tagged "v1.2.3-k8s1.34", want "v1.2.4-k8s1.34"`},
+		{"a tag without line", map[string]string{"1.34": plain}, `the image is tagged "v1.2.3", want "v1.2.3-k8s1.34"`},
+		{"a line that is not a minor", map[string]string{"134": dir134}, `release line "134"`},
+		{"no layout there", map[string]string{"1.34": filepath.Join(t.TempDir(), "none")}, "line 1.34: "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			version := "v1.2.3"
+			if tc.name == "another version" {
+				version = "v1.2.4"
+			}
+			_, err := ReadRelease(testImage.Repository, version, tc.layouts)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v, want one containing %q", err, tc.want)
+			}
+		})
 	}
 }
 
@@ -266,8 +434,9 @@ func TestCheckImagesRefusesOtherImages(t *testing.T) {
 }
 
 // TestRepositoryManifestsNameARelease: between releases, the chart and the kustomize manifests
-// point at one release tag (the chart's appVersion), never latest, with pull policy
-// IfNotPresent, and the chart's version is that release without its v.
+// point at one release (the chart's appVersion), never latest, with pull policy IfNotPresent:
+// the manifests at the default line's image of it, <appVersion>-k8s<default line>; and the
+// chart's version is that release without its v.
 func TestRepositoryManifestsNameARelease(t *testing.T) {
 	ch, err := loader.Load(chartDir)
 	if err != nil {
@@ -286,7 +455,15 @@ func TestRepositoryManifestsNameARelease(t *testing.T) {
 	if p := nested(ch.Values, "image", "pullPolicy"); p != "IfNotPresent" {
 		t.Errorf("values.yaml image.pullPolicy %q", p)
 	}
-	want := "ghcr.io/pool-scheduler/pool-scheduler:" + app
+	// The default line's image: `kubectl apply -k manifests` serves that line's clusters (a
+	// release's install YAMLs set each line's image).
+	var defaultLine string
+	for _, l := range releaselines.All(t) {
+		if l.Default {
+			defaultLine = l.Line
+		}
+	}
+	want := "ghcr.io/pool-scheduler/pool-scheduler:" + LineTag(app, defaultLine)
 	var found int
 	err = filepath.WalkDir(filepath.Join(repoRoot(), "manifests"), func(p string, d os.DirEntry, err error) error {
 		if err != nil || d.IsDir() || !strings.HasSuffix(p, ".yaml") || strings.Contains(p, string(filepath.Separator)+"charts"+string(filepath.Separator)) {
@@ -306,7 +483,7 @@ func TestRepositoryManifestsNameARelease(t *testing.T) {
 				}
 				found++
 				if img != want {
-					t.Errorf("%s: image %s, want %s (the chart's appVersion)", p, img, want)
+					t.Errorf("%s: image %s, want %s (the chart's appVersion, the default line)", p, img, want)
 				}
 				if pp := pullPolicies(obj); pp[i] != "IfNotPresent" {
 					t.Errorf("%s: imagePullPolicy %q", p, pp[i])

@@ -33,6 +33,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/pool-scheduler/pool-scheduler/internal/ociimage"
+	"github.com/pool-scheduler/pool-scheduler/test/util/releaselines"
 )
 
 // repoRoot is the repository checkout (this package does not import test/util, which links a
@@ -43,12 +44,17 @@ func repoRoot() string {
 }
 
 // layoutDir is the layout under test: $POOL_SCHEDULER_IMAGE_LAYOUT (make image-test sets it to
-// a host-platform layout built from bin/), else make image's _output/image.
+// a host-platform layout built from bin/), else make image's layout of the default release line,
+// _output/image/k8s-<line>.
 func layoutDir(t *testing.T) string {
 	t.Helper()
 	dir := os.Getenv("POOL_SCHEDULER_IMAGE_LAYOUT")
 	if dir == "" {
-		dir = filepath.Join(repoRoot(), "_output", "image")
+		for _, l := range releaselines.All(t) {
+			if l.Default {
+				dir = filepath.Join(repoRoot(), "_output", "image", "k8s-"+l.Line)
+			}
+		}
 	}
 	if _, err := os.Stat(filepath.Join(dir, "index.json")); err != nil {
 		t.Fatalf("no OCI image layout at %s (run `make image` or `make image-test`): %v", dir, err)
@@ -136,7 +142,8 @@ func extract(t *testing.T, img v1.Image, dir string) map[string]*tar.Header {
 // TestImageConfig checks what a kubelet reads before it starts the container: every platform
 // runs the scheduler as the numeric nonroot user through an exec-form entrypoint that exists in
 // the image as a static binary of that architecture, with no shell anywhere, and carries the
-// OCI labels; the labels and the index's annotations agree.
+// OCI labels; the labels and the index's annotations agree, and the layout is tagged with the
+// version and the release line, <version>-k8s<line>.
 func TestImageConfig(t *testing.T) {
 	l := readLayout(t)
 	im, err := l.Index.IndexManifest()
@@ -149,8 +156,8 @@ func TestImageConfig(t *testing.T) {
 			t.Errorf("the image index has no %s annotation", key)
 		}
 	}
-	if l.Tag != want[ociimage.AnnotationVersion] {
-		t.Errorf("layout tag %q, want the version %q", l.Tag, want[ociimage.AnnotationVersion])
+	if _, ok := tagLine(l.Tag, want[ociimage.AnnotationVersion]); !ok {
+		t.Errorf("layout tag %q, want the version %q and the release line, <version>-k8s1.<minor>", l.Tag, want[ociimage.AnnotationVersion])
 	}
 	for plat, img := range platformImages(t, l.Index) {
 		t.Run(plat, func(t *testing.T) {
@@ -224,7 +231,8 @@ func TestImageConfig(t *testing.T) {
 }
 
 // TestImageRunsItsBinaries runs the host platform's binaries as extracted from the image's
-// layers: both start, and report the version and commit the image's labels name.
+// layers: both start, and report the version and commit the image's labels name and the release
+// line its tag names.
 func TestImageRunsItsBinaries(t *testing.T) {
 	l := readLayout(t)
 	host := "linux/" + runtime.GOARCH
@@ -262,6 +270,12 @@ func TestImageRunsItsBinaries(t *testing.T) {
 		}
 		if len(gotCommit) < 7 || !strings.HasPrefix(revision, gotCommit) {
 			t.Errorf("%s --version says commit %q, the image label revision %s", bin, gotCommit, revision)
+		}
+		// The binaries are the release line's the tag names (its second line:
+		// "Kubernetes v1.36.3 (line 1.36, scheduler-plugins none)").
+		tagged, ok := tagLine(l.Tag, version)
+		if got := lineOfVersion.FindStringSubmatch(string(out)); !ok || got == nil || got[1] != tagged {
+			t.Errorf("%s --version printed %q; the image is tagged %s, for line %q", bin, out, l.Tag, tagged)
 		}
 	}
 }
@@ -487,6 +501,16 @@ func mustTag(t *testing.T, s string) name.Tag {
 	}
 	return tag
 }
+
+// tagLine returns the release line of an image tag <version>-k8s<line> (e.g. v0.9.0-k8s1.36):
+// one repository holds an image per line (docs/compatibility.md).
+func tagLine(tag, version string) (string, bool) {
+	line, ok := strings.CutPrefix(tag, version+"-k8s")
+	return line, ok && regexp.MustCompile(`^1\.\d+$`).MatchString(line)
+}
+
+// lineOfVersion is the release line in version.Line(), --version's second line.
+var lineOfVersion = regexp.MustCompile(`(?m)^Kubernetes v\S+ \(line (1\.\d+),`)
 
 // versionLine is version.String(): "pool-scheduler <version> (commit <short commit>, <go version>)".
 var versionLine = regexp.MustCompile(`^pool-scheduler (\S+) \(commit ([0-9a-f]+), go`)

@@ -124,9 +124,9 @@ func TestDockerfileLinterFindsProblems(t *testing.T) {
 
 // TestDockerfileMatchesRepository checks what the linter cannot: the files the Dockerfile copies
 // exist and are not excluded by .dockerignore, the build runs the Makefile's target (so the image
-// gets the release build flags), that target builds every binary the image copies, the Makefile's
-// docker-image target passes every build arg the Dockerfile declares, and the Go image is new
-// enough.
+// gets the release build flags) for the release line of the LINE build arg, that target builds
+// every binary the image copies, the Makefile's docker-image target passes every build arg the
+// Dockerfile declares, and the Go image is new enough for every line's go.mod.
 func TestDockerfileMatchesRepository(t *testing.T) {
 	root := repoRoot(t)
 	dt, err := os.ReadFile(filepath.Join(root, "Dockerfile"))
@@ -150,8 +150,8 @@ func TestDockerfileMatchesRepository(t *testing.T) {
 		}
 	}
 
-	var buildTarget string
-	var buildWorkdir string
+	var buildTarget, buildWorkdir, buildRun string
+	var sawDownload, copiesLines bool
 	stageByName := map[string]instructions.Stage{}
 	for _, st := range stages {
 		stageByName[st.Name] = st
@@ -170,13 +170,18 @@ func TestDockerfileMatchesRepository(t *testing.T) {
 				}
 				for _, src := range c.SourcePaths {
 					checkContextSource(t, root, ignore, src)
+					if path.Clean(src) == "lines" && buildTarget == "" && !sawDownload {
+						copiesLines = true
+					}
 				}
 			case *instructions.AddCommand:
 				t.Errorf("Dockerfile:%d: use COPY, not ADD", c.Location()[0].Start.Line)
 			case *instructions.RunCommand:
 				line := strings.Join(c.CmdLine, " ")
 				if m := regexp.MustCompile(`\bmake\s+([a-z-]+)`).FindStringSubmatch(line); m != nil {
-					buildTarget, buildWorkdir = m[1], workdir
+					buildTarget, buildWorkdir, buildRun = m[1], workdir, line
+				} else if strings.Contains(line, "go mod download") {
+					sawDownload = true
 				} else if strings.Contains(line, "go build") {
 					t.Errorf("Dockerfile:%d: builds with its own `go build` (%q); run a Makefile target so the image gets the release build flags", c.Location()[0].Start.Line, line)
 				}
@@ -236,16 +241,31 @@ func TestDockerfileMatchesRepository(t *testing.T) {
 		}
 	}
 
-	// The Go image is at least go.mod's go version.
-	goMod := readFile(t, filepath.Join(root, "go.mod"))
-	want := regexp.MustCompile(`(?m)^go (\d+)\.(\d+)`).FindStringSubmatch(goMod)
-	for _, st := range stages {
-		m := regexp.MustCompile(`^(?:docker\.io/)?(?:library/)?golang:(\d+)\.(\d+)`).FindStringSubmatch(st.BaseName)
-		if m == nil || want == nil {
-			continue
-		}
-		if atoi(m[1])*1000+atoi(m[2]) < atoi(want[1])*1000+atoi(want[2]) {
-			t.Errorf("stage %s uses %s, older than go.mod's go %s.%s", st.Name, st.BaseName, want[1], want[2])
+	// The build makes the release line the LINE build arg names (docs/compatibility.md), as
+	// make binaries LINE=... does: it passes LINE to make and has lines/ in the context.
+	if !declaredArgs["LINE"] || !regexp.MustCompile(`\bmake\s+`+buildTarget+`\b.*\bLINE=\$\{?LINE\b`).MatchString(buildRun) {
+		t.Errorf("the build does not pass the LINE build arg to make %s (RUN %s): docker-image could not build another release line", buildTarget, buildRun)
+	}
+	if !copiesLines {
+		t.Errorf("the build stage does not COPY lines/ before it downloads modules: LINE=<minor> needs lines/k8s-<minor>/go.mod")
+	}
+
+	// The Go image is at least the go version of every line's go.mod.
+	goMods, err := filepath.Glob(filepath.Join(root, "lines", "k8s-*", "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range append([]string{filepath.Join(root, "go.mod")}, goMods...) {
+		want := regexp.MustCompile(`(?m)^go (\d+)\.(\d+)`).FindStringSubmatch(readFile(t, f))
+		rel, _ := filepath.Rel(root, f)
+		for _, st := range stages {
+			m := regexp.MustCompile(`^(?:docker\.io/)?(?:library/)?golang:(\d+)\.(\d+)`).FindStringSubmatch(st.BaseName)
+			if m == nil || want == nil {
+				continue
+			}
+			if atoi(m[1])*1000+atoi(m[2]) < atoi(want[1])*1000+atoi(want[2]) {
+				t.Errorf("stage %s uses %s, older than %s's go %s.%s", st.Name, st.BaseName, rel, want[1], want[2])
+			}
 		}
 	}
 }
