@@ -159,12 +159,10 @@ func TestSchedulerHA(t *testing.T) {
 				return
 			case <-tick.C:
 			}
+			// Each create runs to its end (tCtx, not createCtx): a create cancelled in flight
+			// may still land after the List below, which would then miscount the pods.
 			p := util.Pod(ns, fmt.Sprintf("p-%05d", i)).Obj()
-			if _, err := cs.CoreV1().Pods(ns).Create(createCtx, p, metav1.CreateOptions{}); err != nil {
-				if createCtx.Err() != nil {
-					created <- nil
-					return
-				}
+			if _, err := cs.CoreV1().Pods(ns).Create(tCtx, p, metav1.CreateOptions{}); err != nil {
 				created <- fmt.Errorf("creating pod %s: %w", p.Name, err)
 				return
 			}
@@ -203,7 +201,7 @@ func TestSchedulerHA(t *testing.T) {
 	if err := <-created; err != nil {
 		t.Fatal(err)
 	}
-	// A create cut short by the stop may still have reached the apiserver: count what exists.
+	// Every create has returned: count what exists.
 	all, err := cs.CoreV1().Pods(ns).List(tCtx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
