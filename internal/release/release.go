@@ -293,21 +293,65 @@ func LintChart(chartPath, namespace, kubeVersion string, values map[string]any) 
 }
 
 // Bundle is one install YAML: the kustomize directories (relative to the repository) it renders.
-// A bundle whose workloads run pool-scheduler's image is released once per release line,
-// as FileName(line), each running that line's image; the others once, as File.
+// A bundle whose workloads run pool-scheduler's image (PerLine) is released once per release
+// line, as FileName(line), each running that line's image; so is one whose objects' API
+// versions differ between the lines' Kubernetes minors (APIPerLine); the others once, as File.
 type Bundle struct {
-	File    string
-	Dirs    []string
-	PerLine bool
+	File       string
+	Dirs       []string
+	PerLine    bool
+	APIPerLine bool
 }
 
 // FileName is the bundle's file for a release line: install-domain-labeler.yaml of line 1.36
-// is install-domain-labeler-k8s1.36.yaml. A bundle that runs no image has one file for every line.
+// is install-domain-labeler-k8s1.36.yaml. A bundle that is the same for every line has one file.
 func (b Bundle) FileName(line string) string {
-	if !b.PerLine {
+	if !b.PerLine && !b.APIPerLine {
 		return b.File
 	}
 	return strings.TrimSuffix(b.File, ".yaml") + "-k8s" + line + ".yaml"
+}
+
+// mutatingAdmissionPolicyGA is the first Kubernetes minor that serves MutatingAdmissionPolicy
+// as admissionregistration.k8s.io/v1 by default; v1beta1 (the manifests') is off by default
+// there. The two versions' specs are identical (k8s.io/api v0.36.3 admissionregistration).
+const mutatingAdmissionPolicyGA = 36
+
+// lineAPIVersions rewrites a rendered bundle's objects to the API versions a line's clusters
+// serve by default: MutatingAdmissionPolicy and its bindings in v1 from 1.36, as the chart
+// renders them where the cluster serves v1.
+func lineAPIVersions(yamlStream []byte, line string) ([]byte, error) {
+	minor, err := strconv.Atoi(strings.TrimPrefix(line, "1."))
+	if err != nil || minor < mutatingAdmissionPolicyGA {
+		return yamlStream, err
+	}
+	var out bytes.Buffer
+	dec := yaml.NewDecoder(bytes.NewReader(yamlStream))
+	enc := yaml.NewEncoder(&out)
+	enc.SetIndent(2)
+	for {
+		var doc yaml.Node
+		if err := dec.Decode(&doc); err == io.EOF {
+			break
+		} else if err != nil {
+			return nil, err
+		}
+		if len(doc.Content) == 1 && doc.Content[0].Kind == yaml.MappingNode {
+			obj := doc.Content[0]
+			kind, api := mapValue(obj, "kind"), mapValue(obj, "apiVersion")
+			if kind != nil && api != nil && api.Value == "admissionregistration.k8s.io/v1beta1" &&
+				(kind.Value == "MutatingAdmissionPolicy" || kind.Value == "MutatingAdmissionPolicyBinding") {
+				api.Value = "admissionregistration.k8s.io/v1"
+			}
+		}
+		if err := enc.Encode(&doc); err != nil {
+			return nil, err
+		}
+	}
+	if err := enc.Close(); err != nil {
+		return nil, err
+	}
+	return out.Bytes(), nil
 }
 
 // Bundles are the install YAMLs of a release: the scheduler (with the CRD, namespace, RBAC and
@@ -319,7 +363,8 @@ func (b Bundle) FileName(line string) string {
 var Bundles = []Bundle{
 	// manifests/admission/webhook includes manifests/scheduler: the webhook mounts its ConfigMap.
 	{File: "install.yaml", Dirs: []string{"manifests/admission/webhook", "manifests/labeler/controller"}, PerLine: true},
-	{File: "install-admission-policy.yaml", Dirs: []string{"manifests/admission/policy"}},
+	// MutatingAdmissionPolicy: v1beta1 for 1.34 and 1.35 (with the API enabled), v1 from 1.36.
+	{File: "install-admission-policy.yaml", Dirs: []string{"manifests/admission/policy"}, APIPerLine: true},
 	{File: "install-domain-labeler.yaml", Dirs: []string{"manifests/labeler/domain"}, PerLine: true},
 	{File: "install-system-pod-policy.yaml", Dirs: []string{"manifests/policies/system-pods"}},
 }
@@ -336,13 +381,16 @@ func RenderRelease(root string, rel Release) (map[string][]byte, error) {
 	files := map[string][]byte{}
 	for _, b := range Bundles {
 		render := lines
-		if !b.PerLine {
-			render = lines[:1] // no image to set: the same YAML for every line
+		if !b.PerLine && !b.APIPerLine {
+			render = lines[:1] // no image or API version to set: the same YAML for every line
 		}
 		for _, line := range render {
 			data, err := RenderBundle(root, b.Dirs, rel.Image(line))
 			if err != nil {
 				return nil, err
+			}
+			if data, err = lineAPIVersions(data, line); err != nil {
+				return nil, fmt.Errorf("%s: %w", b.FileName(line), err)
 			}
 			if runs := bundleRunsImage(data); runs != b.PerLine {
 				return nil, fmt.Errorf("%s (%s): runs the image: %v, but PerLine is %v; a bundle with pool-scheduler's workloads is released per line", b.File, strings.Join(b.Dirs, " + "), runs, b.PerLine)

@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -300,8 +301,10 @@ func TestPackageChartRefusesBadInput(t *testing.T) {
 }
 
 // TestRenderRelease: a release's install YAMLs are install-k8s<line>.yaml and
-// install-domain-labeler-k8s<line>.yaml for every line (they run the image) and one
-// install-admission-policy.yaml and install-system-pod-policy.yaml (no image); each is the
+// install-domain-labeler-k8s<line>.yaml for every line (they run the image),
+// install-admission-policy-k8s<line>.yaml for every line (no image, but its
+// MutatingAdmissionPolicy is v1beta1 before 1.36 and v1 from 1.36, where v1beta1 is off by
+// default) and one install-system-pod-policy.yaml (no image); each is the
 // kustomize render of its directories (objects in `kubectl kustomize` order: namespace and CRD
 // before what uses them), every container of a line's files runs that line's image of the
 // release by tag and digest with pull policy IfNotPresent, and each line's files with the shared
@@ -312,9 +315,9 @@ func TestRenderRelease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantNames := []string{"install-admission-policy.yaml", "install-system-pod-policy.yaml"}
+	wantNames := []string{"install-system-pod-policy.yaml"}
 	for _, l := range rel.Lines() {
-		wantNames = append(wantNames, "install-k8s"+l+".yaml", "install-domain-labeler-k8s"+l+".yaml")
+		wantNames = append(wantNames, "install-k8s"+l+".yaml", "install-domain-labeler-k8s"+l+".yaml", "install-admission-policy-k8s"+l+".yaml")
 	}
 	slices.Sort(wantNames)
 	if diff := cmp.Diff(wantNames, slices.Sorted(maps.Keys(files))); diff != "" {
@@ -330,6 +333,22 @@ func TestRenderRelease(t *testing.T) {
 			line = m[1]
 		}
 		objs := decodeAll(t, data)
+		var maps int
+		for _, obj := range objs {
+			if k := obj["kind"]; k == "MutatingAdmissionPolicy" || k == "MutatingAdmissionPolicyBinding" {
+				maps++
+				want := "admissionregistration.k8s.io/v1beta1"
+				if minor, _ := strconv.Atoi(strings.TrimPrefix(line, "1.")); minor >= 36 {
+					want = "admissionregistration.k8s.io/v1"
+				}
+				if obj["apiVersion"] != want {
+					t.Errorf("%s: %s %v is %v, want %s on line %s", name, k, nested(obj, "metadata", "name"), obj["apiVersion"], want, line)
+				}
+			}
+		}
+		if strings.HasPrefix(name, "install-admission-policy-") && maps < 2 {
+			t.Errorf("%s: %d MutatingAdmissionPolicy objects, want the policy and its binding", name, maps)
+		}
 		for i, obj := range objs {
 			for l := range kinds {
 				if line == "" || line == l {
