@@ -3,13 +3,16 @@ package integration
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -1110,9 +1113,9 @@ func TestHelmChartLines(t *testing.T) {
 	}
 	app := ch.Metadata.AppVersion
 	const repo = "ghcr.io/pool-scheduler/pool-scheduler"
-	digest := func(line string) string {
-		sum := fmt.Sprintf("%064x", []byte(line))
-		return "sha256:" + sum[len(sum)-64:]
+	digest := func(line string) string { // one of its own per line
+		sum := sha256.Sum256([]byte(line))
+		return "sha256:" + hex.EncodeToString(sum[:])
 	}
 	digests := map[string]any{}
 	for _, l := range lines {
@@ -1133,13 +1136,8 @@ func TestHelmChartLines(t *testing.T) {
 	if want := fmt.Sprintf(">=1.%d.0-0 <1.%d.0-0", minMinor, maxMinor+1); ch.Metadata.KubeVersion != want {
 		t.Errorf("Chart.yaml kubeVersion %q, want %q (the minors the lines serve)", ch.Metadata.KubeVersion, want)
 	}
-	gotDigests, _ := nestedMap(ch.Values, "image", "digests")
-	gotKeys := make([]string, 0, len(gotDigests))
-	for k := range gotDigests {
-		gotKeys = append(gotKeys, k)
-	}
-	sort.Strings(gotKeys)
-	if diff := cmp.Diff(sortedKeys(wantServes), gotKeys); diff != "" {
+	gotDigests, _, _ := unstructured.NestedMap(ch.Values, "image", "digests")
+	if diff := cmp.Diff(slices.Sorted(maps.Keys(wantServes)), slices.Sorted(maps.Keys(gotDigests))); diff != "" {
 		t.Errorf("values.yaml image.digests: one key per release line (-want +got):\n%s", diff)
 	}
 
@@ -1197,20 +1195,6 @@ func TestHelmChartLines(t *testing.T) {
 			}
 		})
 	}
-}
-
-func nestedMap(values map[string]any, path ...string) (map[string]any, bool) {
-	m, ok, _ := unstructured.NestedMap(values, path...)
-	return m, ok
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // TestHelmChartMutatingAdmissionPolicyVersion: admission.mode=policy renders the

@@ -25,7 +25,7 @@ import (
 func TestCompatibilityMatrix(t *testing.T) {
 	lines := releaselines.All(t)
 	root := releaselines.RepoRoot()
-	pluginsVersion, err := envFileValue(filepath.Join(root, "hack", "versions.env"), "SCHEDULER_PLUGINS_VERSION")
+	pluginsVersion, err := releaselines.EnvValue(filepath.Join(root, "hack", "versions.env"), "SCHEDULER_PLUGINS_VERSION")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,18 +110,6 @@ func matrixRows(path string) ([][]string, error) {
 		return nil, fmt.Errorf("no support matrix (a table whose header starts with \"| line | Kubernetes libraries |\")")
 	}
 	return rows, s.Err()
-}
-
-func envFileValue(file, key string) (string, error) {
-	data, err := os.ReadFile(file)
-	if err != nil {
-		return "", err
-	}
-	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(key) + `=(\S+)\s*$`).FindSubmatch(data)
-	if m == nil {
-		return "", fmt.Errorf("%s: no %s=", file, key)
-	}
-	return string(m[1]), nil
 }
 
 func defaultIndex(lines []releaselines.Line) int {

@@ -45,7 +45,7 @@ func All(t testing.TB) []Line {
 	files = append(files, more...)
 	var out []Line
 	for i, f := range files {
-		v, err := envValue(f, "KUBE_VERSION")
+		v, err := EnvValue(f, "KUBE_VERSION")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -71,7 +71,8 @@ func All(t testing.TB) []Line {
 	return out
 }
 
-func envValue(file, key string) (string, error) {
+// EnvValue reads KEY=value from a versions.env file (hack/versions.env, lines/*/versions.env).
+func EnvValue(file, key string) (string, error) {
 	f, err := os.Open(file)
 	if err != nil {
 		return "", err
