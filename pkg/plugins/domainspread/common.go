@@ -183,6 +183,8 @@ type spreadState struct {
 	// the replicas of the least loaded eligible domain.
 	perDomain [validation.MaxSpreadDimensions][]int32
 	minimum   [validation.MaxSpreadDimensions]int32
+	// counted is the replicas counted on the snapshot's nodes: with none, every node scores alike.
+	counted int32
 }
 
 // inDomain is the workload's replicas in domain id of dimension d.
@@ -195,7 +197,7 @@ func (s *spreadState) inDomain(d int, id int32) int32 {
 
 // Clone copies the replica counts: preemption's AddPod/RemovePod change them on the copy.
 func (s *spreadState) Clone() fwk.StateData {
-	c := &spreadState{workload: s.workload, epoch: s.epoch, minimum: s.minimum}
+	c := &spreadState{workload: s.workload, epoch: s.epoch, minimum: s.minimum, counted: s.counted}
 	for d, replicas := range s.perDomain {
 		c.perDomain[d] = slices.Clone(replicas)
 	}
@@ -220,12 +222,14 @@ func (pl *DomainSpread) countReplicas(ctx context.Context, pod *v1.Pod, w worklo
 	s := &spreadState{workload: w, epoch: pl.domains.currentEpoch(len(nodes))}
 	pl.nodeDomains.Compact(nodeInfos)
 
+	// Soft mode starts from empty counts and grows them to the domains that hold replicas (most
+	// workloads have few): no slice as long as the cluster's hosts per cycle.
 	empty := int32(0)
 	if eligibleDomains {
 		empty = ineligible
-	}
-	for d := range pl.dims {
-		s.perDomain[d] = filled(pl.domains.len(d), empty)
+		for d := range pl.dims {
+			s.perDomain[d] = filled(pl.domains.len(d), empty)
+		}
 	}
 	var affinity nodeaffinity.RequiredNodeAffinity
 	if eligibleDomains {
@@ -268,6 +272,7 @@ func (pl *DomainSpread) addReplicas(s *spreadState, ids nodeDomains, replicas, e
 		}
 		s.perDomain[d][id] = max(s.perDomain[d][id], 0) + replicas
 	}
+	s.counted += replicas
 }
 
 func filled(n int, v int32) []int32 {

@@ -120,7 +120,14 @@ func scores(t *testing.T, ctx context.Context, pl *DomainSpread, pod *v1.Pod, no
 		}
 		infos = append(infos, ni)
 	}
-	if st := pl.PreScore(ctx, state, pod, infos); !st.IsSuccess() {
+	if st := pl.PreScore(ctx, state, pod, infos); st.IsSkip() {
+		// The framework then leaves the plugin out: it adds nothing to any node.
+		out := map[string]int64{}
+		for _, n := range nodes {
+			out[n.Name] = 0
+		}
+		return out, nil
+	} else if !st.IsSuccess() {
 		return nil, st
 	}
 	var list framework.NodeScoreList
@@ -244,17 +251,23 @@ func TestPreScoreSkips(t *testing.T) {
 	tsc := rsPod("p", "rs-a", "")
 	tsc.Spec.TopologySpreadConstraints = []v1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: zoneKey, WhenUnsatisfiable: v1.ScheduleAnyway}}
 	ds := st.MakePod().Namespace("default").Name("ds").OwnerReference("agent", appsv1.SchemeGroupVersion.WithKind("DaemonSet")).Obj()
+	placed := []*v1.Pod{rsPod("a1", "rs-a", "fd0-ud0")}
 	tests := []struct {
 		name     string
 		args     func(*config.DomainSpreadArgs)
+		existing []*v1.Pod
 		pod      *v1.Pod
 		wantSkip bool
 	}{
-		{name: "no controller", pod: st.MakePod().Namespace("default").Name("bare").Obj(), wantSkip: true},
-		{name: "own spread constraints", pod: tsc, wantSkip: true},
-		{name: "own spread constraints, configured to spread anyway", args: func(a *config.DomainSpreadArgs) { a.SpreadPodsWithConstraints = true }, pod: tsc},
-		{name: "DaemonSet pod", pod: ds, wantSkip: true},
-		{name: "ReplicaSet pod", pod: rsPod("p", "rs-a", "")},
+		{name: "no controller", existing: placed, pod: st.MakePod().Namespace("default").Name("bare").Obj(), wantSkip: true},
+		{name: "own spread constraints", existing: placed, pod: tsc, wantSkip: true},
+		{name: "own spread constraints, configured to spread anyway", args: func(a *config.DomainSpreadArgs) { a.SpreadPodsWithConstraints = true }, existing: placed, pod: tsc},
+		{name: "DaemonSet pod", existing: placed, pod: ds, wantSkip: true},
+		{name: "ReplicaSet pod", existing: placed, pod: rsPod("p", "rs-a", "")},
+		// Every node would score the same.
+		{name: "first replica of its workload", existing: []*v1.Pod{rsPod("b1", "rs-b", "fd0-ud0")}, pod: rsPod("p", "rs-a", ""), wantSkip: true},
+		{name: "first replica, Hard mode", args: func(a *config.DomainSpreadArgs) { a.Mode = config.SpreadHard }, pod: rsPod("p", "rs-a", ""), wantSkip: true},
+		{name: "replica placed, Hard mode", args: func(a *config.DomainSpreadArgs) { a.Mode = config.SpreadHard }, existing: placed, pod: rsPod("p", "rs-a", "")},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -263,8 +276,14 @@ func TestPreScoreSkips(t *testing.T) {
 			if tt.args != nil {
 				tt.args(args)
 			}
-			pl := newTestPlugin(t, ctx, args, nil, grid(1, 1))
-			status := pl.PreScore(ctx, framework.NewCycleState(), tt.pod, nil)
+			pl := newTestPlugin(t, ctx, args, tt.existing, grid(1, 1))
+			state := framework.NewCycleState()
+			if args.Mode == config.SpreadHard {
+				if _, status := pl.PreFilter(ctx, state, tt.pod, nil); !status.IsSuccess() && !status.IsSkip() {
+					t.Fatal(status)
+				}
+			}
+			status := pl.PreScore(ctx, state, tt.pod, nil)
 			if status.IsSkip() != tt.wantSkip {
 				t.Errorf("PreScore = %v, want skip %v", status, tt.wantSkip)
 			}

@@ -38,7 +38,8 @@ type scoreState struct {
 func (s *scoreState) Clone() fwk.StateData { return s }
 
 // PreScore counts the workload's replicas per domain once for the cycle, reusing PreFilter's counts
-// in Hard mode. Pods without a workload are not scored.
+// in Hard mode. Pods without a workload are not scored, nor are the first replicas of one: with
+// no replica placed every node would get the same score.
 func (pl *DomainSpread) PreScore(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) *fwk.Status {
 	w, ok := pl.workloadToSpread(pod)
 	if !ok {
@@ -49,6 +50,9 @@ func (pl *DomainSpread) PreScore(ctx context.Context, state fwk.CycleState, pod 
 		if s, err = pl.countReplicas(ctx, pod, w, false); err != nil {
 			return fwk.AsStatus(fmt.Errorf("%s: counting replicas: %w", Name, err))
 		}
+	}
+	if s.counted == 0 {
+		return fwk.NewStatus(fwk.Skip)
 	}
 	state.Write(preScoreStateKey, &scoreState{spreadState: s, nodes: nodes})
 	return nil

@@ -22,8 +22,8 @@ import (
 )
 
 // BenchmarkMemory measures what NodePoolReady, with the shipped configuration's args, holds per
-// node once every node has been judged: its memo of verdicts per node version. The cluster is
-// scheduler_perf's nodes with a NodePoolLabelSet per pool whose label every node carries (the
+// node once every node has been judged: its memo of verdicts per node version and its census.
+// The cluster is scheduler_perf's nodes with a NodePoolLabelSet per pool whose label every node carries (the
 // installed benchmark's setup), so every node is ready, as in a steady state. Nodes, label sets
 // and the scheduler's snapshot exist before the measurement and are not counted. The plugin is
 // built as New builds it, without the NodePoolLabelSet informer (which needs an apiserver): the
@@ -81,6 +81,10 @@ func benchmarkMemory(b *testing.B, n int) {
 		}
 		pl = newPlugin(args, idx)
 		pl.snapshot = snapshot.NodeInfos()
+		// The census, as the node handler fills it.
+		for _, node := range nodes {
+			pl.census.put(node)
+		}
 		// The first cycle judges every node, the second one's PreFilter folds the verdicts into
 		// the memo's read map: the steady state.
 		cycle()
@@ -90,6 +94,9 @@ func benchmarkMemory(b *testing.B, n int) {
 	// Refuse to report a figure for state that is not there.
 	if got := pl.verdicts.Len(); got != n {
 		b.Fatalf("the memo holds %d node versions, want %d", got, n)
+	}
+	if got := len(pl.census.nodes); got != n {
+		b.Fatalf("the census holds %d nodes, want %d", got, n)
 	}
 	for b.Loop() {
 		cycle()

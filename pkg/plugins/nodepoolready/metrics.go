@@ -24,6 +24,21 @@ var (
 		StabilityLevel: metrics.ALPHA,
 	})
 
+	lateRejections = metrics.NewCounter(&metrics.CounterOpts{
+		Subsystem: "pool_scheduler",
+		Name:      "nodepoolready_late_rejections_total",
+		Help: "Chosen nodes NodePoolReady refused at Reserve: Filter was skipped because every node it knew of was ready, " +
+			"but the scheduler's snapshot already held a node that was not (the pod is retried at once).",
+		StabilityLevel: metrics.ALPHA,
+	})
+
+	unreadyNodes = metrics.NewGauge(&metrics.GaugeOpts{
+		Subsystem:      "pool_scheduler",
+		Name:           "nodepoolready_unready_nodes",
+		Help:           "Nodes NodePoolReady finds not ready (pool labels not applied, stale or missing). While it is 0, Filter is skipped.",
+		StabilityLevel: metrics.ALPHA,
+	})
+
 	// rejections holds one resolved counter per cause, so Filter does no label lookup.
 	rejections = map[pool.Cause]metrics.CounterMetric{}
 
@@ -51,7 +66,7 @@ func ReasonLabel(c pool.Cause) string {
 
 func registerMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(rejectionsTotal, labelSetProblems)
+		legacyregistry.MustRegister(rejectionsTotal, labelSetProblems, lateRejections, unreadyNodes)
 		for _, c := range pool.Causes {
 			rejections[c] = rejectionsTotal.WithLabelValues(ReasonLabel(c))
 		}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/klog/v2"
@@ -33,6 +34,8 @@ type NodePoolReady struct {
 	// verdicts remembers gate.Check per node version and label-set index (nil: ready).
 	verdicts *nodememo.Memo[*pool.LabelSets, *pool.Verdict]
 	snapshot nodememo.NodeGetter
+	// census lets PreFilter skip Filter while every node is ready.
+	census *census
 	// reactivateAfter: see activateForNode (0: activate once).
 	reactivateAfter time.Duration
 }
@@ -41,6 +44,7 @@ var (
 	_ framework.PreFilterPlugin   = &NodePoolReady{}
 	_ framework.FilterPlugin      = &NodePoolReady{}
 	_ framework.PostFilterPlugin  = &NodePoolReady{}
+	_ framework.ReservePlugin     = &NodePoolReady{}
 	_ framework.EnqueueExtensions = &NodePoolReady{}
 )
 
@@ -66,11 +70,18 @@ func New(ctx context.Context, obj runtime.Object, h framework.Handle) (framework
 		pl.snapshot = h.SnapshotSharedLister().NodeInfos()
 	}
 	logger := klog.FromContext(ctx)
-	idx.onInformerChange = func() { pl.activateWaiting(logger) }
+	idx.onInformerChange = func() {
+		pl.census.recount()
+		pl.activateWaiting(logger)
+	}
 	if f := h.SharedInformerFactory(); f != nil {
-		if _, err := f.Core().V1().Nodes().Informer().AddEventHandler(pl.nodeReadyHandler(logger)); err != nil {
+		reg, err := f.Core().V1().Nodes().Informer().AddEventHandler(pl.nodeReadyHandler(logger))
+		if err != nil {
 			return nil, fmt.Errorf("%s: watching nodes: %w", Name, err)
 		}
+		pl.census.hasSynced = reg.HasSynced
+		lister := f.Core().V1().Nodes().Lister()
+		pl.census.list = func() ([]*v1.Node, error) { return lister.List(labels.Everything()) }
 	}
 	if err := idx.startInformer(ctx, h.KubeConfig()); err != nil {
 		return nil, err
@@ -94,6 +105,9 @@ func newPlugin(args *config.NodePoolReadyArgs, idx *labelSetIndex) *NodePoolRead
 		}
 		return nil
 	})
+	pl.census = newCensus(func(node *v1.Node, sets *pool.LabelSets) bool {
+		return pl.gate.Check(node.Labels, node.Annotations, sets).Ready()
+	}, idx.current)
 	return pl
 }
 

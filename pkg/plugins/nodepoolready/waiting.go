@@ -127,12 +127,14 @@ func (pl *NodePoolReady) activateForNode(logger klog.Logger, node *v1.Node, wasU
 // again, in case the first activation beat the scheduler's cache update.
 const defaultReactivateAfter = 200 * time.Millisecond
 
-// nodeReadyHandler activates waiting pods when a node is added usable or becomes usable.
+// nodeReadyHandler keeps the census and activates waiting pods when a node is added usable or
+// becomes usable.
 func (pl *NodePoolReady) nodeReadyHandler(logger klog.Logger) cache.ResourceEventHandler {
 	never := func(nodeaffinity.RequiredNodeAffinity) bool { return false }
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
 			if node, ok := obj.(*v1.Node); ok {
+				pl.census.put(node)
 				pl.activateForNode(logger, node, never)
 			}
 		},
@@ -143,9 +145,18 @@ func (pl *NodePoolReady) nodeReadyHandler(logger klog.Logger) cache.ResourceEven
 				return
 			}
 			sets := pl.labelSets.current()
+			pl.census.put(node)
 			pl.activateForNode(logger, node, func(affinity nodeaffinity.RequiredNodeAffinity) bool {
 				return pl.usable(affinity, oldNode, sets)
 			})
+		},
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			if node, ok := obj.(*v1.Node); ok {
+				pl.census.remove(node.Name)
+			}
 		},
 	}
 }
