@@ -1,11 +1,13 @@
 package integration
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/kubernetes/test/utils/ktesting"
 
 	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config"
@@ -67,6 +69,9 @@ func TestNodePoolReady(t *testing.T) {
 		pin("late-pod", "spot-late")
 		msg := util.WaitForPodUnschedulable(tCtx, t, cs, ns, "late-pod", pool.LabelsNotApplied.String(), bindTimeout)
 		t.Logf("while unlabelled: %s", msg)
+		// The census, which lets cycles skip Filter while it is 0: fresh-install (no pool label,
+		// judged again when the first NodePoolLabelSet arrived) and spot-late.
+		waitForUnreadyNodes(tCtx, t, 2)
 
 		// Labels arrive one at a time, as from a slow labeler: still not ready after the first.
 		util.PatchNode(tCtx, t, cs, "spot-late", `{"metadata":{"labels":{"example.com/lifecycle":"spot"}}}`)
@@ -76,6 +81,7 @@ func TestNodePoolReady(t *testing.T) {
 		util.PatchNode(tCtx, t, cs, "spot-late", `{"metadata":{"labels":{"example.com/team":"data"}}}`)
 		node := util.WaitForPodBound(tCtx, t, cs, ns, "late-pod", bindTimeout)
 		t.Logf("label-to-bind latency: %v (bound to %s)", time.Since(start), node)
+		waitForUnreadyNodes(tCtx, t, 1)
 	})
 
 	t.Run("wrong label value is not ready", func(t *testing.T) {
@@ -148,4 +154,18 @@ func TestNodePoolReady(t *testing.T) {
 		util.DeleteLabelSet(tCtx, t, cp, labelSetNS, "gpu")
 		util.WaitForPodBound(tCtx, t, cs, ns, "gpu-1-pod", bindTimeout)
 	})
+}
+
+// waitForUnreadyNodes waits until NodePoolReady's census counts want nodes that are not ready.
+func waitForUnreadyNodes(tCtx context.Context, t *testing.T, want float64) {
+	t.Helper()
+	const name = "pool_scheduler_nodepoolready_unready_nodes"
+	var got float64
+	err := wait.PollUntilContextTimeout(tCtx, 50*time.Millisecond, bindTimeout, true, func(context.Context) (bool, error) {
+		got, _ = gaugeValue(t, name)
+		return got == want, nil
+	})
+	if err != nil {
+		t.Fatalf("%s = %v, want %v", name, got, want)
+	}
 }

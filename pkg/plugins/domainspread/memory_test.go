@@ -79,6 +79,13 @@ func benchmarkMemory(b *testing.B, n int) {
 			b.Fatal(err)
 		}
 		pl = p.(*DomainSpread)
+		// One replica of the workload placed: PreScore skips a workload's first replica (every
+		// node would score alike), and the measured cycles must score every node.
+		placed := st.MakePod().Namespace("default").Name("web-1").UID("web-1").
+			OwnerReference("web", appsv1.SchemeGroupVersion.WithKind("ReplicaSet")).Obj()
+		if s := pl.Reserve(ctx, framework.NewCycleState(), placed, nodes[0].Name); !s.IsSuccess() {
+			b.Fatal(s)
+		}
 		// The first cycle resolves every node's domains, the second one's PreScore folds them
 		// into the memo's read map: the steady state.
 		cycle()
