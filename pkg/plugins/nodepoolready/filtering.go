@@ -83,7 +83,9 @@ func isExempt(pod *v1.Pod) bool { return pool.IsDaemonSetPod(pod) }
 // Reserve judges the chosen node when Filter was skipped: the census found every node ready,
 // but the snapshot may hold a version it had not judged yet. A node that is not ready refuses
 // the pod, becomes a suspect (so the following cycles run Filter while the snapshot holds it),
-// and the pod is retried at once: only this node was wrong, not the others.
+// and the pod is activated (only this node was wrong, not the others): the queue retries it
+// after its backoff, 1 s on a first attempt (v1.34 requeues a ForceActivate of an in-flight pod
+// after backoff), instead of leaving it to wait for an event on this node.
 func (pl *NodePoolReady) Reserve(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
 	s, err := getPreFilterState(state)
 	if err != nil || !s.filterSkipped {

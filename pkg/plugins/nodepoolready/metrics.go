@@ -28,7 +28,7 @@ var (
 		Subsystem: "pool_scheduler",
 		Name:      "nodepoolready_late_rejections_total",
 		Help: "Chosen nodes NodePoolReady refused at Reserve: Filter was skipped because every node it knew of was ready, " +
-			"but the scheduler's snapshot already held a node that was not (the pod is retried at once).",
+			"but the scheduler's snapshot already held a node that was not (the pod is retried after its backoff, with Filter on).",
 		StabilityLevel: metrics.ALPHA,
 	})
 
