@@ -1,11 +1,17 @@
 package nodepoolready
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/backend/cache"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
@@ -188,5 +194,58 @@ func TestExemptPodsAreNotJudgedInReserve(t *testing.T) {
 	}
 	if status := pl.Reserve(ctx, state, ds, "n1"); status != nil {
 		t.Errorf("Reserve for a DaemonSet pod = %v, want success", status)
+	}
+}
+
+// TestCloseStopsWatchingNodes: the census follows the scheduler's node informer until the
+// framework closes the plugin, and not after (a stopped profile must not keep judging nodes).
+func TestCloseStopsWatchingNodes(t *testing.T) {
+	logger, tCtx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(tCtx)
+	client := fake.NewClientset()
+	factory := informers.NewSharedInformerFactory(client, 0)
+	pl := newTestPlugin(t, defaultArgs(), spotSet)
+	if err := pl.watchNodes(logger, factory); err != nil {
+		t.Fatal(err)
+	}
+	factory.Start(ctx.Done())
+	// Shutdown waits for the informers, which stop only once ctx is cancelled.
+	defer func() { cancel(); factory.Shutdown() }()
+	lister := factory.Core().V1().Nodes().Lister()
+	addNode := func(node *v1.Node) {
+		t.Helper()
+		if _, err := client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		// Wait until the informer's store holds it: its handlers have been called by then
+		// (the shared informer updates the store, then distributes the event).
+		if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, wait.ForeverTestTimeout, true, func(context.Context) (bool, error) {
+			_, err := lister.Get(node.Name)
+			return err == nil, nil
+		}); err != nil {
+			t.Fatalf("node %s never reached the informer: %v", node.Name, err)
+		}
+	}
+
+	addNode(joiningNode)
+	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, wait.ForeverTestTimeout, true, func(context.Context) (bool, error) {
+		return pl.census.unreadyCount.Load() == 1, nil
+	}); err != nil {
+		t.Fatalf("census never counted the joining node: unready = %d", pl.census.unreadyCount.Load())
+	}
+	if err := pl.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	addNode(st.MakeNode().Name("n3").Label(poolKey, "spot").Obj())
+	// n3 is in the store; a still-registered handler runs within milliseconds of that, so watch
+	// the census for a while rather than once.
+	err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 500*time.Millisecond, true, func(context.Context) (bool, error) {
+		pl.census.mu.Lock()
+		_, seen := pl.census.nodes["n3"]
+		pl.census.mu.Unlock()
+		return seen || pl.census.unreadyCount.Load() != 1, nil
+	})
+	if err == nil {
+		t.Errorf("census saw n3 after Close: unready = %d, want 1", pl.census.unreadyCount.Load())
 	}
 }

@@ -6,12 +6,14 @@ package nodepoolready
 import (
 	"context"
 	"fmt"
+	"io"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/client-go/informers"
 	"k8s.io/klog/v2"
 
 	"github.com/pool-scheduler/pool-scheduler/internal/compat/framework"
@@ -38,6 +40,8 @@ type NodePoolReady struct {
 	census *census
 	// reactivateAfter: see activateForNode (0: activate once).
 	reactivateAfter time.Duration
+	// removeNodeHandler unregisters the node handler New added to the scheduler's informer.
+	removeNodeHandler func() error
 }
 
 var (
@@ -46,6 +50,7 @@ var (
 	_ framework.PostFilterPlugin  = &NodePoolReady{}
 	_ framework.ReservePlugin     = &NodePoolReady{}
 	_ framework.EnqueueExtensions = &NodePoolReady{}
+	_ io.Closer                   = &NodePoolReady{}
 )
 
 // Name returns the plugin's name.
@@ -75,18 +80,37 @@ func New(ctx context.Context, obj runtime.Object, h framework.Handle) (framework
 		pl.activateWaiting(logger)
 	}
 	if f := h.SharedInformerFactory(); f != nil {
-		reg, err := f.Core().V1().Nodes().Informer().AddEventHandler(pl.nodeReadyHandler(logger))
-		if err != nil {
-			return nil, fmt.Errorf("%s: watching nodes: %w", Name, err)
+		if err := pl.watchNodes(logger, f); err != nil {
+			return nil, err
 		}
-		pl.census.hasSynced = reg.HasSynced
-		lister := f.Core().V1().Nodes().Lister()
-		pl.census.list = func() ([]*v1.Node, error) { return lister.List(labels.Everything()) }
 	}
 	if err := idx.startInformer(ctx, h.KubeConfig()); err != nil {
 		return nil, err
 	}
 	return pl, nil
+}
+
+// watchNodes feeds the census and wakes waiting pods from the scheduler's node informer.
+func (pl *NodePoolReady) watchNodes(logger klog.Logger, f informers.SharedInformerFactory) error {
+	informer := f.Core().V1().Nodes().Informer()
+	reg, err := informer.AddEventHandler(pl.nodeReadyHandler(logger))
+	if err != nil {
+		return fmt.Errorf("%s: watching nodes: %w", Name, err)
+	}
+	pl.removeNodeHandler = func() error { return informer.RemoveEventHandler(reg) }
+	pl.census.hasSynced = reg.HasSynced
+	lister := f.Core().V1().Nodes().Lister()
+	pl.census.list = func() ([]*v1.Node, error) { return lister.List(labels.Everything()) }
+	return nil
+}
+
+// Close stops feeding the census and waking waiting pods; the framework closes its plugins when
+// the scheduler stops. The NodePoolLabelSet informer stops with the context New was given.
+func (pl *NodePoolReady) Close() error {
+	if pl.removeNodeHandler == nil {
+		return nil
+	}
+	return pl.removeNodeHandler()
 }
 
 func newPlugin(args *config.NodePoolReadyArgs, idx *labelSetIndex) *NodePoolReady {
