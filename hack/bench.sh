@@ -8,6 +8,8 @@
 #   INSTALLED  installed-benchmark workloads (default "500Nodes 5000Nodes"; also smoke).
 #   ROUNDS     rounds of every scheduler per installed run (default 1).
 #   COUNT      runs per scheduler_perf case and microbenchmark (default 3).
+#   CASES      scheduler_perf test cases (default every case that defines the workload; e.g.
+#              "default pool-scheduler" for the #18 pair alone).
 #   INSTALLED_COUNT  installed runs, each on a new cluster (default 1; ROUNDS is the cheaper way
 #              to repeat: the rounds share one cluster).
 set -euo pipefail
@@ -106,24 +108,71 @@ mem_top() {
 }
 mem_top_md=$(for m in NodePoolReady SystemPoolGuard DomainSpread replicaindex; do mem_top "$m"; done)
 
-echo "== scheduler_perf ($WORKLOADS, count $COUNT)" >&2
-# Every case of every run in a process of its own, the cases' order rotated by one per run:
-# -count repeats a case back to back, and one process for all cases runs the later ones after the
-# earlier ones' apiservers and heaps (15 000 nodes' worth), which slowed them here by more than the
-# effects measured. This way each case starts alike, and the machine's drift falls on every case.
-cases=(floor default intree-equivalent anti-affinity pool-scheduler)
+echo "== scheduler_perf ($WORKLOADS, count $COUNT${CASES:+, cases $CASES})" >&2
+# Every case of every workload and run in a process of its own: -count repeats a case back to
+# back, and one process for several cases or workloads runs the later ones after the earlier
+# ones' apiservers and heaps (15 000 nodes' worth), which slowed them here by more than the
+# effects measured. The machine's speed drifts within minutes, so default and pool-scheduler, the
+# pair the goals compare, run back to back at the end of each run's list, the list reversed every
+# other run (pool-scheduler first in even runs). The test binary is built once (go test would link
+# it again for every process).
+# The cases that define a workload (top-level "- name:" entries and their workloads'
+# "  - name:" entries), default and pool-scheduler last.
+cases_of() {
+  awk -v w="$1" '/^- name: / { tc = $3 } /^  - name: / && $3 == w { print tc }' test/perf/config/performance-config.yaml \
+    | awk '{ rank = ($0 == "default") ? 1 : ($0 == "pool-scheduler") ? 2 : 0; print rank, NR, $0 }' | sort -n -k1,1 -k2,2 | cut -d' ' -f3
+}
+go test -c -o "$ART/perf.test" ./test/perf
 : > "$ART/perf.txt"
 for run in $(seq "$COUNT"); do
   echo "-- scheduler_perf run $run of $COUNT" >&2
-  for i in "${!cases[@]}"; do
-    tc=${cases[$(( (i + run - 1) % ${#cases[@]} ))]}
-    # A CPU profile per case and run (the whole harness: apiserver and scheduler) shows where the
-    # cases' cycles differ: `go tool pprof -top -focus=pool-scheduler $ART/perf-<case>-run1.cpu.pprof`.
-    ARTIFACTS=$ART go test ./test/perf -run='^$' -bench="BenchmarkPerfScheduling/^$tc\$/^($(echo "$WORKLOADS" | tr ' ,' '||'))\$" \
-      -benchtime=1ns -count=1 -timeout=120m -o "$ART/perf.test" -cpuprofile "$ART/perf-$tc-run$run.cpu.pprof" \
-      -perf-scheduling-label-filter=performance -data-items-dir="$ART" | tee -a "$ART/perf.txt" >&2
+  for w in $WORKLOADS; do
+    cases=()
+    for tc in $(cases_of "$w"); do
+      if [[ -z ${CASES:-} || " $CASES " == *" $tc "* ]]; then cases+=("$tc"); fi
+    done
+    [[ ${#cases[@]} -gt 0 ]] || { echo "WORKLOADS: no test case defines $w${CASES:+ among $CASES}" >&2; exit 2; }
+    for i in "${!cases[@]}"; do
+      tc=${cases[i]}
+      (( run % 2 )) || tc=${cases[${#cases[@]} - 1 - i]}
+      echo "-- $w/$tc (run $run)" >&2
+      # A CPU profile per case, workload and run (the whole harness: apiserver and scheduler)
+      # shows where the cases' cycles differ:
+      # `go tool pprof -top -focus=pool-scheduler $ART/perf-<case>-<workload>-run1.cpu.pprof`.
+      (cd test/perf && ARTIFACTS=$ART "$ART/perf.test" -test.run='^$' -test.bench="BenchmarkPerfScheduling/^$tc\$/^$w\$" \
+        -test.benchtime=1ns -test.count=1 -test.timeout=120m -test.cpuprofile "$ART/perf-$tc-$w-run$run.cpu.pprof" \
+        -perf-scheduling-label-filter=performance -data-items-dir="$ART") | tee -a "$ART/perf.txt" >&2
+    done
   done
 done
+
+# Where default's and pool-scheduler's processes spend their CPU, from the profiles above: the
+# whole process (apiserver, etcd client, harness and scheduler), our plugins' own stacks, the
+# framework's Filter loop and Score phase (every plugin's calls and the framework's cost per
+# plugin and node) and the garbage collector's mark workers; means over the runs.
+secs() { awk -v v="$1" 'BEGIN { n = v + 0; u = v; sub(/^[0-9.]+/, "", u)
+  f = (u == "ms") ? 0.001 : (u == "us" || u == "µs") ? 1e-6 : (u == "mins") ? 60 : (u == "hrs") ? 3600 : 1; printf "%.3f", n * f }'; }
+profile_row() {
+  local f=$1 total plugins filter score gc
+  total=$(secs "$(go tool pprof -top -nodecount=1 "$f" 2>/dev/null | awk '/Total samples =/ { print $(NF-1) ; exit }')")
+  plugins=$(secs "$(go tool pprof -top -nodecount=100000 -focus='pool-scheduler/pkg/plugins' "$f" 2>/dev/null \
+    | awk '/Showing nodes accounting for/ { v = $5; sub(/,$/, "", v); print v; exit }')")
+  read -r filter score gc < <(go tool pprof -top -cum -nodecount=100000 "$f" 2>/dev/null | awk '
+    $6 ~ /\.RunFilterPluginsWithNominatedPods$/ { filter = $4 }
+    $6 ~ /\.RunScorePlugins$/ { score = $4 }
+    $6 == "runtime.gcBgMarkWorker" { gc = $4 }
+    END { print (filter ? filter : "0s"), (score ? score : "0s"), (gc ? gc : "0s") }')
+  echo "$total $plugins $(secs "$filter") $(secs "$score") $(secs "$gc")"
+}
+profile_md=$(for w in $WORKLOADS; do
+  for tc in default pool-scheduler; do
+    rows=$(for f in "$ART"/perf-"$tc"-"$w"-run*.cpu.pprof; do [[ -e $f ]] && profile_row "$f"; done)
+    [[ -n $rows ]] || continue
+    echo "$rows" | awk -v w="$w" -v tc="$tc" '{ n++; for (i = 1; i <= 5; i++) s[i] += $i }
+      END { printf "| %s | %s | %d | %.1f s | %.2f s (%.1f%%) | %.1f s | %.1f s | %.1f s |\n", w, tc, n,
+              s[1]/n, s[2]/n, 100*s[2]/s[1], s[3]/n, s[4]/n, s[5]/n }'
+  done
+done)
 
 echo "== churn (count $COUNT)" >&2
 # klog's records can land between a result's name and its figures (as for the microbenchmarks):
@@ -150,8 +199,16 @@ fi
   sed -n '1,/^<!-- results -->$/p' docs/performance.md
   echo
   echo "Measured $(date -u +%F) on $machine, $(go version | cut -d' ' -f3), k8s.io/kubernetes $(grep '^KUBE_VERSION' hack/versions.env | cut -d= -f2)."
-  echo "Command: \`SUITES=\"$SUITES\" WORKLOADS=\"$WORKLOADS\" COUNT=$COUNT make bench\`."
+  echo "Command: \`SUITES=\"$SUITES\" WORKLOADS=\"$WORKLOADS\"${CASES:+ CASES=\"$CASES\"} COUNT=$COUNT make bench\`."
   cat "$ART/perf.md"
+  echo
+  echo "### Where the CPU goes (the runs' CPU profiles, \`artifacts/bench/perf-<case>-<workload>-run<n>.cpu.pprof\`)"
+  echo
+  echo "Mean CPU per run of the whole harness process (apiserver, harness and scheduler), of pool-scheduler's plugins' own stacks (\`-focus=pool-scheduler/pkg/plugins\`), of the framework's Filter loop (\`RunFilterPluginsWithNominatedPods\`, every Filter plugin plus the framework's cost per plugin and node) and Score phase (\`RunScorePlugins\`), and of the garbage collector's mark workers (\`gcBgMarkWorker\`):"
+  echo
+  echo "| workload | case | runs | process | our plugins | Filter loop | Score phase | GC mark |"
+  echo "|---|---|---|---|---|---|---|---|"
+  echo "$profile_md"
   echo
   echo "### Churn: gated pods, label-to-bind latency (\`BenchmarkChurn\`, \`test/perf/config/churn.yaml\`)"
   echo

@@ -97,13 +97,28 @@ func main() {
 		if ps == nil {
 			continue
 		}
-		fmt.Printf("\n| ratio (pods/s) | measured |\n|---|---|\n")
+		fmt.Printf("\n| ratio (pods/s) | of the means | per run (same run, in run order) |\n|---|---|---|\n")
 		for _, tc := range []string{"default", "intree-equivalent", "anti-affinity", "floor"} {
 			if other := results[w][tc]; other != nil && mean(other.throughput) > 0 {
-				fmt.Printf("| pool-scheduler / %s | %.2f |\n", tc, mean(ps.throughput)/mean(other.throughput))
+				fmt.Printf("| pool-scheduler / %s | %.2f | %s |\n", tc, mean(ps.throughput)/mean(other.throughput), perRun(ps.throughput, other.throughput))
 			}
 		}
 	}
+}
+
+// perRun lists the ratio of run i of a to run i of b. Results are read in the order of their
+// files' timestamps, and make bench runs every case once per run, so index i is run i of both.
+func perRun(a, b []float64) string {
+	var out []string
+	for i := 0; i < len(a) && i < len(b); i++ {
+		if b[i] > 0 {
+			out = append(out, fmt.Sprintf("%.2f", a[i]/b[i]))
+		}
+	}
+	if len(a) != len(b) {
+		out = append(out, fmt.Sprintf("(unpaired: %d against %d runs)", len(a), len(b)))
+	}
+	return strings.Join(out, ", ")
 }
 
 func mean(v []float64) float64 {
