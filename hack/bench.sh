@@ -166,7 +166,7 @@ profile_row() {
 }
 profile_md=$(for w in $WORKLOADS; do
   for tc in default pool-scheduler; do
-    rows=$(for f in "$ART"/perf-"$tc"-"$w"-run*.cpu.pprof; do [[ -e $f ]] && profile_row "$f"; done)
+    rows=$(for f in "$ART"/perf-"$tc"-"$w"-run*.cpu.pprof; do if [[ -e $f ]]; then profile_row "$f"; fi; done)
     [[ -n $rows ]] || continue
     echo "$rows" | awk -v w="$w" -v tc="$tc" '{ n++; for (i = 1; i <= 5; i++) s[i] += $i }
       END { printf "| %s | %s | %d | %.1f s | %.2f s (%.1f%%) | %.1f s | %.1f s | %.1f s |\n", w, tc, n,
