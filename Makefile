@@ -149,7 +149,7 @@ line-test: ## One release line's tests, as make test-lines runs them (LINE=<mino
 
 .PHONY: unit
 unit: ## Unit tests (race detector on), static checks of shipped files (Dockerfile lint, metrics docs) and benchmarks compiled (run once).
-	GOFLAGS="$(DEV_GOFLAGS)" $(GO) test $(RACE) $(GOTEST_FLAGS) ./pkg/... ./cmd/... ./internal/... ./manifests/... ./test/static/... ./hack/perfreport/...
+	GOFLAGS="$(DEV_GOFLAGS)" $(GO) test $(RACE) $(GOTEST_FLAGS) ./pkg/... ./cmd/... ./internal/... ./manifests/... ./test/static/... ./hack/perfreport/... ./hack/installedreport/...
 	GOFLAGS="$(DEV_GOFLAGS)" $(GO) test -run='^$$' -bench=. -benchtime=1x ./pkg/... >/dev/null
 
 # Fuzz targets as package:Target; `go test -fuzz` takes one package and one target at a time.

@@ -1,17 +1,35 @@
 // Command installedreport turns the output of test/installed's BenchmarkInstalled (go test
 // -bench, read from stdin) into the markdown tables of docs/performance.md: per workload and
 // scheduler, pods/s and the p50/p99 of create-to-bind latency, and the ratios the benchmark
-// reports; each the mean over the runs (-count) in the output.
+// reports; each the mean over the runs (-count) in the output. Below them, every round's pods/s
+// and the goal's ratio within the round, from the benchmark's log ("round N: ...").
 package main
 
 import (
 	"bufio"
 	"fmt"
 	"os"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 )
+
+var (
+	// "--- BENCH: BenchmarkInstalled/500Nodes-2" heads a benchmark's log.
+	benchHeader = regexp.MustCompile(`^--- BENCH: BenchmarkInstalled/(\S+?)(-\d+)?$`)
+	// "installed_test.go:175: round 1: default-unthrottled 241.3 pods/s (p50 ..., p99 ...), ...".
+	roundLine    = regexp.MustCompile(`: round (\d+): (.*)$`)
+	roundVariant = regexp.MustCompile(`(\S+) ([0-9.]+) pods/s`)
+)
+
+// round is one round of every variant, as the benchmark logged it.
+type round struct {
+	workload string
+	run      int // the benchmark run (-count) it belongs to, from 1
+	n        int
+	podsPerS map[string]float64
+}
 
 // variants in the order of the table; the benchmark reports "<variant>-pods/s" and so on.
 var variants = []string{"default-unthrottled", "pool-scheduler", "pool-scheduler-unthrottled", "default"}
@@ -28,9 +46,22 @@ func main() {
 	// sums[workload][unit], runs[workload]
 	sums := map[string]map[string]float64{}
 	runs := map[string]int{}
+	var rounds []round
+	logRuns := map[string]int{}
+	logWorkload := ""
 	sc := bufio.NewScanner(os.Stdin)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
+		if m := benchHeader.FindStringSubmatch(strings.TrimSpace(sc.Text())); m != nil {
+			logWorkload = m[1]
+			logRuns[logWorkload]++
+			continue
+		}
+		if r, ok := parseRound(sc.Text()); ok && logWorkload != "" {
+			r.workload, r.run = logWorkload, logRuns[logWorkload]
+			rounds = append(rounds, r)
+			continue
+		}
 		f := strings.Fields(sc.Text())
 		if len(f) < 4 || !strings.HasPrefix(f[0], "BenchmarkInstalled/") {
 			continue
@@ -96,5 +127,67 @@ func main() {
 			fmt.Printf(" %.2f |", mean(w, r.unit))
 		}
 		fmt.Println()
+	}
+	printRounds(workloads, rounds)
+}
+
+// parseRound reads one "round N: <variant> <x> pods/s (...), ..." log line.
+func parseRound(line string) (round, bool) {
+	m := roundLine.FindStringSubmatch(line)
+	if m == nil {
+		return round{}, false
+	}
+	n, err := strconv.Atoi(m[1])
+	if err != nil {
+		return round{}, false
+	}
+	r := round{n: n, podsPerS: map[string]float64{}}
+	for _, v := range roundVariant.FindAllStringSubmatch(m[2], -1) {
+		x, err := strconv.ParseFloat(v[2], 64)
+		if err != nil {
+			return round{}, false
+		}
+		r.podsPerS[v[1]] = x
+	}
+	return r, len(r.podsPerS) > 0
+}
+
+// printRounds writes every round's pods/s per variant and the goal's ratio within the round: the
+// spread between rounds is the machine's, and a ratio within a round compares schedulers that ran
+// minutes apart on the same cluster.
+func printRounds(workloads []string, rounds []round) {
+	if len(rounds) == 0 {
+		return
+	}
+	fmt.Println()
+	fmt.Print("Pods/s per round (in the order run; each round rotates the order of the schedulers by one):\n\n| workload | run.round |")
+	for _, v := range variants {
+		fmt.Printf(" %s |", v)
+	}
+	fmt.Println(" pool-scheduler / default-unthrottled |")
+	fmt.Print("|---|---|")
+	for range variants {
+		fmt.Print("---|")
+	}
+	fmt.Println("---|")
+	for _, w := range workloads {
+		for _, r := range rounds {
+			if r.workload != w {
+				continue
+			}
+			fmt.Printf("| %s | %d.%d |", w, r.run, r.n)
+			for _, v := range variants {
+				if x, ok := r.podsPerS[v]; ok {
+					fmt.Printf(" %.1f |", x)
+				} else {
+					fmt.Print(" - |")
+				}
+			}
+			if d := r.podsPerS["default-unthrottled"]; d > 0 {
+				fmt.Printf(" %.2f |\n", r.podsPerS["pool-scheduler"]/d)
+			} else {
+				fmt.Println(" - |")
+			}
+		}
 	}
 }
