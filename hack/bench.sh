@@ -152,17 +152,16 @@ done
 # plugin and node) and the garbage collector's mark workers; means over the runs.
 secs() { awk -v v="$1" 'BEGIN { n = v + 0; u = v; sub(/^[0-9.]+/, "", u)
   f = (u == "ms") ? 0.001 : (u == "us" || u == "µs") ? 1e-6 : (u == "mins") ? 60 : (u == "hrs") ? 3600 : 1; printf "%.3f", n * f }'; }
+# CPU of the samples whose stack holds a frame matching $2 (the goroutines a parallel phase starts
+# hold the phase's closures, not the phase's function: RunScorePlugins.func2, ...).
+focused() {
+  secs "$(go tool pprof -top -nodecount=100000 -focus="$2" "$1" 2>/dev/null | awk '/Showing nodes accounting for/ { v = $5; sub(/,$/, "", v); print v; exit }')"
+}
 profile_row() {
-  local f=$1 total plugins filter score gc
-  total=$(secs "$(go tool pprof -top -nodecount=1 "$f" 2>/dev/null | awk '/Total samples =/ { print $(NF-1) ; exit }')")
-  plugins=$(secs "$(go tool pprof -top -nodecount=100000 -focus='pool-scheduler/pkg/plugins' "$f" 2>/dev/null \
-    | awk '/Showing nodes accounting for/ { v = $5; sub(/,$/, "", v); print v; exit }')")
-  read -r filter score gc < <(go tool pprof -top -cum -nodecount=100000 "$f" 2>/dev/null | awk '
-    $6 ~ /\.RunFilterPluginsWithNominatedPods$/ { filter = $4 }
-    $6 ~ /\.RunScorePlugins$/ { score = $4 }
-    $6 == "runtime.gcBgMarkWorker" { gc = $4 }
-    END { print (filter ? filter : "0s"), (score ? score : "0s"), (gc ? gc : "0s") }')
-  echo "$total $plugins $(secs "$filter") $(secs "$score") $(secs "$gc")"
+  local f=$1
+  echo "$(secs "$(go tool pprof -top -nodecount=1 "$f" 2>/dev/null | awk '/Total samples =/ { print $(NF-1); exit }')")" \
+    "$(focused "$f" 'pool-scheduler/pkg/plugins')" "$(focused "$f" '\.RunFilterPluginsWithNominatedPods$')" \
+    "$(focused "$f" '\.RunScorePlugins(\.func[0-9.]+)?$')" "$(focused "$f" '^runtime\.gcBgMarkWorker$')"
 }
 profile_md=$(for w in $WORKLOADS; do
   for tc in default pool-scheduler; do
@@ -204,7 +203,7 @@ fi
   echo
   echo "### Where the CPU goes (the runs' CPU profiles, \`artifacts/bench/perf-<case>-<workload>-run<n>.cpu.pprof\`)"
   echo
-  echo "Mean CPU per run of the whole harness process (apiserver, harness and scheduler), of pool-scheduler's plugins' own stacks (\`-focus=pool-scheduler/pkg/plugins\`), of the framework's Filter loop (\`RunFilterPluginsWithNominatedPods\`, every Filter plugin plus the framework's cost per plugin and node) and Score phase (\`RunScorePlugins\`), and of the garbage collector's mark workers (\`gcBgMarkWorker\`):"
+  echo "Mean CPU per run of the whole harness process (apiserver, harness and scheduler), of pool-scheduler's plugins' own stacks (\`-focus=pool-scheduler/pkg/plugins\`), of the framework's Filter loop (\`RunFilterPluginsWithNominatedPods\`, every Filter plugin plus the framework's cost per plugin and node) and Score phase (\`RunScorePlugins\` and the closures it runs in parallel), and of the garbage collector's mark workers (\`gcBgMarkWorker\`):"
   echo
   echo "| workload | case | runs | process | our plugins | Filter loop | Score phase | GC mark |"
   echo "|---|---|---|---|---|---|---|---|"
