@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -146,9 +147,9 @@ func newControllerCommand(kubeconfig *string) *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&schedulerConfig, "scheduler-config", "", "the scheduler's KubeSchedulerConfiguration file (its ConfigMap mounted): NodePoolReady's args there give the pool label keys, the rule the status judges nodes by, and the NodePoolLabelSet namespace (labelSetNamespace); empty: the plugin's defaults and --pool-label-keys")
+	f.StringVar(&schedulerConfig, "scheduler-config", "", "the scheduler's KubeSchedulerConfiguration file (its ConfigMap mounted): NodePoolReady's args there give the pool label keys, the rule the status judges nodes by, and the NodePoolLabelSet namespaces (labelSetNamespaces); empty: the plugin's defaults and --pool-label-keys")
 	f.StringVar(&schedulerName, "scheduler-name", "pool-scheduler", "the profile of --scheduler-config")
-	f.StringSliceVar(&namespaces, "namespaces", nil, "namespaces whose NodePoolLabelSets are applied; empty: all, or with --scheduler-config its labelSetNamespace (which this must then equal)")
+	f.StringSliceVar(&namespaces, "namespaces", nil, "namespaces whose NodePoolLabelSets are applied; empty: all, or with --scheduler-config its labelSetNamespaces (which this must then equal)")
 	f.StringSliceVar(&poolLabelKeys, "pool-label-keys", configv1.DefaultPoolLabelKeys, "ordered node label keys naming a node's pool (without --scheduler-config)")
 	f.DurationVar(&holdWarningAfter, "hold-warning-after", 5*time.Minute, "a Warning event (NodeHeld) on a node that pool-scheduler's NodePoolReady has kept pods off this long; 0: none")
 	f.BoolVar(&overwrite, "overwrite-conflicts", false, "apply desired labels over values set by someone else (default: report the conflict in status and events)")
@@ -264,21 +265,37 @@ func controllerGate(cmd *cobra.Command, path, schedulerName string, poolLabelKey
 	if err != nil {
 		return pool.Gate{}, fmt.Errorf("--scheduler-config: %w", err)
 	}
-	args, err := report.LoadArgs(data, schedulerName)
+	gate, ns, err := GateFromSchedulerConfig(data, schedulerName)
 	if err != nil {
 		return pool.Gate{}, fmt.Errorf("--scheduler-config %s: %w", path, err)
 	}
-	ns := args.NodePoolReady.LabelSetNamespace
 	switch {
 	case !cmd.Flags().Changed("namespaces"):
-		*namespaces = nil
-		if ns != "" {
-			*namespaces = []string{ns}
-		}
-	case ns == "" && len(*namespaces) > 0, ns != "" && (len(*namespaces) != 1 || (*namespaces)[0] != ns):
-		return pool.Gate{}, fmt.Errorf("--namespaces=%s disagrees with the scheduler's labelSetNamespace %q in %s: the labeler and the scheduler must read the same NodePoolLabelSets; drop --namespaces", strings.Join(*namespaces, ","), ns, path)
+		*namespaces = ns
+	case !sameNamespaces(*namespaces, ns):
+		return pool.Gate{}, fmt.Errorf("--namespaces=%s disagrees with the scheduler's labelSetNamespaces %q in %s: the labeler and the scheduler must read the same NodePoolLabelSets; drop --namespaces", strings.Join(*namespaces, ","), ns, path)
 	}
-	return pool.NewGate(args.NodePoolReady), nil
+	return gate, nil
+}
+
+// GateFromSchedulerConfig returns, from a KubeSchedulerConfiguration document, NodePoolReady's
+// rule and the namespaces whose NodePoolLabelSets it reads (its labelSetNamespaces; empty:
+// every namespace) for the profile schedulerName: what the controller mode runs with when given
+// --scheduler-config.
+func GateFromSchedulerConfig(data []byte, schedulerName string) (pool.Gate, []string, error) {
+	args, err := report.LoadArgs(data, schedulerName)
+	if err != nil {
+		return pool.Gate{}, nil, err
+	}
+	return pool.NewGate(args.NodePoolReady), slices.Clone(args.NodePoolReady.LabelSetNamespaces), nil
+}
+
+// sameNamespaces reports whether a and b name the same namespaces, in any order.
+func sameNamespaces(a, b []string) bool {
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(slices.Compact(a), slices.Compact(b))
 }
 
 // metricsOptions: by default /metrics is served over HTTPS, and every request is authenticated

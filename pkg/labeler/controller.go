@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -14,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -63,11 +65,61 @@ type Controller struct {
 	opts     Options
 	holds    *holds
 	now      func() time.Time
+	// deleted remembers the pools whose last set in view this controller saw deleted: only
+	// their managed labels are removed when no set of the pool is in view (see reconcileNode).
+	deleted *deletedPools
+}
+
+// labelledPoolIndex indexes nodes by the pool a labeler labelled them in (pool.Labelled), so a
+// verdict on a pool with no set in view asks the cache one question, not every node.
+const labelledPoolIndex = "pool-scheduler.io/labelled-pool"
+
+// deletedPoolMemory is how long a deleted set's pool is remembered for the removal of its
+// labels; a node reconciled later (the resync is 10 minutes) keeps them.
+const deletedPoolMemory = time.Hour
+
+// deletedPools is the set of pools whose sets were deleted while the controller ran.
+type deletedPools struct {
+	mu    sync.Mutex
+	pools map[string]time.Time
+}
+
+func (d *deletedPools) add(pool string, now time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for p, at := range d.pools {
+		if now.Sub(at) > deletedPoolMemory {
+			delete(d.pools, p)
+		}
+	}
+	d.pools[pool] = now
+}
+
+func (d *deletedPools) has(pool string, now time.Time) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	at, ok := d.pools[pool]
+	return ok && now.Sub(at) <= deletedPoolMemory
+}
+
+func (d *deletedPools) forget(pool string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.pools, pool)
 }
 
 // SetupWithManager registers the node and the NodePoolLabelSet controllers with mgr.
 func SetupWithManager(mgr ctrl.Manager, opts Options) error {
-	c := &Controller{client: mgr.GetClient(), recorder: mgr.GetEventRecorderFor("pool-labeler"), opts: opts, holds: newHolds(), now: time.Now}
+	c := &Controller{client: mgr.GetClient(), recorder: mgr.GetEventRecorderFor("pool-labeler"), opts: opts, holds: newHolds(), now: time.Now,
+		deleted: &deletedPools{pools: map[string]time.Time{}}}
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &corev1.Node{}, labelledPoolIndex, func(obj client.Object) []string {
+		if p, ok := opts.Gate.Identity.PoolOf(obj.GetLabels()); ok && pool.Labelled(obj.GetAnnotations()) {
+			return []string{p}
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
 	// The held-node metrics are this controller's while it runs (on the leader only).
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
 		holdMetrics.add(c.holds)
@@ -84,6 +136,17 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 		For(&corev1.Node{}, builder.WithPredicates(predicate.Or(predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}, resync{}))).
 		Watches(&labelsv1alpha1.NodePoolLabelSet{}, handler.EnqueueRequestsFromMapFunc(c.nodesOfSet),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// A deletion is remembered before the pool's nodes are reconciled: see reconcileNode.
+		Watches(&labelsv1alpha1.NodePoolLabelSet{}, handler.Funcs{
+			DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+				if c.watches(e.Object.GetNamespace()) {
+					c.deleted.add(e.Object.GetName(), c.now())
+					for _, r := range c.nodesOfSet(ctx, e.Object) {
+						q.Add(r)
+					}
+				}
+			},
+		}).
 		Complete(reconcile.Func(c.reconcileNode))
 	if err != nil {
 		return err
@@ -217,10 +280,24 @@ func (c *Controller) reconcileNode(ctx context.Context, req reconcile.Request) (
 	}
 	// The node as it is now, by the scheduler's rule; a patch below changes it, and its update
 	// event brings it back here.
-	result = c.judgeNode(ctx, node, compiled, sets)
 	var desired *pool.PoolLabels
-	if name, ok := c.opts.Gate.Identity.PoolOf(node.Labels); ok {
-		desired = compiled.Pool(name)
+	poolName, known := c.opts.Gate.Identity.PoolOf(node.Labels)
+	if known {
+		desired = compiled.Pool(poolName)
+		if desired == nil {
+			if compiled, err = c.withLabelledPool(ctx, compiled, poolName); err != nil {
+				return reconcile.Result{}, err
+			}
+		} else {
+			c.deleted.forget(poolName)
+		}
+	}
+	result = c.judgeNode(ctx, node, compiled, sets)
+	if known && desired == nil && !c.deleted.has(poolName, c.now()) {
+		// No set of the pool in view, and none seen deleted: the labels the annotation names
+		// may be wanted by a set in a namespace not read here (the nodepool-labels-operator's,
+		// say). Removing them would be a guess; leave the node alone.
+		return result, nil
 	}
 	if desired != nil && desired.Unreadable {
 		// A set of the pool could not be read (its status and event say why): change nothing
@@ -255,6 +332,20 @@ func (c *Controller) reconcileNode(ctx context.Context, req reconcile.Request) (
 	}
 	logger.V(1).Info("Applied pool labels", "node", node.Name, "set", plan.Set, "removed", plan.Remove)
 	return result, nil
+}
+
+// withLabelledPool returns compiled with poolName marked labelled if a labeler has labelled a
+// node of the pool (the scheduler's view: a pool labelled from a set not in view holds its
+// unlabelled nodes, pool.LabelSets.WithLabelledPools).
+func (c *Controller) withLabelledPool(ctx context.Context, compiled *pool.LabelSets, poolName string) (*pool.LabelSets, error) {
+	var nodes corev1.NodeList
+	if err := c.client.List(ctx, &nodes, client.MatchingFields{labelledPoolIndex: poolName}, client.Limit(1)); err != nil {
+		return nil, err
+	}
+	if len(nodes.Items) == 0 {
+		return compiled, nil
+	}
+	return compiled.WithLabelledPools([]string{poolName}), nil
 }
 
 // judgeNode applies the scheduler's rule to node, records the hold, sends the held-too-long

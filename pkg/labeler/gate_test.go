@@ -30,7 +30,7 @@ profiles:
 `
 
 // TestControllerGate: with --scheduler-config the labeler judges nodes by the scheduler's
-// NodePoolReady args and reads the sets of its labelSetNamespace; flags that disagree are refused.
+// NodePoolReady args and reads the sets of its labelSetNamespaces; flags that disagree are refused.
 func TestControllerGate(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "config.yaml")
 	if err := os.WriteFile(path, []byte(testSchedulerConfig), 0o600); err != nil {
@@ -60,7 +60,7 @@ func TestControllerGate(t *testing.T) {
 			wantGate:       pool.Gate{Identity: pool.NewIdentity([]string{"example.com/pool"}), UnknownPoolPolicy: config.UnknownPoolReject, RequiredLabelKeys: []string{"example.com/zone"}},
 			wantNamespaces: []string{"pool-system"},
 		},
-		{name: "another namespace", args: []string{"--scheduler-config=" + path, "--namespaces=other"}, wantErr: `disagrees with the scheduler's labelSetNamespace "pool-system"`},
+		{name: "another namespace", args: []string{"--scheduler-config=" + path, "--namespaces=other"}, wantErr: `disagrees with the scheduler's labelSetNamespaces ["pool-system"]`},
 		{name: "pool keys from two places", args: []string{"--scheduler-config=" + path, "--pool-label-keys=a.io/pool"}, wantErr: "--pool-label-keys: not with --scheduler-config"},
 		{name: "missing file", args: []string{"--scheduler-config=" + path + ".missing"}, wantErr: "--scheduler-config: open"},
 		{name: "no such profile", args: []string{"--scheduler-config=" + path, "--scheduler-name=other"}, wantErr: `no profile with schedulerName "other"`},

@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
 
@@ -163,41 +164,69 @@ func FuzzPoolOf(f *testing.F) {
 			}
 		}
 
-		// The gate with no NodePoolLabelSets: its verdict follows from PoolOf and the annotation.
+		// The gate with no NodePoolLabelSets: the annotation is not read at all (stale means a
+		// label a set in view stopped wanting), so the verdict follows from PoolOf alone.
 		annotations := map[string]string{ManagedLabelsAnnotation: annotation}
+		managed, wellFormed := refManagedLabels(annotation)
 		for _, policy := range []config.UnknownPoolPolicy{config.UnknownPoolAuto, config.UnknownPoolReject, config.UnknownPoolAllow} {
 			g := Gate{Identity: id, UnknownPoolPolicy: policy}
 			v := g.Check(labels, annotations, nil)
 			if v.Pool != wantName && v.Cause != UnknownPool {
 				t.Fatalf("%s: verdict names pool %q, PoolOf says %q", policy, v.Pool, wantName)
 			}
-			managed, wellFormed := refManagedLabels(annotation)
-			stale := ""
-			for _, k := range managed {
-				// A pool-identity key (configured or a default one) is never stale: nothing may
-				// remove it, and it names the node's pool.
-				if slices.Contains(keys, k) || slices.Contains(refDefaultPoolLabelKeys, k) {
-					continue
-				}
-				if _, present := labels[k]; present {
-					stale = k
-					break
-				}
-			}
 			want := Ready
-			switch {
-			case !ok && policy == config.UnknownPoolReject:
+			if !ok && policy == config.UnknownPoolReject {
 				want = UnknownPool
-			case !wellFormed:
-				want = MalformedAnnotation
-			case stale != "":
-				want = StaleLabel
 			}
 			if v.Cause != want {
-				t.Fatalf("%s: Check(labels %q, annotation %q) = %v (%s), want %v", policy, labels, annotation, v.Cause, v.Key, want)
+				t.Fatalf("%s, no sets: Check(labels %q, annotation %q) = %v (%s), want %v", policy, labels, annotation, v.Cause, v.Key, want)
 			}
-			if want == StaleLabel && v.Key != stale {
-				t.Fatalf("%s: stale key %q reported, want the first listed, %q", policy, v.Key, stale)
+		}
+		if !ok {
+			return
+		}
+		g := Gate{Identity: id, UnknownPoolPolicy: config.UnknownPoolAuto}
+
+		// A set of the pool that wants nothing: every managed label still on the node is stale.
+		wantsNothing := CompileLabelSetsFor(id, []*labelsv1alpha1.NodePoolLabelSet{{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: wantName}}})
+		v := g.Check(labels, annotations, wantsNothing)
+		stale := ""
+		for _, k := range managed {
+			// A pool-identity key (configured or a default one) is never stale: nothing may
+			// remove it, and it names the node's pool.
+			if slices.Contains(keys, k) || slices.Contains(refDefaultPoolLabelKeys, k) {
+				continue
+			}
+			if _, present := labels[k]; present {
+				stale = k
+				break
+			}
+		}
+		want := Ready
+		switch {
+		case !wellFormed:
+			want = MalformedAnnotation
+		case stale != "":
+			want = StaleLabel
+		}
+		if v.Cause != want {
+			t.Fatalf("set wanting nothing: Check(labels %q, annotation %q) = %v (%s), want %v", labels, annotation, v.Cause, v.Key, want)
+		}
+		if want == StaleLabel && v.Key != stale {
+			t.Fatalf("stale key %q reported, want the first listed, %q", v.Key, stale)
+		}
+
+		// No set in view, but the pool is labelled from one elsewhere: a node a labeler labelled
+		// is used, one it has not labelled is held.
+		if wellFormed {
+			v := g.Check(labels, annotations, EmptyLabelSets.WithLabelledPools([]string{wantName}))
+			want := LabelSetNotVisible
+			if len(managed) > 0 {
+				want = Ready
+			}
+			if v.Cause != want {
+				t.Fatalf("pool labelled elsewhere: Check(labels %q, annotation %q) = %v, want %v", labels, annotation, v.Cause, want)
 			}
 		}
 	})

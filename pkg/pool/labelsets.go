@@ -91,10 +91,13 @@ func (p *PoolLabels) Desired(key string) (string, bool) {
 	return v, ok
 }
 
-// LabelSets is an immutable index of NodePoolLabelSets by pool name.
+// LabelSets is an immutable index of NodePoolLabelSets by pool name, with the pools a labeler
+// has labelled nodes of (see WithLabelledPools).
 type LabelSets struct {
 	byPool map[string]*PoolLabels
 	count  int
+	// labelled are the pools some node of which carries a managed-labels annotation naming a key.
+	labelled map[string]struct{}
 }
 
 // EmptyLabelSets is the index of a cluster without NodePoolLabelSets.
@@ -214,6 +217,63 @@ func (s *LabelSets) Len() int { return s.count }
 
 // Pool returns the desired state of a pool, or nil if no NodePoolLabelSet names it.
 func (s *LabelSets) Pool(name string) *PoolLabels { return s.byPool[name] }
+
+// WithLabelledPools returns the index with pools as the pools some node of which a labeler has
+// labelled (Labelled). A labelled pool without a NodePoolLabelSet here is labelled from a set
+// the gate does not read: its unlabelled nodes are held (LabelSetNotVisible), its labelled ones
+// are not judged stale. The evidence is the nodes' own annotation, written by whoever may write
+// nodes, never a set in a namespace outside the gate's: a set there could otherwise hold a pool.
+// s is not changed; the result shares its compiled sets.
+func (s *LabelSets) WithLabelledPools(pools []string) *LabelSets {
+	out := *s
+	out.labelled = nil
+	if len(pools) > 0 {
+		out.labelled = make(map[string]struct{}, len(pools))
+		for _, p := range pools {
+			out.labelled[p] = struct{}{}
+		}
+	}
+	return &out
+}
+
+// labelledElsewhere reports whether pool is labelled by a labeler from a set not in view.
+func (s *LabelSets) labelledElsewhere(pool string) bool {
+	if _, ok := s.labelled[pool]; !ok {
+		return false
+	}
+	return s.byPool[pool] == nil
+}
+
+// NotVisible returns the pools labelled from NodePoolLabelSets not in view (nodes carry a
+// managed-labels annotation naming keys, and no set of the pool is read), sorted.
+func (s *LabelSets) NotVisible() []string {
+	var out []string
+	for p := range s.labelled {
+		if s.byPool[p] == nil {
+			out = append(out, p)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// LabelledPools returns the pools of the nodes a labeler has labelled (Labelled), sorted: the
+// argument of WithLabelledPools for tools that list nodes.
+func LabelledPools[N any](id Identity, nodes []N, labelsOf func(N) (labels, annotations map[string]string)) []string {
+	seen := map[string]struct{}{}
+	for _, n := range nodes {
+		l, a := labelsOf(n)
+		if p, ok := id.PoolOf(l); ok && Labelled(a) {
+			seen[p] = struct{}{}
+		}
+	}
+	out := make([]string, 0, len(seen))
+	for p := range seen {
+		out = append(out, p)
+	}
+	sort.Strings(out)
+	return out
+}
 
 // Pools returns the names of the pools that have a NodePoolLabelSet, sorted.
 func (s *LabelSets) Pools() []string {

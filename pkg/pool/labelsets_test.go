@@ -147,3 +147,31 @@ func TestIsReservedKey(t *testing.T) {
 		}
 	}
 }
+
+func TestWithLabelledPools(t *testing.T) {
+	sets := CompileLabelSets([]*labelsv1alpha1.NodePoolLabelSet{
+		labelSet("pool-scheduler", "spot", map[string]labelsv1alpha1.LabelValue{"example.com/a": "1"}),
+	})
+	got := sets.WithLabelledPools([]string{"spot", "pool1", "pool2"})
+	if diff := cmp.Diff([]string{"pool1", "pool2"}, got.NotVisible()); diff != "" {
+		t.Errorf("NotVisible (-want +got):\n%s", diff)
+	}
+	if sets.NotVisible() != nil {
+		t.Errorf("WithLabelledPools changed its receiver: %q", sets.NotVisible())
+	}
+	if got.Pool("spot") != sets.Pool("spot") || got.Len() != sets.Len() {
+		t.Error("WithLabelledPools does not keep the compiled sets")
+	}
+	nodes := []map[string]string{
+		{poolKey: "a", ManagedLabelsAnnotation: `["x"]`},
+		{poolKey: "b", ManagedLabelsAnnotation: `[]`},
+		{ManagedLabelsAnnotation: `["x"]`},
+		{poolKey: "c"},
+		{poolKey: "a", ManagedLabelsAnnotation: `["y"]`},
+	}
+	// One map holds both for brevity: the pool label is a label, the annotation an annotation.
+	pools := LabelledPools(Identity{}, nodes, func(m map[string]string) (map[string]string, map[string]string) { return m, m })
+	if diff := cmp.Diff([]string{"a"}, pools); diff != "" {
+		t.Errorf("LabelledPools (-want +got):\n%s", diff)
+	}
+}

@@ -52,3 +52,13 @@ func FormatManagedLabels(keys []string) string {
 	b, _ := json.Marshal(keys) // a []string always marshals
 	return string(b)
 }
+
+// Labelled reports whether a node's managed-labels annotation names at least one key, that is,
+// a labeler (pool-labeler or the nodepool-labels-operator) has applied a NodePoolLabelSet to it.
+// The operator writes "[]" on every node whose pool has no set in its namespace, so an empty
+// list is no evidence. No allocation: it runs in Filter through Gate.Check. A malformed value
+// with a quoted entry counts as labelled (someone wrote keys there).
+func Labelled(annotations map[string]string) bool {
+	a := strings.Trim(annotations[ManagedLabelsAnnotation], jsonSpace)
+	return len(a) > 2 && a[0] == '[' && strings.IndexByte(a, '"') > 0
+}

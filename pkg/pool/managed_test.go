@@ -127,3 +127,32 @@ func FuzzParseManagedLabels(f *testing.F) {
 		}
 	})
 }
+
+func TestLabelled(t *testing.T) {
+	tests := []struct {
+		annotation string
+		present    bool
+		want       bool
+	}{
+		{present: false, want: false},
+		{annotation: "", present: true, want: false},
+		// The nodepool-labels-operator writes [] on every node of a pool without a set of its own.
+		{annotation: "[]", present: true, want: false},
+		{annotation: " [ ] ", present: true, want: false},
+		{annotation: `["node.banzaicloud.io/cpu","nodepool.banzaicloud.io/name"]`, present: true, want: true},
+		{annotation: ` ["a"] `, present: true, want: true},
+		{annotation: "null", present: true, want: false},
+		{annotation: `"a"`, present: true, want: false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.annotation, func(t *testing.T) {
+			annotations := map[string]string{}
+			if tt.present {
+				annotations[ManagedLabelsAnnotation] = tt.annotation
+			}
+			if got := Labelled(annotations); got != tt.want {
+				t.Errorf("Labelled(%q) = %v, want %v", tt.annotation, got, tt.want)
+			}
+		})
+	}
+}

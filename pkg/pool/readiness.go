@@ -29,6 +29,10 @@ const (
 	// LabelSetConflict: NodePoolLabelSets of the node's pool disagree on a label, and the node
 	// carries none of their values.
 	LabelSetConflict
+	// LabelSetNotVisible: no NodePoolLabelSet of the node's pool is read, yet other nodes of the
+	// pool carry labels a labeler applied (a managed-labels annotation naming keys), and this
+	// node carries none: its pool is labelled from a set in a namespace the gate does not read.
+	LabelSetNotVisible
 )
 
 var causeMessages = [...]string{
@@ -39,10 +43,11 @@ var causeMessages = [...]string{
 	StaleLabel:           "node still has pool labels that are no longer wanted",
 	MissingRequiredLabel: "node is missing a required label",
 	LabelSetConflict:     "node's pool has NodePoolLabelSets that disagree on a label",
+	LabelSetNotVisible:   "node's pool is labelled from a NodePoolLabelSet in a namespace the scheduler does not read (labelSetNamespaces)",
 }
 
 // Causes lists every not-ready cause, for metrics and docs.
-var Causes = []Cause{UnknownPool, LabelsNotApplied, MalformedAnnotation, StaleLabel, MissingRequiredLabel, LabelSetConflict}
+var Causes = []Cause{UnknownPool, LabelsNotApplied, MalformedAnnotation, StaleLabel, MissingRequiredLabel, LabelSetConflict, LabelSetNotVisible}
 
 // String is the fixed, user-facing reason for the cause.
 func (c Cause) String() string {
@@ -92,6 +97,9 @@ func (g *Gate) Check(nodeLabels, nodeAnnotations map[string]string, sets *LabelS
 	if known {
 		desired = sets.Pool(poolName)
 	}
+	if desired == nil && known && sets.labelledElsewhere(poolName) && !Labelled(nodeAnnotations) {
+		return Verdict{Cause: LabelSetNotVisible, Pool: poolName}
+	}
 	if desired != nil {
 		for _, l := range desired.Labels {
 			if got, ok := nodeLabels[l.Key]; !ok || got != l.Value {
@@ -136,9 +144,12 @@ func (g *Gate) rejectsUnknown(sets *LabelSets) bool {
 
 func (g *Gate) checkStale(poolName string, nodeLabels, nodeAnnotations map[string]string, desired *PoolLabels) Verdict {
 	annotation, ok := nodeAnnotations[ManagedLabelsAnnotation]
-	if !ok || (desired != nil && (annotation == desired.inSyncAnnotation || desired.Unreadable)) {
-		// Nothing managed, or exactly the desired keys: no key can be stale. Nor with a set of
-		// the pool unreadable: any managed key might be one it wants (see PoolLabels.Unreadable).
+	if !ok || desired == nil || annotation == desired.inSyncAnnotation || desired.Unreadable {
+		// Nothing managed, or exactly the desired keys: no key can be stale. Nor without a set
+		// of the pool in view: stale means a label a visible set stopped wanting, and the set
+		// that wants these may live in a namespace the gate does not read (the annotation is
+		// not read at all then, so a malformed one holds nothing either). Nor with a set of the
+		// pool unreadable: any managed key might be one it wants (see PoolLabels.Unreadable).
 		return Verdict{Cause: Ready}
 	}
 	keys, err := ParseManagedLabels(annotation)
@@ -178,8 +189,15 @@ func (v Verdict) HeldReason() labelsv1alpha1.HeldReason {
 		return labelsv1alpha1.HeldMissingRequiredLabel
 	case LabelSetConflict:
 		return labelsv1alpha1.HeldLabelSetConflict
+	case LabelSetNotVisible:
+		return labelsv1alpha1.HeldLabelSetNotVisible
 	}
 	return ""
+}
+
+// HeldReasonString is the cause's HeldReason as text ("" when ready).
+func (c Cause) HeldReasonString() string {
+	return string(Verdict{Cause: c, Missing: true}.HeldReason())
 }
 
 // Detail says what holds the node, with the key and values: for events, logs and tools.
@@ -200,6 +218,9 @@ func (v Verdict) Detail() string {
 		return fmt.Sprintf("stale label %s=%s (no NodePoolLabelSet wants it)", v.Key, v.Got)
 	case MissingRequiredLabel:
 		return fmt.Sprintf("required label %s missing", v.Key)
+	case LabelSetNotVisible:
+		return fmt.Sprintf("no NodePoolLabelSet %q is read, but other nodes of the pool carry labels a labeler applied (%s) and this one none: "+
+			"its set lives in a namespace outside labelSetNamespaces", v.Pool, ManagedLabelsAnnotation)
 	case LabelSetConflict:
 		if v.Missing {
 			return fmt.Sprintf("label %s missing, and the pool's NodePoolLabelSets disagree on it (%s)", v.Key, v.Want)

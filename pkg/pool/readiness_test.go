@@ -115,10 +115,45 @@ func TestGateCheck(t *testing.T) {
 			want:        Verdict{Cause: Ready, Pool: "spot"},
 		},
 		{
-			name:   "managed labels of a deleted set are stale",
+			// The set may live where the gate does not read (the nodepool-labels-operator's
+			// namespace): stale means a label a set in view stopped wanting.
+			name:   "managed labels of a pool with no set in view are not stale",
 			labels: with(map[string]string{poolKey: "gone"}, "example.com/gpu", "a100"), sets: spot,
 			annotations: managed(`["example.com/gpu"]`),
-			want:        Verdict{Cause: StaleLabel, Pool: "gone", Key: "example.com/gpu", Got: "a100"},
+			want:        Verdict{Cause: Ready, Pool: "gone"},
+		},
+		{
+			name:   "malformed annotation of a pool with no set in view holds nothing",
+			labels: map[string]string{poolKey: "gone"}, sets: spot,
+			annotations: managed(`not json`),
+			want:        Verdict{Cause: Ready, Pool: "gone"},
+		},
+		{
+			name:   "pool labelled from a set not in view: an unlabelled node is held",
+			labels: map[string]string{poolKey: "pool1"}, sets: spot.WithLabelledPools([]string{"pool1"}),
+			want: Verdict{Cause: LabelSetNotVisible, Pool: "pool1"},
+		},
+		{
+			name:   "pool labelled from a set not in view: the operator's empty annotation is not a label",
+			labels: map[string]string{poolKey: "pool1"}, sets: spot.WithLabelledPools([]string{"pool1"}),
+			annotations: managed(`[]`),
+			want:        Verdict{Cause: LabelSetNotVisible, Pool: "pool1"},
+		},
+		{
+			name:   "pool labelled from a set not in view: a labelled node is used, its labels not judged stale",
+			labels: map[string]string{poolKey: "pool1", "example.com/gpu": "a100"}, sets: spot.WithLabelledPools([]string{"pool1"}),
+			annotations: managed(`["example.com/gpu"]`),
+			want:        Verdict{Cause: Ready, Pool: "pool1"},
+		},
+		{
+			name:   "labelled pool with a set in view is judged by the set",
+			labels: with(map[string]string{poolKey: "spot"}), sets: spot.WithLabelledPools([]string{"spot"}),
+			want: Verdict{Cause: LabelsNotApplied, Pool: "spot", Key: "example.com/lifecycle", Want: "spot", Missing: true},
+		},
+		{
+			name: "labelled pools do not make a node without a pool known",
+			gate: Gate{UnknownPoolPolicy: config.UnknownPoolAllow}, labels: map[string]string{}, sets: EmptyLabelSets.WithLabelledPools([]string{"pool1"}),
+			want: Verdict{Cause: Ready},
 		},
 		{
 			name:   "malformed annotation",
@@ -242,6 +277,14 @@ func TestGateCheckDoesNotAllocate(t *testing.T) {
 	for name, labels := range map[string]map[string]string{"ready": ready, "labels not applied": notApplied, "missing required label": noZone} {
 		if n := testing.AllocsPerRun(100, func() { gate.Check(labels, inSync, sets) }); n != 0 {
 			t.Errorf("%s: Check allocates %v times per call", name, n)
+		}
+	}
+	// A pool labelled from a set not in view: the annotation is looked at, not parsed.
+	elsewhere := sets.WithLabelledPools([]string{"pool1"})
+	pool1 := map[string]string{poolKey: "pool1", "example.com/zone": "1"}
+	for name, annotations := range map[string]map[string]string{"labelled": inSync, "not labelled": nil} {
+		if n := testing.AllocsPerRun(100, func() { gate.Check(pool1, annotations, elsewhere) }); n != 0 {
+			t.Errorf("pool labelled elsewhere, %s node: Check allocates %v times per call", name, n)
 		}
 	}
 }

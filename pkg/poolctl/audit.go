@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -16,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
@@ -54,7 +56,7 @@ func newAuditCommand() *cobra.Command {
 			"slices and NodePoolLabelSets (get and list only) and reports, with the same measurements as poolctl simulate " +
 			"and the policy of that configuration. Exits 1 when the findings exceed --max-findings, for CI use. " +
 			"Pods, services and endpoint slices are read from every namespace, or from --namespace's only; nodes " +
-			"cluster-wide, NodePoolLabelSets from the configuration's labelSetNamespace.",
+			"cluster-wide, NodePoolLabelSets from the configuration's labelSetNamespaces (and the names of those elsewhere, reported).",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.output != "table" && o.output != "json" {
 				return fmt.Errorf("-o: %q is not table or json", o.output)
@@ -174,11 +176,12 @@ func audit(ctx context.Context, o auditOptions) (*report.Report, error) {
 	for i := range slices.Items {
 		in.EndpointSlices = append(in.EndpointSlices, &slices.Items[i])
 	}
-	sets, err := listLabelSets(ctx, dynamic.NewForConfigOrDie(cfg), args.NodePoolReady.LabelSetNamespace)
+	sets, unread, err := readLabelSets(ctx, dynamic.NewForConfigOrDie(cfg), args.NodePoolReady.LabelSetNamespaces)
 	if err != nil {
 		return nil, explain(cfg.Host, err)
 	}
 	in.LabelSets = pool.CompileLabelSetsFor(policy.Gate.Identity, sets)
+	in.LabelSetNamespaces, in.UnreadLabelSets = args.NodePoolReady.LabelSetNamespaces, unread
 	if o.optedInSelector != "" {
 		if _, err := labels.Parse(o.optedInSelector); err != nil {
 			return nil, fmt.Errorf("--opted-in-selector: %w", err)
@@ -203,26 +206,52 @@ func audit(ctx context.Context, o auditOptions) (*report.Report, error) {
 	return report.Compute(in, policy), nil
 }
 
-// listLabelSets reads the NodePoolLabelSets of namespace ("": all), as the scheduler reads them
-// (its labelSetNamespace); a cluster without the CRD has none.
-func listLabelSets(ctx context.Context, dyn dynamic.Interface, namespace string) ([]*labelsv1alpha1.NodePoolLabelSet, error) {
-	list, err := dyn.Resource(labelsv1alpha1.Resource).Namespace(namespace).List(ctx, metav1.ListOptions{})
+// readLabelSets reads the NodePoolLabelSets as the scheduler reads them: those of namespaces
+// (its labelSetNamespaces; empty: all), and the names ("namespace/name") of those elsewhere,
+// which it does not read. A cluster without the CRD has none. Credentials that may list sets
+// only in the namespaces read get them, and no unread ones.
+func readLabelSets(ctx context.Context, dyn dynamic.Interface, namespaces []string) ([]*labelsv1alpha1.NodePoolLabelSet, []string, error) {
+	list, err := dyn.Resource(labelsv1alpha1.Resource).List(ctx, metav1.ListOptions{})
+	if apierrors.IsForbidden(err) && len(namespaces) > 0 {
+		var read []*labelsv1alpha1.NodePoolLabelSet
+		for _, ns := range namespaces {
+			l, err := dyn.Resource(labelsv1alpha1.Resource).Namespace(ns).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return nil, nil, err
+			}
+			read = append(read, decodeLabelSets(l.Items)...)
+		}
+		return read, nil, nil
+	}
 	if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	var read []*labelsv1alpha1.NodePoolLabelSet
+	var unread []string
+	for _, set := range decodeLabelSets(list.Items) {
+		if len(namespaces) == 0 || slices.Contains(namespaces, set.Namespace) {
+			read = append(read, set)
+		} else {
+			unread = append(unread, set.Namespace+"/"+set.Name)
+		}
+	}
+	return read, unread, nil
+}
+
+func decodeLabelSets(items []unstructured.Unstructured) []*labelsv1alpha1.NodePoolLabelSet {
 	var out []*labelsv1alpha1.NodePoolLabelSet
-	for i := range list.Items {
+	for i := range items {
 		set := &labelsv1alpha1.NodePoolLabelSet{}
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(list.Items[i].Object, set); err != nil {
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(items[i].Object, set); err != nil {
 			// A set that does not decode (schema bypassed) is skipped, not fatal.
 			continue
 		}
 		out = append(out, set)
 	}
-	return out, nil
+	return out
 }
 
 // explain turns transport errors into a message that says what to check.
@@ -255,6 +284,7 @@ func writeAuditTable(w io.Writer, r *report.Report) {
 	section("WORKLOADS WITH WEAK SPREAD (skew > 1, or all replicas in one domain)", r.WeakSpread)
 	section("LOADBALANCER SERVICES WHOSE ENDPOINTS GET NO TRAFFIC (externalTrafficPolicy: Local)", r.LoadBalancerMismatches)
 	section("PODS OF OPTED-IN NAMESPACES NOT GIVEN TO THE SCHEDULER", r.NotAdmitted)
+	section("NODEPOOLLABELSETS THE SCHEDULER DOES NOT READ, AND POOLS LABELLED FROM THEM", r.LabelSetMismatches)
 	if len(r.LoadBalancerUndetermined) > 0 {
 		section("LOADBALANCER BACKEND POOLS THAT CANNOT BE TOLD (not counted)", r.LoadBalancerUndetermined)
 	}

@@ -13,7 +13,7 @@ import (
 )
 
 func configMap(name string, created time.Time, namespace string) *v1.ConfigMap {
-	data := "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n- schedulerName: pool-scheduler\n  pluginConfig:\n  - name: NodePoolReady\n    args: {labelSetNamespace: " + namespace + "}\n"
+	data := "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n- schedulerName: pool-scheduler\n  pluginConfig:\n  - name: NodePoolReady\n    args: {labelSetNamespaces: [" + namespace + "]}\n"
 	return &v1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "pool-scheduler", Name: name, CreationTimestamp: metav1.NewTime(created)},
 		Data:       map[string]string{configKey: data},
@@ -28,7 +28,7 @@ func TestConfigSourceFindsTheDeployedConfigMap(t *testing.T) {
 	tests := []struct {
 		name    string
 		objects []runtime.Object
-		want    string // the labelSetNamespace of the ConfigMap read
+		want    string // the labelSetNamespaces of the ConfigMap read
 		wantErr string
 	}{
 		{name: "the chart's name", objects: []runtime.Object{configMap("pool-scheduler-config", t0, "chart"), configMap("pool-scheduler-config-5f8h2k9m7c", t0.Add(time.Hour), "kustomize")}, want: "chart"},
@@ -49,8 +49,8 @@ func TestConfigSourceFindsTheDeployedConfigMap(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := args.NodePoolReady.LabelSetNamespace; got != tt.want {
-				t.Errorf("read the ConfigMap with labelSetNamespace %q (%s), want %q", got, source, tt.want)
+			if got := args.NodePoolReady.LabelSetNamespaces; len(got) != 1 || got[0] != tt.want {
+				t.Errorf("read the ConfigMap with labelSetNamespaces %q (%s), want [%q]", got, source, tt.want)
 			}
 		})
 	}

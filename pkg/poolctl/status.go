@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
+	"github.com/pool-scheduler/pool-scheduler/pkg/report"
 )
 
 type statusOptions struct {
@@ -34,9 +35,12 @@ type statusOptions struct {
 type Status struct {
 	// Config names the configuration the nodes are judged by.
 	Config string `json:"config"`
-	// LabelSetNamespace is where the NodePoolLabelSets are read ("": every namespace).
-	LabelSetNamespace string       `json:"labelSetNamespace"`
-	Pools             []PoolStatus `json:"pools"`
+	// LabelSetNamespaces are where the NodePoolLabelSets are read (empty: every namespace).
+	LabelSetNamespaces []string     `json:"labelSetNamespaces"`
+	Pools              []PoolStatus `json:"pools"`
+	// LabelSetMismatches are sets the scheduler does not read and pools labelled from sets it
+	// does not see (report.LabelSetFindings).
+	LabelSetMismatches []report.Finding `json:"labelSetMismatches,omitempty"`
 	// HeldNodes are the first held nodes (by pool, then name), at most --show-nodes.
 	HeldNodes []HeldNodeStatus `json:"heldNodes"`
 	// PodsWaiting counts the pending pods of the profile's schedulerName not yet bound to a node.
@@ -75,7 +79,7 @@ func newStatusCommand() *cobra.Command {
 		Use:   "status",
 		Short: "Per pool: nodes NodePoolReady accepts and holds (and why), and pods waiting, judged by the deployed scheduler configuration (read-only)",
 		Long: "Reads the scheduler's configuration (--config, or its ConfigMap in the cluster: --config-map), nodes, " +
-			"NodePoolLabelSets (of the configuration's labelSetNamespace) and pending pods (get and list only), and judges " +
+			"NodePoolLabelSets (of the configuration's labelSetNamespaces; the names of those elsewhere are reported) and pending pods (get and list only), and judges " +
 			"every node with NodePoolReady's rule and args, as the scheduler does.",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.output != "table" && o.output != "json" {
@@ -127,7 +131,7 @@ func status(ctx context.Context, o statusOptions) (*Status, error) {
 	if err != nil {
 		return nil, explain(cfg.Host, err)
 	}
-	sets, err := listLabelSets(ctx, dynamic.NewForConfigOrDie(cfg), args.NodePoolReady.LabelSetNamespace)
+	sets, unread, err := readLabelSets(ctx, dynamic.NewForConfigOrDie(cfg), args.NodePoolReady.LabelSetNamespaces)
 	if err != nil {
 		return nil, explain(cfg.Host, err)
 	}
@@ -143,14 +147,22 @@ func status(ctx context.Context, o statusOptions) (*Status, error) {
 	if err != nil {
 		return nil, explain(cfg.Host, err)
 	}
-	s := judge(gate, pool.CompileLabelSetsFor(gate.Identity, sets), nodes.Items, pods.Items, o.config.schedulerName, o.showNodes)
-	s.Config, s.LabelSetNamespace = source, args.NodePoolReady.LabelSetNamespace
+	compiled := pool.CompileLabelSetsFor(gate.Identity, sets)
+	s := judge(gate, compiled, nodes.Items, pods.Items, o.config.schedulerName, o.showNodes)
+	s.Config, s.LabelSetNamespaces = source, args.NodePoolReady.LabelSetNamespaces
+	nodePtrs := make([]*v1.Node, len(nodes.Items))
+	for i := range nodes.Items {
+		nodePtrs[i] = &nodes.Items[i]
+	}
+	s.LabelSetMismatches = report.LabelSetFindings(gate.Identity, s.LabelSetNamespaces, unread, compiled, nodePtrs)
 	return s, nil
 }
 
-// judge applies the gate to every node and collects the pods waiting for schedulerName.
+// judge applies the gate to every node, as the scheduler does (with the pools a labeler labelled
+// from sets not in view), and collects the pods waiting for schedulerName.
 func judge(gate pool.Gate, sets *pool.LabelSets, nodes []v1.Node, pods []v1.Pod, schedulerName string, show int) *Status {
 	s := &Status{Pools: []PoolStatus{}, HeldNodes: []HeldNodeStatus{}, WaitingPods: []WaitingPod{}}
+	sets = sets.WithLabelledPools(pool.LabelledPools(gate.Identity, nodes, func(n v1.Node) (map[string]string, map[string]string) { return n.Labels, n.Annotations }))
 	byPool := map[string]*PoolStatus{}
 	var held []HeldNodeStatus
 	for i := range nodes {
@@ -209,7 +221,7 @@ func judge(gate pool.Gate, sets *pool.LabelSets, nodes []v1.Node, pods []v1.Pod,
 }
 
 func writeStatusTable(w io.Writer, s *Status) {
-	ns := s.LabelSetNamespace
+	ns := strings.Join(s.LabelSetNamespaces, ", ")
 	if ns == "" {
 		ns = "every namespace"
 	}
@@ -230,6 +242,14 @@ func writeStatusTable(w io.Writer, s *Status) {
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		for _, h := range s.HeldNodes {
 			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", h.Node, poolName(h.Pool), h.Reason, h.Detail)
+		}
+		tw.Flush()
+	}
+	if len(s.LabelSetMismatches) > 0 {
+		fmt.Fprintln(w, "\nLABEL SETS NOT READ")
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		for _, f := range s.LabelSetMismatches {
+			fmt.Fprintf(tw, "  %s\t%s\n  \tfix: %s\n", f.Object, f.Detail, f.Fix)
 		}
 		tw.Flush()
 	}

@@ -37,11 +37,15 @@ type Policy struct {
 
 // Inputs is a cluster's state.
 type Inputs struct {
-	Nodes          []*v1.Node
-	Pods           []*v1.Pod
-	LabelSets      *pool.LabelSets
-	Services       []*v1.Service
-	EndpointSlices []*discoveryv1.EndpointSlice
+	Nodes     []*v1.Node
+	Pods      []*v1.Pod
+	LabelSets *pool.LabelSets
+	// LabelSetNamespaces are the gate's (empty: every namespace); UnreadLabelSets the sets
+	// ("namespace/name") in other namespaces, which it does not read.
+	LabelSetNamespaces []string
+	UnreadLabelSets    []string
+	Services           []*v1.Service
+	EndpointSlices     []*discoveryv1.EndpointSlice
 	// OptedIn are the namespaces opted in to pool-scheduler (labelled pool-scheduler.io/enabled
 	// and matched by the admission path); SchedulerName is the scheduler they opt in to. A pod
 	// there that still names the default scheduler was not admitted.
@@ -86,14 +90,18 @@ type Report struct {
 	LoadBalancerUndetermined []Finding `json:"loadBalancerUndetermined,omitempty"`
 	// NotAdmitted are pods of opted-in namespaces that the admission path did not give to
 	// pool-scheduler: created before the namespace opted in, or while the webhook was down.
-	NotAdmitted []Finding  `json:"notAdmitted,omitempty"`
-	PendingPods []Finding  `json:"pendingPods"`
-	Workloads   []Workload `json:"workloads"`
+	NotAdmitted []Finding `json:"notAdmitted,omitempty"`
+	// LabelSetMismatches are NodePoolLabelSets the gate does not read and pools labelled from
+	// sets it does not see (LabelSetFindings).
+	LabelSetMismatches []Finding  `json:"labelSetMismatches,omitempty"`
+	PendingPods        []Finding  `json:"pendingPods"`
+	Workloads          []Workload `json:"workloads"`
 }
 
 // NumFindings counts every finding that is a violation (pending pods are not).
 func (r *Report) NumFindings() int {
-	return len(r.PodsOnNotReadyNodes) + len(r.UserPodsOnSystemNodes) + len(r.WeakSpread) + len(r.LoadBalancerMismatches) + len(r.NotAdmitted)
+	return len(r.PodsOnNotReadyNodes) + len(r.UserPodsOnSystemNodes) + len(r.WeakSpread) + len(r.LoadBalancerMismatches) + len(r.NotAdmitted) +
+		len(r.LabelSetMismatches)
 }
 
 // ConfinedWorkloads counts workloads confined to one domain of dimension d.
@@ -130,6 +138,13 @@ func Compute(in Inputs, policy Policy) *Report {
 	for _, n := range in.Nodes {
 		nodes[n.Name] = n
 	}
+	if in.LabelSets == nil {
+		in.LabelSets = pool.EmptyLabelSets
+	}
+	r.LabelSetMismatches = LabelSetFindings(policy.Gate.Identity, in.LabelSetNamespaces, in.UnreadLabelSets, in.LabelSets, in.Nodes)
+	// Judged as the scheduler judges: with the pools labelled from sets it does not see.
+	in.LabelSets = in.LabelSets.WithLabelledPools(pool.LabelledPools(policy.Gate.Identity, in.Nodes,
+		func(n *v1.Node) (map[string]string, map[string]string) { return n.Labels, n.Annotations }))
 	for _, p := range in.Pods {
 		if notAdmitted(in, p) {
 			r.NotAdmitted = append(r.NotAdmitted, Finding{Object: podKey(p), Node: p.Spec.NodeName,
@@ -178,7 +193,7 @@ func Compute(in Inputs, policy Policy) *Report {
 		}
 	}
 	r.LoadBalancerMismatches, r.LoadBalancerUndetermined = loadBalancerFindings(in, nodes, policy)
-	sortFindings(r.PodsOnNotReadyNodes, r.UserPodsOnSystemNodes, r.WeakSpread, r.LoadBalancerMismatches, r.LoadBalancerUndetermined, r.NotAdmitted, r.PendingPods)
+	sortFindings(r.PodsOnNotReadyNodes, r.UserPodsOnSystemNodes, r.WeakSpread, r.LoadBalancerMismatches, r.LoadBalancerUndetermined, r.NotAdmitted, r.PendingPods, r.LabelSetMismatches)
 	return r
 }
 

@@ -75,12 +75,12 @@ func TestLabelerAndSchedulerWhileNodesJoin(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Both as installed: the labeler reads the scheduler's configuration (the shipped file, whose
-	// labelSetNamespace is pool-scheduler, where the set is), the scheduler runs it.
+	// labelSetNamespaces is [pool-scheduler], where the set is), the scheduler runs it.
 	util.StartProcess(t, util.LabelerBinary(t), "controller", "--kubeconfig="+kubeconfig,
 		"--scheduler-config="+util.ShippedConfigPath(),
 		"--leader-elect-namespace=pool-scheduler", "--metrics-bind-address=0", "--health-probe-bind-address=0", "-v=2")
 	doc := util.ShippedConfigFor(t, cp)
-	util.PluginArgsDoc(t, doc, "NodePoolReady")["labelSetNamespace"] = "pool-scheduler"
+	util.PluginArgsDoc(t, doc, "NodePoolReady")["labelSetNamespaces"] = []any{"pool-scheduler"}
 	util.StartSchedulerBinary(t, doc)
 
 	const pods, nodes = 30, 6

@@ -97,10 +97,20 @@ func TestLeastPrivilege(t *testing.T) {
 	// the test's, so the scrapes below verify it.
 	metricsAddr := fmt.Sprintf("127.0.0.1:%d", util.FreePort(t))
 	metricsCertDir, metricsCA := servingCert(t)
+	// Both run the shipped configuration as installed: NodePoolLabelSets of the release namespace.
+	shippedConfig, err := os.ReadFile(util.ShippedConfigPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	schedConfigPath := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(schedConfigPath, shippedConfig, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	labelerProc := util.StartProcess(t, util.LabelerBinary(t), "controller", "--kubeconfig="+labelerKubeconfig,
-		"--leader-elect-namespace="+ns, "--metrics-bind-address="+metricsAddr, "--metrics-cert-dir="+metricsCertDir,
+		"--scheduler-config="+schedConfigPath, "--leader-elect-namespace="+ns, "--metrics-bind-address="+metricsAddr, "--metrics-cert-dir="+metricsCertDir,
 		"--health-probe-bind-address=0", "-v=2")
 	doc := util.ShippedConfigFor(t, cp)
+	util.PluginArgsDoc(t, doc, "NodePoolReady")["labelSetNamespaces"] = []any{ns}
 	doc["clientConnection"].(map[string]any)["kubeconfig"] = schedKubeconfig
 	// In a pod, kube-scheduler uses its in-cluster credentials for delegated authentication and
 	// authorization of /metrics; outside a pod it needs them named.
@@ -126,7 +136,7 @@ func TestLeastPrivilege(t *testing.T) {
 		}
 	}
 	// Events: the scheduler's Scheduled events (events.k8s.io).
-	err := wait.PollUntilContextTimeout(tCtx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(tCtx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		events, err := admin.EventsV1().Events(user).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, nil
@@ -238,6 +248,15 @@ func TestLeastPrivilege(t *testing.T) {
 		}, apierrors.IsForbidden, ""},
 		{"labeler creates a pod", func(ctx context.Context) error {
 			_, err := labelerClient.CoreV1().Pods(user).Create(ctx, util.Pod(user, "evil").Obj(), metav1.CreateOptions{})
+			return err
+		}, apierrors.IsForbidden, ""},
+		// Its only write to NodePoolLabelSets, their status, is bound to labelSetNamespaces.
+		{"labeler writes the status of a NodePoolLabelSet outside labelSetNamespaces", func(ctx context.Context) error {
+			if err := util.ApplyLabelSet(ctx, cp, util.LabelSet(user, "spot", want)); err != nil {
+				return fmt.Errorf("admin creating the set: %w", err)
+			}
+			_, err := dynamic.NewForConfigOrDie(labelerCfg).Resource(labelsv1alpha1.Resource).Namespace(user).
+				Patch(ctx, "spot", types.MergePatchType, []byte(`{"status":{"state":"Synced"}}`), metav1.PatchOptions{}, "status")
 			return err
 		}, apierrors.IsForbidden, ""},
 		// The labeler controller's admission policy: only labels it manages, and that record.

@@ -264,6 +264,8 @@ func TestHelmChart(t *testing.T) {
 		"PodDisruptionBudget pool-scheduler/pool-labeler",
 		"Role pool-scheduler/pool-labeler:leader-election",
 		"RoleBinding pool-scheduler/pool-labeler:leader-election",
+		"Role pool-scheduler/pool-labeler:label-set-status",
+		"RoleBinding pool-scheduler/pool-labeler:label-set-status",
 		"ServiceAccount pool-scheduler/pool-labeler",
 	}
 	domainObjects := []string{
@@ -315,7 +317,7 @@ func TestHelmChart(t *testing.T) {
 		want: concat(schedulerObjects, controllerObjects, domainObjects, webhookObjects),
 		check: func(t *testing.T, r *renderedChart, cfg *schedconfig.KubeSchedulerConfiguration) {
 			checkMatchesShippedConfig(t, r, cfg)
-			checkOneLabelSetNamespace(t, r, cfg, chartNamespace)
+			checkLabelSetNamespaces(t, r, cfg, chartNamespace)
 			ds := r.get(t, "DaemonSet", "pool-labeler-domain")
 			selector, _, _ := unstructured.NestedStringMap(ds.Object, "spec", "template", "spec", "nodeSelector")
 			if diff := cmp.Diff(map[string]string{"kubernetes.io/os": "linux"}, selector); diff != "" {
@@ -355,7 +357,6 @@ scheduler:
         requiredLabelKeys: [topology.pool-scheduler.io/update-domain]
         poolRequiredLabelKeys: {gpu: [nvidia.com/gpu.product]}
         unknownPoolPolicy: Reject
-        labelSetNamespace: pool-scheduler
         ignoreDaemonSetPods: false
     systemPoolGuard:
       weight: 20
@@ -393,7 +394,7 @@ admission: {mode: policy, namespaces: [team-a, kube-system]}
 					RequiredLabelKeys:     []string{"topology.pool-scheduler.io/update-domain"},
 					PoolRequiredLabelKeys: map[string][]string{"gpu": {"nvidia.com/gpu.product"}},
 					UnknownPoolPolicy:     config.UnknownPoolReject,
-					LabelSetNamespace:     "pool-scheduler",
+					LabelSetNamespaces:    []string{"pool-scheduler"},
 					IgnoreDaemonSetPods:   false,
 				},
 				&config.SystemPoolGuardArgs{
@@ -444,16 +445,17 @@ admission: {mode: policy, namespaces: [team-a, kube-system]}
 			}
 		},
 	}, {
-		name:      "NodePoolLabelSets from the release namespace, another one, or every one",
+		name:      "NodePoolLabelSets from the release namespace, others, or every one",
 		namespace: "platform",
 		want: concat(
 			replaceNamespace(schedulerObjects, "platform"), replaceNamespace(controllerObjects, "platform"), replaceNamespace(domainObjects, "platform"),
 			replaceNamespace(webhookObjects, "platform")),
 		check: func(t *testing.T, r *renderedChart, cfg *schedconfig.KubeSchedulerConfiguration) {
-			checkOneLabelSetNamespace(t, r, cfg, "platform")
-			for values, want := range map[string]string{
-				`scheduler: {plugins: {nodePoolReady: {args: {labelSetNamespace: pipeline-system}}}}`: "pipeline-system",
-				`scheduler: {plugins: {nodePoolReady: {args: {labelSetNamespace: ""}}}}`:              "",
+			checkLabelSetNamespaces(t, r, cfg, "platform")
+			for values, want := range map[string][]string{
+				`labelSets: {namespaces: [pipeline-system]}`:           {"pipeline-system"},
+				`labelSets: {namespaces: [platform, pipeline-system]}`: {"platform", "pipeline-system"},
+				`labelSets: {allNamespaces: true}`:                     nil,
 			} {
 				r, err := renderChart(t, "platform", values)
 				if err != nil {
@@ -463,7 +465,7 @@ admission: {mode: policy, namespaces: [team-a, kube-system]}
 				if err != nil {
 					t.Fatal(err)
 				}
-				checkOneLabelSetNamespace(t, r, cfg, want)
+				checkLabelSetNamespaces(t, r, cfg, want...)
 			}
 		},
 	}, {
@@ -569,12 +571,30 @@ labeler:
 	}
 }
 
-// checkOneLabelSetNamespace: the scheduler reads the NodePoolLabelSets of namespace, and the
-// labeler reads the scheduler's configuration (mounted from its ConfigMap) to get the same one.
-func checkOneLabelSetNamespace(t *testing.T, r *renderedChart, cfg *schedconfig.KubeSchedulerConfiguration, namespace string) {
+// checkLabelSetNamespaces: the scheduler reads the NodePoolLabelSets of namespaces (none: every
+// namespace), the labeler reads the scheduler's configuration (mounted from its ConfigMap) to
+// get the same ones, and may write the status of sets there only.
+func checkLabelSetNamespaces(t *testing.T, r *renderedChart, cfg *schedconfig.KubeSchedulerConfiguration, namespaces ...string) {
 	t.Helper()
-	if got := util.PluginArgs(t, &cfg.Profiles[0], "NodePoolReady").(*config.NodePoolReadyArgs).LabelSetNamespace; got != namespace {
-		t.Errorf("scheduler labelSetNamespace = %q, want %q", got, namespace)
+	got := util.PluginArgs(t, &cfg.Profiles[0], "NodePoolReady").(*config.NodePoolReadyArgs).LabelSetNamespaces
+	if diff := cmp.Diff(namespaces, got, cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("scheduler labelSetNamespaces (-want +got):\n%s", diff)
+	}
+	var statusWriters []string
+	for _, o := range r.objects {
+		if strings.HasSuffix(o.GetName(), ":label-set-status") && (o.GetKind() == "RoleBinding" || o.GetKind() == "ClusterRoleBinding") {
+			statusWriters = append(statusWriters, o.GetKind()+" "+o.GetNamespace())
+		}
+	}
+	var want []string
+	for _, ns := range namespaces {
+		want = append(want, "RoleBinding "+ns)
+	}
+	if len(namespaces) == 0 {
+		want = []string{"ClusterRoleBinding "}
+	}
+	if diff := cmp.Diff(want, statusWriters); diff != "" {
+		t.Errorf("where the labeler may write NodePoolLabelSet status (-want +got):\n%s", diff)
 	}
 	labeler := r.get(t, "Deployment", "pool-labeler")
 	args := containerArgs(t, labeler)
@@ -647,6 +667,10 @@ func TestHelmChartRejectsBadValues(t *testing.T) {
 		{name: "policy with a two-requirement system selector", values: `{admission: {mode: policy}, scheduler: {plugins: {systemPoolGuard: {args: {systemNodeSelector: {matchLabels: {a: b, c: d}}}}}}}`, wantErr: "at most one requirement"},
 		{name: "cert-manager without an issuer", values: `admission: {webhook: {certManager: {enabled: true}}}`, wantErr: "issuerRef"},
 		{name: "client burst as a flag", values: `scheduler: {extraArgs: [--v=3, --kube-api-burst, "200"]}`, wantErr: "--kube-api-burst is ignored"},
+		{name: "the 0.x labelSetNamespace", values: `scheduler: {plugins: {nodePoolReady: {args: {labelSetNamespace: pipeline-system}}}}`, wantErr: "--set 'labelSets.namespaces={pipeline-system}'"},
+		{name: "the 0.x labelSetNamespace for every namespace", values: `scheduler: {plugins: {nodePoolReady: {args: {labelSetNamespace: ""}}}}`, wantErr: "labelSets.allNamespaces=true"},
+		{name: "label-set namespaces and every namespace", values: `labelSets: {namespaces: [a], allNamespaces: true}`, wantErr: "not both"},
+		{name: "invalid label-set namespace", values: `labelSets: {namespaces: [Pipeline_System]}`, wantErr: "/labelSets/namespaces/0"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -768,6 +792,11 @@ func TestHelmChartValuesCoverPluginArgs(t *testing.T) {
 			var fields []string
 			for i := 0; i < typ.NumField(); i++ {
 				name := strings.Split(typ.Field(i).Tag.Get("json"), ",")[0]
+				// Where NodePoolLabelSets are read is the top-level labelSets value (an install
+				// decision the labeler's RBAC follows); the 0.x labelSetNamespace is refused.
+				if tc.plugin == "nodePoolReady" && (name == "labelSetNamespaces" || name == "labelSetNamespace") {
+					continue
+				}
 				if name != "" {
 					fields = append(fields, name)
 				}

@@ -141,6 +141,12 @@ func TestLabeler(t *testing.T) {
 		}
 	})
 
+	// A node another labeler (the nodepool-labels-operator) labelled from a set this labeler does
+	// not see: its labels are not stale to this labeler, which must not strip them on a guess.
+	foreign := util.Node("foreign-0", map[string]string{poolKey: "foreign", "example.com/gpu": "a100"}).Obj()
+	foreign.Annotations = map[string]string{pool.ManagedLabelsAnnotation: `["example.com/gpu"]`}
+	util.CreateNode(tCtx, t, cs, foreign)
+
 	t.Run("a deleted set removes its managed labels", func(t *testing.T) {
 		util.DeleteLabelSet(tCtx, t, cp, ns, "spot")
 		for _, name := range []string{"spot-0", "spot-1", "spot-2"} {
@@ -152,6 +158,17 @@ func TestLabeler(t *testing.T) {
 		n, _ := cs.CoreV1().Nodes().Get(tCtx, "spot-0", metav1.GetOptions{})
 		if diff := cmp.Diff("keep", n.Labels["team-owned"]); diff != "" {
 			t.Errorf("unowned label: %s", diff)
+		}
+	})
+
+	t.Run("labels of a pool with no set in view are left alone", func(t *testing.T) {
+		// Reconciled long before the deletion above was (it was queued first).
+		n, err := cs.CoreV1().Nodes().Get(tCtx, "foreign-0", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n.Labels["example.com/gpu"] != "a100" || n.Annotations[pool.ManagedLabelsAnnotation] != `["example.com/gpu"]` {
+			t.Errorf("foreign-0 changed: labels %v annotations %v", n.Labels, n.Annotations)
 		}
 	})
 }

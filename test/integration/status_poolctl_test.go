@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -64,8 +65,13 @@ func TestPoolctlStatus(t *testing.T) {
 
 	t.Run("the deployed ConfigMap: the release namespace's sets", func(t *testing.T) {
 		s := run(t)
-		if !strings.HasPrefix(s.Config, "ConfigMap pool-scheduler/pool-scheduler-config-7g2f9k8h5m") || s.LabelSetNamespace != "pool-scheduler" {
-			t.Errorf("judged by %q, sets of %q; want the ConfigMap and namespace pool-scheduler", s.Config, s.LabelSetNamespace)
+		if !strings.HasPrefix(s.Config, "ConfigMap pool-scheduler/pool-scheduler-config-7g2f9k8h5m") || !slices.Equal(s.LabelSetNamespaces, []string{"pool-scheduler"}) {
+			t.Errorf("judged by %q, sets of %q; want the ConfigMap and namespace pool-scheduler", s.Config, s.LabelSetNamespaces)
+		}
+		// The other namespace's set is not read, and says so.
+		if len(s.LabelSetMismatches) != 1 || s.LabelSetMismatches[0].Object != "NodePoolLabelSet "+other+"/spot" ||
+			!strings.Contains(s.LabelSetMismatches[0].Detail, "judged by its sets in pool-scheduler/spot only") {
+			t.Errorf("label-set mismatches %+v, want one for %s/spot", s.LabelSetMismatches, other)
 		}
 		want := []poolctl.PoolStatus{
 			{Pool: "", Nodes: 1, Held: 1, HeldByReason: map[string]int{"UnknownPool": 1}},
@@ -89,14 +95,14 @@ func TestPoolctlStatus(t *testing.T) {
 
 	t.Run("a cluster-wide configuration file: the other namespace's set conflicts", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "config.yaml")
-		wide := strings.Replace(string(shippedConfig), "labelSetNamespace: pool-scheduler", `labelSetNamespace: ""`, 1)
+		wide := strings.Replace(string(shippedConfig), "labelSetNamespaces: [pool-scheduler]", `labelSetNamespaces: []`, 1)
 		if err := os.WriteFile(path, []byte(wide), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		s := run(t, "--config", path)
 		want := poolctl.PoolStatus{Pool: "spot", Nodes: 3, Ready: 1, Held: 2, HeldByReason: map[string]int{"LabelSetConflict": 2}}
-		if diff := cmp.Diff(want, s.Pools[1]); diff != "" || s.LabelSetNamespace != "" {
-			t.Errorf("spot with every namespace's sets (-want +got):\n%s (namespace %q)", diff, s.LabelSetNamespace)
+		if diff := cmp.Diff(want, s.Pools[1]); diff != "" || len(s.LabelSetNamespaces) != 0 || len(s.LabelSetMismatches) != 0 {
+			t.Errorf("spot with every namespace's sets (-want +got):\n%s (namespaces %q, mismatches %+v)", diff, s.LabelSetNamespaces, s.LabelSetMismatches)
 		}
 	})
 
@@ -105,7 +111,7 @@ func TestPoolctlStatus(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, want := range []string{"NodePoolLabelSets of pool-scheduler", "spot", "MissingLabel=1 WrongValue=1", "(no pool)", "PODS WAITING: 1"} {
+		for _, want := range []string{"NodePoolLabelSets of pool-scheduler", "spot", "MissingLabel=1 WrongValue=1", "(no pool)", "PODS WAITING: 1", "LABEL SETS NOT READ", other + "/spot"} {
 			if !strings.Contains(table, want) {
 				t.Errorf("table lacks %q:\n%s", want, table)
 			}

@@ -56,6 +56,16 @@ func ShippedConfigFor(t testing.TB, cp *controlplane.ControlPlane) map[string]an
 	if err != nil {
 		t.Fatal(err)
 	}
+	doc := ConfigDocFor(t, cp, data)
+	// Tests create their NodePoolLabelSets in namespaces of their own (see LoadShippedConfig).
+	delete(PluginArgsDoc(t, doc, "NodePoolReady"), "labelSetNamespaces")
+	return doc
+}
+
+// ConfigDocFor returns a KubeSchedulerConfiguration file (data) as a generic document with
+// clientConnection.kubeconfig pointing at cp, and nothing else changed.
+func ConfigDocFor(t testing.TB, cp *controlplane.ControlPlane, data []byte) map[string]any {
+	t.Helper()
 	doc := map[string]any{}
 	if err := yaml.Unmarshal(data, &doc); err != nil {
 		t.Fatal(err)
@@ -65,8 +75,6 @@ func ShippedConfigFor(t testing.TB, cp *controlplane.ControlPlane) map[string]an
 		t.Fatal(err)
 	}
 	doc["clientConnection"].(map[string]any)["kubeconfig"] = kubeconfig
-	// Tests create their NodePoolLabelSets in namespaces of their own (see LoadShippedConfig).
-	delete(PluginArgsDoc(t, doc, "NodePoolReady"), "labelSetNamespace")
 	return doc
 }
 

@@ -40,7 +40,7 @@ func LoadShippedConfigAsShipped(t *testing.T) *schedconfig.KubeSchedulerConfigur
 }
 
 // LoadShippedConfig is the shipped configuration as tests run it: NodePoolReady reads the
-// NodePoolLabelSets of every namespace (labelSetNamespace ""), because tests create their sets
+// NodePoolLabelSets of every namespace (no labelSetNamespaces), because tests create their sets
 // in namespaces of their own; the shipped file reads the release namespace's only
 // (TestShippedLabelSetNamespace).
 func LoadShippedConfig(t *testing.T) *schedconfig.KubeSchedulerConfiguration {
@@ -49,7 +49,7 @@ func LoadShippedConfig(t *testing.T) *schedconfig.KubeSchedulerConfiguration {
 	for i := range cfg.Profiles {
 		for _, pc := range cfg.Profiles[i].PluginConfig {
 			if args, ok := pc.Args.(*config.NodePoolReadyArgs); ok {
-				args.LabelSetNamespace = ""
+				args.LabelSetNamespaces = nil
 			}
 		}
 	}

@@ -75,7 +75,9 @@ func TestEveryInvalidArgNamesTheField(t *testing.T) {
 		{plugin: "NodePoolReady", name: "poolRequiredLabelKeys pool name", args: map[string]any{"poolRequiredLabelKeys": map[string]any{"bad pool": []any{"k"}}}, want: []string{`"NodePoolReady"`, "args.poolRequiredLabelKeys[bad pool]"}},
 		{plugin: "NodePoolReady", name: "poolRequiredLabelKeys key", args: map[string]any{"poolRequiredLabelKeys": map[string]any{"gpu": []any{"k", "x y"}}}, want: []string{`"NodePoolReady"`, "args.poolRequiredLabelKeys[gpu][1]", "x y"}},
 		{plugin: "NodePoolReady", name: "unknownPoolPolicy", args: map[string]any{"unknownPoolPolicy": "Sometimes"}, want: []string{`"NodePoolReady"`, "args.unknownPoolPolicy", "Sometimes", "Allow"}},
-		{plugin: "NodePoolReady", name: "labelSetNamespace", args: map[string]any{"labelSetNamespace": "Not_A_Namespace"}, want: []string{`"NodePoolReady"`, "args.labelSetNamespace", "Not_A_Namespace"}},
+		{plugin: "NodePoolReady", name: "labelSetNamespaces", args: map[string]any{"labelSetNamespaces": []any{"pool-scheduler", "Not_A_Namespace"}}, want: []string{`"NodePoolReady"`, "args.labelSetNamespaces[1]", "Not_A_Namespace"}},
+		{plugin: "NodePoolReady", name: "labelSetNamespaces duplicate", args: map[string]any{"labelSetNamespaces": []any{"a", "a"}}, want: []string{`"NodePoolReady"`, "args.labelSetNamespaces[1]", "Duplicate"}},
+		{plugin: "NodePoolReady", name: "labelSetNamespace (deprecated)", args: map[string]any{"labelSetNamespace": "Not_A_Namespace"}, want: []string{`"NodePoolReady"`, "args.labelSetNamespaces[1]", "Not_A_Namespace"}},
 		{plugin: "NodePoolReady", name: "ignoreDaemonSetPods wrong type", args: map[string]any{"ignoreDaemonSetPods": "yes"}, want: []string{"NodePoolReadyArgs", "ignoreDaemonSetPods"}},
 		{plugin: "NodePoolReady", name: "unknown field", args: map[string]any{"requiredLabelKey": []any{"x"}}, want: []string{`unknown field "requiredLabelKey"`}},
 

@@ -32,8 +32,8 @@ type NodePoolReadyArgs struct {
 	PoolRequiredLabelKeys map[string][]string
 	// UnknownPoolPolicy decides about nodes without a pool label.
 	UnknownPoolPolicy UnknownPoolPolicy
-	// LabelSetNamespace restricts the NodePoolLabelSets considered to one namespace; empty means all.
-	LabelSetNamespace string
+	// LabelSetNamespaces are the namespaces whose NodePoolLabelSets are read; empty means all.
+	LabelSetNamespaces []string
 	// IgnoreDaemonSetPods lets pods owned by a DaemonSet onto nodes that are not ready yet.
 	IgnoreDaemonSetPods bool
 }

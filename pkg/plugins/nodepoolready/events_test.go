@@ -120,7 +120,9 @@ func TestIsSchedulableAfterLabelSetChange(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			logger, _ := ktesting.NewTestContext(t)
 			args := defaultArgs()
-			args.LabelSetNamespace = tt.namespace
+			if tt.namespace != "" {
+				args.LabelSetNamespaces = []string{tt.namespace}
+			}
 			// The plugin's own informer has seen v1 only.
 			pl := newTestPlugin(t, args, v1set)
 			before := pl.labelSets.current()

@@ -47,7 +47,7 @@ func labelSet(namespace, name string, uid types.UID, generation int64, labels ma
 func newTestPlugin(t testing.TB, args *config.NodePoolReadyArgs, sets ...*labelsv1alpha1.NodePoolLabelSet) *NodePoolReady {
 	t.Helper()
 	logger, _ := ktesting.NewTestContext(t)
-	idx := newLabelSetIndex(args.LabelSetNamespace)
+	idx := newLabelSetIndex(args.LabelSetNamespaces)
 	for _, s := range sets {
 		idx.upsert(logger, s)
 	}
@@ -119,7 +119,7 @@ func TestFilter(t *testing.T) {
 		},
 		{
 			name:       "set in another namespace is ignored when a namespace is configured",
-			args:       func(a *config.NodePoolReadyArgs) { a.LabelSetNamespace = "pool-scheduler" },
+			args:       func(a *config.NodePoolReadyArgs) { a.LabelSetNamespaces = []string{"pool-scheduler"} },
 			sets:       []*labelsv1alpha1.NodePoolLabelSet{spot},
 			pod:        pod,
 			node:       st.MakeNode().Name("n").Label(poolKey, "spot").Obj(),

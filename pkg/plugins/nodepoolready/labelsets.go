@@ -4,11 +4,14 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -34,8 +37,13 @@ import (
 // (onInformerChange).
 // Updates are ordered by (UID, generation), and deleted UIDs are remembered, so a stale event
 // never moves the index backwards.
+//
+// It also keeps, from the node handler, the pools whose nodes a labeler has labelled (a
+// managed-labels annotation naming keys): a pool labelled that way with no set in view is
+// labelled from a namespace the gate does not read (pool.LabelSets.WithLabelledPools).
 type labelSetIndex struct {
-	namespace string
+	// namespaces are read (nil: every namespace).
+	namespaces []string
 	// identity is the gate's: sets may not give its keys another pool's name.
 	identity pool.Identity
 
@@ -43,6 +51,16 @@ type labelSetIndex struct {
 	objects map[types.NamespacedName]*labelsv1alpha1.NodePoolLabelSet
 	// deleted remembers deleted UIDs, so a lagging feed cannot bring a deleted set back.
 	deleted map[types.UID]struct{}
+	// base is compiled from objects; compiled adds the labelled pools to it.
+	base *pool.LabelSets
+	// labelled counts the labelled nodes per pool; labelledNode is the pool each was counted in.
+	labelled     map[string]int
+	labelledNode map[string]string
+	// notVisible is compiled.NotVisible() as last published.
+	notVisible []string
+	// onNotVisible runs (under mu) with the pools that have just become labelled from sets not
+	// in view, and the node that showed it.
+	onNotVisible func(pools []string, node string)
 
 	compiled atomic.Pointer[pool.LabelSets]
 
@@ -50,11 +68,14 @@ type labelSetIndex struct {
 	onInformerChange func()
 }
 
-func newLabelSetIndex(namespace string) *labelSetIndex {
+func newLabelSetIndex(namespaces []string) *labelSetIndex {
 	idx := &labelSetIndex{
-		namespace: namespace,
-		objects:   map[types.NamespacedName]*labelsv1alpha1.NodePoolLabelSet{},
-		deleted:   map[types.UID]struct{}{},
+		namespaces:   namespaces,
+		objects:      map[types.NamespacedName]*labelsv1alpha1.NodePoolLabelSet{},
+		deleted:      map[types.UID]struct{}{},
+		base:         pool.EmptyLabelSets,
+		labelled:     map[string]int{},
+		labelledNode: map[string]string{},
 	}
 	idx.compiled.Store(pool.EmptyLabelSets)
 	return idx
@@ -64,7 +85,58 @@ func newLabelSetIndex(namespace string) *labelSetIndex {
 func (x *labelSetIndex) current() *pool.LabelSets { return x.compiled.Load() }
 
 func (x *labelSetIndex) watches(namespace string) bool {
-	return x.namespace == "" || x.namespace == namespace
+	return len(x.namespaces) == 0 || slices.Contains(x.namespaces, namespace)
+}
+
+// observeNode records whether node is labelled, and in which pool; it reports whether the
+// published index changed (a pool without a set in view became labelled, or stopped being).
+// Called by the node handler for every node add and update that changes labels or the
+// annotation, so it does no more than a map update in the common case.
+func (x *labelSetIndex) observeNode(node *v1.Node) bool {
+	p, known := x.identity.PoolOf(node.Labels)
+	labelled := known && pool.Labelled(node.Annotations)
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	was, counted := x.labelledNode[node.Name]
+	if counted == labelled && (!counted || was == p) {
+		return false
+	}
+	changed := false
+	if counted {
+		changed = x.uncountLocked(node.Name, was) || changed
+	}
+	if labelled {
+		x.labelledNode[node.Name] = p
+		x.labelled[p]++
+		changed = x.labelled[p] == 1 && x.base.Pool(p) == nil || changed
+	}
+	if changed {
+		x.publishLocked(node.Name)
+	}
+	return changed
+}
+
+// forgetNode drops a deleted node; it reports whether the published index changed.
+func (x *labelSetIndex) forgetNode(name string) bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	p, counted := x.labelledNode[name]
+	if !counted || !x.uncountLocked(name, p) {
+		return false
+	}
+	x.publishLocked("")
+	return true
+}
+
+// uncountLocked reports whether the pool's last labelled node went and the pool has no set.
+func (x *labelSetIndex) uncountLocked(node, p string) bool {
+	delete(x.labelledNode, node)
+	x.labelled[p]--
+	if x.labelled[p] > 0 {
+		return false
+	}
+	delete(x.labelled, p)
+	return x.base.Pool(p) == nil
 }
 
 // upsert records set and reports whether the desired labels changed.
@@ -130,7 +202,31 @@ func (x *labelSetIndex) recompile(logger klog.Logger) {
 		}
 	}
 	labelSetProblems.Set(float64(problems))
+	x.base = compiled
+	x.publishLocked("")
+}
+
+// publishLocked stores base with the labelled pools and reports pools newly labelled from sets
+// not in view (node: the node that showed it, "" when a set change did).
+func (x *labelSetIndex) publishLocked(node string) {
+	pools := make([]string, 0, len(x.labelled))
+	for p := range x.labelled {
+		pools = append(pools, p)
+	}
+	compiled := x.base.WithLabelledPools(pools)
 	x.compiled.Store(compiled)
+	notVisible := compiled.NotVisible()
+	poolsNotVisible.Set(float64(len(notVisible)))
+	var added []string
+	for _, p := range notVisible {
+		if !slices.Contains(x.notVisible, p) {
+			added = append(added, p)
+		}
+	}
+	x.notVisible = notVisible
+	if len(added) > 0 && x.onNotVisible != nil {
+		x.onNotVisible(added, node)
+	}
 }
 
 func (x *labelSetIndex) informerChanged() {
@@ -150,34 +246,22 @@ func (x *labelSetIndex) startInformer(ctx context.Context, cfg *rest.Config) err
 	if err != nil {
 		return fmt.Errorf("%s: building a client for NodePoolLabelSets: %w", Name, err)
 	}
-	factory := dynamicinformer.NewFilteredDynamicSharedInformerFactory(client, 0, x.namespace, nil)
-	informer := factory.ForResource(labelsv1alpha1.Resource).Informer()
-	if err := informer.SetTransform(toLabelSet); err != nil {
-		return err
+	namespaces := x.namespaces
+	if len(namespaces) == 0 {
+		namespaces = []string{metav1.NamespaceAll}
 	}
-	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) {
-			if set, ok := obj.(*labelsv1alpha1.NodePoolLabelSet); ok && x.upsert(logger, set) {
-				x.informerChanged()
-			}
-		},
-		UpdateFunc: func(_, obj any) {
-			if set, ok := obj.(*labelsv1alpha1.NodePoolLabelSet); ok && x.upsert(logger, set) {
-				x.informerChanged()
-			}
-		},
-		DeleteFunc: func(obj any) {
-			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = d.Obj
-			}
-			if set, ok := obj.(*labelsv1alpha1.NodePoolLabelSet); ok && x.remove(logger, set) {
-				x.informerChanged()
-			}
-		},
-	}); err != nil {
-		return err
+	// One informer per namespace: the scheduler may read label sets only where it is told, and
+	// RBAC may grant exactly that (a Role per namespace).
+	var synced []cache.InformerSynced
+	for _, ns := range namespaces {
+		factory := dynamicinformer.NewFilteredDynamicSharedInformerFactory(client, 0, ns, nil)
+		informer := factory.ForResource(labelsv1alpha1.Resource).Informer()
+		if err := x.handle(logger, informer); err != nil {
+			return err
+		}
+		factory.Start(ctx.Done())
+		synced = append(synced, informer.HasSynced)
 	}
-	factory.Start(ctx.Done())
 
 	// Without the CRD there are no label sets to enforce: start anyway (requiredLabelKeys and
 	// unknownPoolPolicy still apply) and let the informer pick the sets up once it is installed,
@@ -202,15 +286,44 @@ func (x *labelSetIndex) startInformer(ctx context.Context, cfg *rest.Config) err
 			case <-done:
 				return
 			case <-t.C:
-				logger.Info("Waiting for the NodePoolLabelSet informer to sync; is the CRD from manifests/crds installed and readable by the scheduler?", "plugin", Name, "resource", labelsv1alpha1.Resource.String())
+				logger.Info("Waiting for the NodePoolLabelSet informer to sync; is the CRD from manifests/crds installed and readable by the scheduler in every namespace of labelSetNamespaces?",
+					"plugin", Name, "resource", labelsv1alpha1.Resource.String(), "labelSetNamespaces", x.namespaces)
 			}
 		}
 	}()
-	if !cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return fmt.Errorf("%s: NodePoolLabelSet informer did not sync: %w", Name, context.Cause(ctx))
 	}
-	logger.V(2).Info("NodePoolLabelSets synced", "plugin", Name, "sets", x.current().Len())
+	logger.V(2).Info("NodePoolLabelSets synced", "plugin", Name, "sets", x.current().Len(), "labelSetNamespaces", x.namespaces)
 	return nil
+}
+
+// handle feeds the index from informer.
+func (x *labelSetIndex) handle(logger klog.Logger, informer cache.SharedIndexInformer) error {
+	if err := informer.SetTransform(toLabelSet); err != nil {
+		return err
+	}
+	_, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if set, ok := obj.(*labelsv1alpha1.NodePoolLabelSet); ok && x.upsert(logger, set) {
+				x.informerChanged()
+			}
+		},
+		UpdateFunc: func(_, obj any) {
+			if set, ok := obj.(*labelsv1alpha1.NodePoolLabelSet); ok && x.upsert(logger, set) {
+				x.informerChanged()
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			if set, ok := obj.(*labelsv1alpha1.NodePoolLabelSet); ok && x.remove(logger, set) {
+				x.informerChanged()
+			}
+		},
+	})
+	return err
 }
 
 // toLabelSet converts informer objects to typed NodePoolLabelSets once, at the informer, so

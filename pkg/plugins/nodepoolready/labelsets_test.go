@@ -1,12 +1,15 @@
 package nodepoolready
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/klog/v2"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	"k8s.io/kubernetes/test/utils/ktesting"
 
 	labelsv1alpha1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/labels/v1alpha1"
@@ -75,7 +78,7 @@ func TestLabelSetIndexOrdering(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			logger, _ := ktesting.NewTestContext(t)
-			idx := newLabelSetIndex("")
+			idx := newLabelSetIndex(nil)
 			tt.ops(logger, idx)
 			if diff := cmp.Diff(tt.want, desired(idx, "spot")); diff != "" {
 				t.Errorf("desired labels (-want +got):\n%s", diff)
@@ -86,7 +89,7 @@ func TestLabelSetIndexOrdering(t *testing.T) {
 
 func TestLabelSetIndexReportsChanges(t *testing.T) {
 	logger, _ := ktesting.NewTestContext(t)
-	idx := newLabelSetIndex("")
+	idx := newLabelSetIndex(nil)
 	set := labelSet("ns", "spot", "u1", 1, map[string]labelsv1alpha1.LabelValue{"example.com/a": "1"})
 	if !idx.upsert(logger, set) {
 		t.Error("first upsert reported no change")
@@ -123,5 +126,54 @@ func TestLabelSetFromMalformedUnstructured(t *testing.T) {
 	}
 	if diff := cmp.Diff(good, labelSetFromUnstructured(&unstructured.Unstructured{Object: obj})); diff != "" {
 		t.Errorf("round trip (-want +got):\n%s", diff)
+	}
+}
+
+// TestLabelSetIndexLabelledPools: the index publishes a new view only when a pool without a set
+// in view starts or stops being labelled, and reports the pools that start.
+func TestLabelSetIndexLabelledPools(t *testing.T) {
+	logger, _ := ktesting.NewTestContext(t)
+	idx := newLabelSetIndex([]string{"pool-scheduler"})
+	var reported []string
+	idx.onNotVisible = func(pools []string, node string) { reported = append(reported, fmt.Sprint(pools, "@", node)) }
+	idx.upsert(logger, labelSet("pool-scheduler", "spot", "u1", 1, map[string]labelsv1alpha1.LabelValue{"example.com/a": "1"}))
+	labelled := func(name, p string) *v1.Node {
+		return st.MakeNode().Name(name).Label(poolKey, p).Annotation(pool.ManagedLabelsAnnotation, `["example.com/b"]`).Obj()
+	}
+	unlabelled := func(name, p string) *v1.Node {
+		return st.MakeNode().Name(name).Label(poolKey, p).Annotation(pool.ManagedLabelsAnnotation, `[]`).Obj()
+	}
+	steps := []struct {
+		name           string
+		do             func() bool
+		wantChanged    bool
+		wantNotVisible []string
+	}{
+		{name: "a labelled node of a pool with a set in view", do: func() bool { return idx.observeNode(labelled("spot-0", "spot")) }},
+		{name: "an unlabelled node of another pool", do: func() bool { return idx.observeNode(unlabelled("pool1-0", "pool1")) }},
+		{name: "the first labelled node of pool1", do: func() bool { return idx.observeNode(labelled("pool1-1", "pool1")) }, wantChanged: true, wantNotVisible: []string{"pool1"}},
+		{name: "a second one", do: func() bool { return idx.observeNode(labelled("pool1-2", "pool1")) }, wantNotVisible: []string{"pool1"}},
+		{name: "the first one deleted", do: func() bool { return idx.forgetNode("pool1-1") }, wantNotVisible: []string{"pool1"}},
+		{name: "the last one moves to pool2", do: func() bool { return idx.observeNode(labelled("pool1-2", "pool2")) }, wantChanged: true, wantNotVisible: []string{"pool2"}},
+		{name: "its labels removed", do: func() bool { return idx.observeNode(unlabelled("pool1-2", "pool2")) }, wantChanged: true},
+		{name: "pool2 labelled again, then its set arrives", do: func() bool {
+			idx.observeNode(labelled("pool2-0", "pool2"))
+			return idx.upsert(logger, labelSet("pool-scheduler", "pool2", "u2", 1, map[string]labelsv1alpha1.LabelValue{"example.com/b": "1"}))
+		}, wantChanged: true},
+	}
+	for _, s := range steps {
+		before := idx.current()
+		if got := s.do(); got != s.wantChanged {
+			t.Errorf("%s: changed = %v, want %v", s.name, got, s.wantChanged)
+		}
+		if s.wantChanged == (idx.current() == before) {
+			t.Errorf("%s: a new view published = %v, want %v", s.name, idx.current() != before, s.wantChanged)
+		}
+		if diff := cmp.Diff(s.wantNotVisible, idx.current().NotVisible()); diff != "" {
+			t.Errorf("%s: NotVisible (-want +got):\n%s", s.name, diff)
+		}
+	}
+	if diff := cmp.Diff([]string{"[pool1]@pool1-1", "[pool2]@pool1-2", "[pool2]@pool2-0"}, reported); diff != "" {
+		t.Errorf("reported (-want +got):\n%s", diff)
 	}
 }

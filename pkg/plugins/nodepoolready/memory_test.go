@@ -49,7 +49,7 @@ func benchmarkMemory(b *testing.B, n int) {
 	}
 	var sets []*labelsv1alpha1.NodePoolLabelSet
 	for i, p := range []string{"system", "user"} {
-		sets = append(sets, labelSet(args.LabelSetNamespace, p, types.UID(fmt.Sprint("set-", i)), 1,
+		sets = append(sets, labelSet("pool-scheduler", p, types.UID(fmt.Sprint("set-", i)), 1,
 			map[string]labelsv1alpha1.LabelValue{labelSetKey: labelsv1alpha1.LabelValue(p)}))
 	}
 	snapshot := cache.NewSnapshot(nil, nodes)
@@ -73,7 +73,7 @@ func benchmarkMemory(b *testing.B, n int) {
 		}
 	}
 	grown := plugintest.HeapGrowth(b, fmt.Sprintf("heap-%s-nodes=%d", Name, n), func() any {
-		idx := newLabelSetIndex(args.LabelSetNamespace)
+		idx := newLabelSetIndex(args.LabelSetNamespaces)
 		for _, s := range sets {
 			if !idx.upsert(logger, s) {
 				b.Fatalf("label set %s/%s not indexed", s.Namespace, s.Name)

@@ -39,6 +39,22 @@ var (
 		StabilityLevel: metrics.ALPHA,
 	})
 
+	unreadLabelSets = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Subsystem: "pool_scheduler",
+		Name:      "nodepoolready_unread_labelsets",
+		Help: "NodePoolLabelSets in namespaces outside labelSetNamespaces, by namespace: NodePoolReady does not read them, " +
+			"so the nodes of their pools are not held until labelled.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"namespace"})
+
+	poolsNotVisible = metrics.NewGauge(&metrics.GaugeOpts{
+		Subsystem: "pool_scheduler",
+		Name:      "nodepoolready_pools_labelset_not_visible",
+		Help: "Pools whose nodes carry labels a labeler applied (managed-labels annotation) while no NodePoolLabelSet of the pool is read: " +
+			"their unlabelled nodes are held (LabelSetNotVisible).",
+		StabilityLevel: metrics.ALPHA,
+	})
+
 	// rejections holds one resolved counter per cause, so Filter does no label lookup.
 	rejections = map[pool.Cause]metrics.CounterMetric{}
 
@@ -60,13 +76,15 @@ func ReasonLabel(c pool.Cause) string {
 		return "missing_required_label"
 	case pool.LabelSetConflict:
 		return "labelset_conflict"
+	case pool.LabelSetNotVisible:
+		return "labelset_not_visible"
 	}
 	return "ready"
 }
 
 func registerMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(rejectionsTotal, labelSetProblems, lateRejections, unreadyNodes)
+		legacyregistry.MustRegister(rejectionsTotal, labelSetProblems, lateRejections, unreadyNodes, unreadLabelSets, poolsNotVisible)
 		for _, c := range pool.Causes {
 			rejections[c] = rejectionsTotal.WithLabelValues(ReasonLabel(c))
 		}

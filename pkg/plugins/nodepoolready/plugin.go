@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	"github.com/pool-scheduler/pool-scheduler/internal/compat/framework"
@@ -68,7 +69,7 @@ func New(ctx context.Context, obj runtime.Object, h framework.Handle) (framework
 		return nil, err
 	}
 	registerMetrics()
-	idx := newLabelSetIndex(args.LabelSetNamespace)
+	idx := newLabelSetIndex(args.LabelSetNamespaces)
 	pl := newPlugin(args, idx)
 	pl.handle = h
 	if h.SnapshotSharedLister() != nil {
@@ -79,6 +80,7 @@ func New(ctx context.Context, obj runtime.Object, h framework.Handle) (framework
 		pl.census.recount()
 		pl.activateWaiting(logger)
 	}
+	idx.onNotVisible = notVisibleReporter(logger, args.LabelSetNamespaces, h.EventRecorder())
 	if f := h.SharedInformerFactory(); f != nil {
 		if err := pl.watchNodes(logger, f); err != nil {
 			return nil, err
@@ -86,6 +88,19 @@ func New(ctx context.Context, obj runtime.Object, h framework.Handle) (framework
 	}
 	if err := idx.startInformer(ctx, h.KubeConfig()); err != nil {
 		return nil, err
+	}
+	if len(args.LabelSetNamespaces) > 0 && h.KubeConfig() != nil {
+		unread := newUnreadSets(args.LabelSetNamespaces, idx.watches, h.EventRecorder())
+		// Once the scheduler's informers run: kube-scheduler starts recording events just
+		// before it starts them, and drops what is recorded earlier.
+		go func() {
+			if pl.census.hasSynced != nil && !cache.WaitForCacheSync(ctx.Done(), pl.census.hasSynced) {
+				return
+			}
+			if err := unread.start(ctx, h.KubeConfig()); err != nil {
+				logger.Error(err, "Not reporting NodePoolLabelSets outside labelSetNamespaces", "plugin", Name)
+			}
+		}()
 	}
 	return pl, nil
 }

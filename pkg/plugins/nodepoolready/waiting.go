@@ -134,8 +134,12 @@ func (pl *NodePoolReady) nodeReadyHandler(logger klog.Logger) cache.ResourceEven
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
 			if node, ok := obj.(*v1.Node); ok {
+				indexChanged := pl.labelSets.observeNode(node)
 				pl.census.put(node)
 				pl.activateForNode(logger, node, never)
+				if indexChanged {
+					pl.activateWaiting(logger)
+				}
 			}
 		},
 		UpdateFunc: func(oldObj, newObj any) {
@@ -145,17 +149,28 @@ func (pl *NodePoolReady) nodeReadyHandler(logger klog.Logger) cache.ResourceEven
 				return
 			}
 			sets := pl.labelSets.current()
+			indexChanged := pl.labelSets.observeNode(node)
 			pl.census.put(node)
 			pl.activateForNode(logger, node, func(affinity nodeaffinity.RequiredNodeAffinity) bool {
 				return pl.usable(affinity, oldNode, sets)
 			})
+			if indexChanged {
+				// A pool stopped (or started) being labelled from a set not in view: other
+				// nodes of the pool changed verdict with it.
+				pl.activateWaiting(logger)
+			}
 		},
 		DeleteFunc: func(obj any) {
 			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 				obj = d.Obj
 			}
 			if node, ok := obj.(*v1.Node); ok {
+				indexChanged := pl.labelSets.forgetNode(node.Name)
 				pl.census.remove(node.Name)
+				if indexChanged {
+					pl.census.recount()
+					pl.activateWaiting(logger)
+				}
 			}
 		},
 	}

@@ -57,11 +57,27 @@ when image.tag is set. */}}
 {{- define "pool-scheduler.controllerName" -}}pool-labeler{{- end -}}
 {{- define "pool-scheduler.domainName" -}}pool-labeler-domain{{- end -}}
 
-{{/* The one NodePoolLabelSet namespace of the scheduler and the labeler (which reads it from the
-scheduler's configuration): null means the release namespace, "" every namespace. */}}
-{{- define "pool-scheduler.labelSetNamespace" -}}
-{{- $ns := index .Values.scheduler.plugins.nodePoolReady.args "labelSetNamespace" -}}
-{{- if kindIs "invalid" $ns }}{{ .Release.Namespace }}{{ else }}{{ $ns }}{{ end -}}
+{{/* The NodePoolLabelSet namespaces of the scheduler and the labeler (which reads them from the
+scheduler's configuration), as a JSON list: labelSets.namespaces, [] meaning the release
+namespace; labelSets.allNamespaces renders [] (every namespace). The 0.x value
+scheduler.plugins.nodePoolReady.args.labelSetNamespace is refused with the new spelling. */}}
+{{- define "pool-scheduler.labelSetNamespaces" -}}
+{{- $old := index .Values.scheduler.plugins.nodePoolReady.args "labelSetNamespace" -}}
+{{- if not (kindIs "invalid" $old) -}}
+{{- if eq $old "" -}}
+{{- fail "scheduler.plugins.nodePoolReady.args.labelSetNamespace is replaced: to read every namespace set labelSets.allNamespaces=true" -}}
+{{- else -}}
+{{- fail (printf "scheduler.plugins.nodePoolReady.args.labelSetNamespace is replaced by labelSets.namespaces: --set 'labelSets.namespaces={%s}'" $old) -}}
+{{- end -}}
+{{- end -}}
+{{- $l := .Values.labelSets -}}
+{{- if and $l.allNamespaces $l.namespaces -}}
+{{- fail "labelSets: set namespaces or allNamespaces, not both" -}}
+{{- end -}}
+{{- if $l.allNamespaces -}}[]
+{{- else if $l.namespaces -}}{{ $l.namespaces | uniq | toJson }}
+{{- else -}}{{ list .Release.Namespace | toJson }}
+{{- end -}}
 {{- end -}}
 
 {{/* A PodDisruptionBudget spec body: exactly one of minAvailable and maxUnavailable (null or absent: unset). */}}

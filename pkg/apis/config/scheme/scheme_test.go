@@ -60,7 +60,7 @@ func TestDecodeNodePoolReadyArgs(t *testing.T) {
       poolRequiredLabelKeys:
         gpu: [nvidia.com/gpu.product]
       unknownPoolPolicy: Reject
-      labelSetNamespace: pool-scheduler
+      labelSetNamespaces: [pool-scheduler, pipeline-system]
       ignoreDaemonSetPods: false
 `,
 			want: &config.NodePoolReadyArgs{
@@ -68,8 +68,38 @@ func TestDecodeNodePoolReadyArgs(t *testing.T) {
 				RequiredLabelKeys:     []string{"topology.pool-scheduler.io/update-domain"},
 				PoolRequiredLabelKeys: map[string][]string{"gpu": {"nvidia.com/gpu.product"}},
 				UnknownPoolPolicy:     config.UnknownPoolReject,
-				LabelSetNamespace:     "pool-scheduler",
+				LabelSetNamespaces:    []string{"pool-scheduler", "pipeline-system"},
 				IgnoreDaemonSetPods:   false,
+			},
+		},
+		{
+			name: "deprecated labelSetNamespace is read as a one-element labelSetNamespaces",
+			args: "    args:\n      labelSetNamespace: pipeline-system\n",
+			want: &config.NodePoolReadyArgs{
+				PoolLabelKeys:       configv1.DefaultPoolLabelKeys,
+				UnknownPoolPolicy:   config.UnknownPoolAuto,
+				LabelSetNamespaces:  []string{"pipeline-system"},
+				IgnoreDaemonSetPods: true,
+			},
+		},
+		{
+			name: "deprecated labelSetNamespace inside labelSetNamespaces is accepted",
+			args: "    args:\n      labelSetNamespace: pipeline-system\n      labelSetNamespaces: [pool-scheduler, pipeline-system]\n",
+			want: &config.NodePoolReadyArgs{
+				PoolLabelKeys:       configv1.DefaultPoolLabelKeys,
+				UnknownPoolPolicy:   config.UnknownPoolAuto,
+				LabelSetNamespaces:  []string{"pool-scheduler", "pipeline-system"},
+				IgnoreDaemonSetPods: true,
+			},
+		},
+		{
+			name: "deprecated labelSetNamespace outside labelSetNamespaces is read too",
+			args: "    args:\n      labelSetNamespace: pipeline-system\n      labelSetNamespaces: [pool-scheduler]\n",
+			want: &config.NodePoolReadyArgs{
+				PoolLabelKeys:       configv1.DefaultPoolLabelKeys,
+				UnknownPoolPolicy:   config.UnknownPoolAuto,
+				LabelSetNamespaces:  []string{"pool-scheduler", "pipeline-system"},
+				IgnoreDaemonSetPods: true,
 			},
 		},
 		{

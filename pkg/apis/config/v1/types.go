@@ -26,7 +26,13 @@ type NodePoolReadyArgs struct {
 	// UnknownPoolPolicy decides about nodes without a pool label: Auto (default) rejects them once
 	// any NodePoolLabelSet exists and allows them while none does; Reject and Allow force either way.
 	UnknownPoolPolicy UnknownPoolPolicy `json:"unknownPoolPolicy,omitempty"`
-	// LabelSetNamespace restricts the NodePoolLabelSets considered to one namespace. Default: all namespaces.
+	// LabelSetNamespaces are the namespaces whose NodePoolLabelSets the gate reads (and
+	// pool-labeler applies): where they live is an install decision, e.g. [pool-scheduler] for
+	// pool-labeler's own sets, [pipeline-system] for the nodepool-labels-operator's. Default:
+	// all namespaces.
+	LabelSetNamespaces []string `json:"labelSetNamespaces,omitempty"`
+	// LabelSetNamespace is the single namespace of earlier versions. Deprecated: use
+	// labelSetNamespaces; it is read as one more entry of labelSetNamespaces.
 	LabelSetNamespace string `json:"labelSetNamespace,omitempty"`
 	// IgnoreDaemonSetPods lets pods owned by a DaemonSet onto nodes that are not ready yet: node
 	// agents (including the domain labeler) must run before the node is labelled. Default: true.

@@ -85,6 +85,11 @@ func (in *NodePoolReadyArgs) DeepCopyInto(out *NodePoolReadyArgs) {
 			(*out)[key] = outVal
 		}
 	}
+	if in.LabelSetNamespaces != nil {
+		in, out := &in.LabelSetNamespaces, &out.LabelSetNamespaces
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	if in.IgnoreDaemonSetPods != nil {
 		in, out := &in.IgnoreDaemonSetPods, &out.IgnoreDaemonSetPods
 		*out = new(bool)

@@ -32,10 +32,16 @@ func ValidateNodePoolReadyArgs(path *field.Path, args *config.NodePoolReadyArgs)
 	if !unknownPoolPolicies.Has(string(args.UnknownPoolPolicy)) {
 		errs = append(errs, field.NotSupported(path.Child("unknownPoolPolicy"), args.UnknownPoolPolicy, sets.List(unknownPoolPolicies)))
 	}
-	if args.LabelSetNamespace != "" {
-		for _, msg := range validation.IsDNS1123Label(args.LabelSetNamespace) {
-			errs = append(errs, field.Invalid(path.Child("labelSetNamespace"), args.LabelSetNamespace, msg))
+	seen := sets.New[string]()
+	for i, ns := range args.LabelSetNamespaces {
+		p := path.Child("labelSetNamespaces").Index(i)
+		for _, msg := range validation.IsDNS1123Label(ns) {
+			errs = append(errs, field.Invalid(p, ns, msg))
 		}
+		if seen.Has(ns) {
+			errs = append(errs, field.Duplicate(p, ns))
+		}
+		seen.Insert(ns)
 	}
 	return errs.ToAggregate()
 }

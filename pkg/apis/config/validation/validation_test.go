@@ -33,7 +33,7 @@ func TestValidateNodePoolReadyArgs(t *testing.T) {
 				a.UnknownPoolPolicy = config.UnknownPoolAllow
 				a.RequiredLabelKeys = []string{"topology.pool-scheduler.io/update-domain"}
 				a.PoolRequiredLabelKeys = map[string][]string{"gpu": {"nvidia.com/gpu.product"}}
-				a.LabelSetNamespace = "pool-scheduler"
+				a.LabelSetNamespaces = []string{"pool-scheduler", "pipeline-system"}
 			},
 		},
 		{name: "no pool keys", modify: func(a *config.NodePoolReadyArgs) { a.PoolLabelKeys = nil }, wantFields: []string{"args.poolLabelKeys"}},
@@ -52,7 +52,20 @@ func TestValidateNodePoolReadyArgs(t *testing.T) {
 		},
 		{name: "unknown policy", modify: func(a *config.NodePoolReadyArgs) { a.UnknownPoolPolicy = "Sometimes" }, wantFields: []string{"args.unknownPoolPolicy"}},
 		{name: "empty policy", modify: func(a *config.NodePoolReadyArgs) { a.UnknownPoolPolicy = "" }, wantFields: []string{"args.unknownPoolPolicy"}},
-		{name: "invalid namespace", modify: func(a *config.NodePoolReadyArgs) { a.LabelSetNamespace = "Not_A_Namespace" }, wantFields: []string{"args.labelSetNamespace"}},
+		{
+			name: "invalid namespace",
+			modify: func(a *config.NodePoolReadyArgs) {
+				a.LabelSetNamespaces = []string{"pool-scheduler", "Not_A_Namespace"}
+			},
+			wantFields: []string{"args.labelSetNamespaces[1]"},
+		},
+		{
+			name: "duplicate namespace",
+			modify: func(a *config.NodePoolReadyArgs) {
+				a.LabelSetNamespaces = []string{"pipeline-system", "pipeline-system"}
+			},
+			wantFields: []string{"args.labelSetNamespaces[1]"},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

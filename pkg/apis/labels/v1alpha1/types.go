@@ -48,7 +48,7 @@ const (
 )
 
 // HeldReason says why NodePoolReady keeps pods off a node.
-// +kubebuilder:validation:Enum=MissingLabel;WrongValue;StaleLabel;MissingRequiredLabel;MalformedAnnotation;LabelSetConflict;UnknownPool
+// +kubebuilder:validation:Enum=MissingLabel;WrongValue;StaleLabel;MissingRequiredLabel;MalformedAnnotation;LabelSetConflict;UnknownPool;LabelSetNotVisible
 type HeldReason string
 
 // Reasons a node is held.
@@ -69,6 +69,10 @@ const (
 	// HeldUnknownPool: the node has no pool label (never in a set's status: such a node is in
 	// no pool; poolctl status reports it).
 	HeldUnknownPool HeldReason = "UnknownPool"
+	// HeldLabelSetNotVisible: no set of the node's pool is read, other nodes of the pool carry
+	// labels a labeler applied and this one none (never in a set's status, since the pool has
+	// no set in view; poolctl status reports it).
+	HeldLabelSetNotVisible HeldReason = "LabelSetNotVisible"
 )
 
 // HeldNode is a node of the pool that NodePoolReady keeps pods off, and why.
