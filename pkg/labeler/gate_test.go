@@ -36,6 +36,11 @@ func TestControllerGate(t *testing.T) {
 	if err := os.WriteFile(path, []byte(testSchedulerConfig), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// The nodepool-labels-operator's namespace beside the release namespace.
+	two := filepath.Join(t.TempDir(), "two.yaml")
+	if err := os.WriteFile(two, []byte(strings.Replace(testSchedulerConfig, "labelSetNamespace: pool-system", "labelSetNamespaces: [pool-system, pipeline-system]", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name           string
 		args           []string
@@ -61,6 +66,19 @@ func TestControllerGate(t *testing.T) {
 			wantNamespaces: []string{"pool-system"},
 		},
 		{name: "another namespace", args: []string{"--scheduler-config=" + path, "--namespaces=other"}, wantErr: `disagrees with the scheduler's labelSetNamespaces ["pool-system"]`},
+		{
+			name:           "two namespaces",
+			args:           []string{"--scheduler-config=" + two},
+			wantGate:       pool.Gate{Identity: pool.NewIdentity([]string{"example.com/pool"}), UnknownPoolPolicy: config.UnknownPoolReject, RequiredLabelKeys: []string{"example.com/zone"}},
+			wantNamespaces: []string{"pool-system", "pipeline-system"},
+		},
+		{
+			name:           "two namespaces given again in another order",
+			args:           []string{"--scheduler-config=" + two, "--namespaces=pipeline-system,pool-system"},
+			wantGate:       pool.Gate{Identity: pool.NewIdentity([]string{"example.com/pool"}), UnknownPoolPolicy: config.UnknownPoolReject, RequiredLabelKeys: []string{"example.com/zone"}},
+			wantNamespaces: []string{"pipeline-system", "pool-system"},
+		},
+		{name: "one of two namespaces", args: []string{"--scheduler-config=" + two, "--namespaces=pool-system"}, wantErr: `disagrees with the scheduler's labelSetNamespaces ["pool-system" "pipeline-system"]`},
 		{name: "pool keys from two places", args: []string{"--scheduler-config=" + path, "--pool-label-keys=a.io/pool"}, wantErr: "--pool-label-keys: not with --scheduler-config"},
 		{name: "missing file", args: []string{"--scheduler-config=" + path + ".missing"}, wantErr: "--scheduler-config: open"},
 		{name: "no such profile", args: []string{"--scheduler-config=" + path, "--scheduler-name=other"}, wantErr: `no profile with schedulerName "other"`},

@@ -98,7 +98,13 @@ type LabelSets struct {
 	count  int
 	// labelled are the pools some node of which carries a managed-labels annotation naming a key.
 	labelled map[string]struct{}
+	// deleted are pools whose last set in view was seen deleted (WithDeletedPools).
+	deleted map[string]struct{}
 }
+
+// deletedPoolLabels is the desired state of a pool whose set was deleted in view: nothing, so
+// every managed label still on a node is stale.
+var deletedPoolLabels = &PoolLabels{byKey: map[string]string{}, inSyncAnnotation: FormatManagedLabels(nil)}
 
 // EmptyLabelSets is the index of a cluster without NodePoolLabelSets.
 var EmptyLabelSets = &LabelSets{}
@@ -236,12 +242,39 @@ func (s *LabelSets) WithLabelledPools(pools []string) *LabelSets {
 	return &out
 }
 
+// WithDeletedPools returns the index with pools as the pools whose last NodePoolLabelSet in view
+// was seen deleted while their nodes still carry labels it applied: the set stopped wanting
+// them, so they are stale (not labelled from a set out of view). s is not changed.
+func (s *LabelSets) WithDeletedPools(pools []string) *LabelSets {
+	out := *s
+	out.deleted = nil
+	if len(pools) > 0 {
+		out.deleted = make(map[string]struct{}, len(pools))
+		for _, p := range pools {
+			out.deleted[p] = struct{}{}
+		}
+	}
+	return &out
+}
+
+// desired is the pool's desired state for the gate: its sets', or nothing for a pool whose last
+// set was seen deleted, or nil.
+func (s *LabelSets) desired(pool string) *PoolLabels {
+	if p := s.byPool[pool]; p != nil {
+		return p
+	}
+	if _, ok := s.deleted[pool]; ok {
+		return deletedPoolLabels
+	}
+	return nil
+}
+
 // labelledElsewhere reports whether pool is labelled by a labeler from a set not in view.
 func (s *LabelSets) labelledElsewhere(pool string) bool {
 	if _, ok := s.labelled[pool]; !ok {
 		return false
 	}
-	return s.byPool[pool] == nil
+	return s.desired(pool) == nil
 }
 
 // NotVisible returns the pools labelled from NodePoolLabelSets not in view (nodes carry a
@@ -249,7 +282,7 @@ func (s *LabelSets) labelledElsewhere(pool string) bool {
 func (s *LabelSets) NotVisible() []string {
 	var out []string
 	for p := range s.labelled {
-		if s.byPool[p] == nil {
+		if s.desired(p) == nil {
 			out = append(out, p)
 		}
 	}

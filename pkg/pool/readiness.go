@@ -95,7 +95,7 @@ func (g *Gate) Check(nodeLabels, nodeAnnotations map[string]string, sets *LabelS
 	}
 	var desired *PoolLabels
 	if known {
-		desired = sets.Pool(poolName)
+		desired = sets.desired(poolName)
 	}
 	if desired == nil && known && sets.labelledElsewhere(poolName) && !Labelled(nodeAnnotations) {
 		return Verdict{Cause: LabelSetNotVisible, Pool: poolName}

@@ -123,6 +123,18 @@ func TestGateCheck(t *testing.T) {
 			want:        Verdict{Cause: Ready, Pool: "gone"},
 		},
 		{
+			// A set in view that was deleted did stop wanting its labels.
+			name:   "pool whose set was deleted in view: its managed labels are stale",
+			labels: with(map[string]string{poolKey: "gone"}, "example.com/gpu", "a100"), sets: spot.WithLabelledPools([]string{"gone"}).WithDeletedPools([]string{"gone"}),
+			annotations: managed(`["example.com/gpu"]`),
+			want:        Verdict{Cause: StaleLabel, Pool: "gone", Key: "example.com/gpu", Got: "a100"},
+		},
+		{
+			name:   "pool whose set was deleted in view: a new node is not held",
+			labels: map[string]string{poolKey: "gone"}, sets: spot.WithLabelledPools([]string{"gone"}).WithDeletedPools([]string{"gone"}),
+			want: Verdict{Cause: Ready, Pool: "gone"},
+		},
+		{
 			name:   "malformed annotation of a pool with no set in view holds nothing",
 			labels: map[string]string{poolKey: "gone"}, sets: spot,
 			annotations: managed(`not json`),

@@ -209,19 +209,22 @@ func audit(ctx context.Context, o auditOptions) (*report.Report, error) {
 // readLabelSets reads the NodePoolLabelSets as the scheduler reads them: those of namespaces
 // (its labelSetNamespaces; empty: all), and the names ("namespace/name") of those elsewhere,
 // which it does not read. A cluster without the CRD has none. Credentials that may list sets
-// only in the namespaces read get them, and no unread ones.
+// only in the namespaces read get them, and unread says the rest could not be checked.
 func readLabelSets(ctx context.Context, dyn dynamic.Interface, namespaces []string) ([]*labelsv1alpha1.NodePoolLabelSet, []string, error) {
 	list, err := dyn.Resource(labelsv1alpha1.Resource).List(ctx, metav1.ListOptions{})
 	if apierrors.IsForbidden(err) && len(namespaces) > 0 {
 		var read []*labelsv1alpha1.NodePoolLabelSet
 		for _, ns := range namespaces {
 			l, err := dyn.Resource(labelsv1alpha1.Resource).Namespace(ns).List(ctx, metav1.ListOptions{})
+			if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
+				return nil, nil, nil
+			}
 			if err != nil {
 				return nil, nil, err
 			}
 			read = append(read, decodeLabelSets(l.Items)...)
 		}
-		return read, nil, nil
+		return read, []string{report.UnreadNotChecked}, nil
 	}
 	if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
 		return nil, nil, nil

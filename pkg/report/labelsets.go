@@ -2,6 +2,7 @@ package report
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -24,6 +25,12 @@ func LabelSetFindings(id pool.Identity, namespaces, unread []string, sets *pool.
 	var out []Finding
 	unreadByPool := map[string][]string{}
 	for _, key := range unread {
+		if key == UnreadNotChecked {
+			out = append(out, Finding{Object: "NodePoolLabelSets outside " + strings.Join(namespaces, ","),
+				Detail: "not checked: these credentials may not list NodePoolLabelSets in every namespace",
+				Fix:    "run with credentials that may (get/list nodepoollabelsets cluster-wide) to find sets the scheduler does not read"})
+			continue
+		}
 		ns, name, _ := strings.Cut(key, "/")
 		unreadByPool[name] = append(unreadByPool[name], key)
 		detail := fmt.Sprintf("in namespace %s, which the scheduler does not read (%s): nodes of pool %s are not held until these labels are applied", ns, where, name)
@@ -42,14 +49,21 @@ func LabelSetFindings(id pool.Identity, namespaces, unread []string, sets *pool.
 		if found := unreadByPool[p]; len(found) > 0 {
 			ns, _, _ := strings.Cut(found[0], "/")
 			f.Fix = fmt.Sprintf("its set is %s: %s", strings.Join(found, ", "), fixNamespaces(namespaces, ns))
+		} else if slices.Contains(unread, UnreadNotChecked) {
+			f.Fix = "its set may be in a namespace these credentials cannot list: find it and add its namespace to labelSetNamespaces (docs/gate.md)"
 		} else {
 			f.Fix = fmt.Sprintf("no set %s exists in any namespace: if it was deleted while its labeler was down, remove the labels it left and the annotation (kubectl annotate nodes -l <pool label>=%s %s-)",
 				p, p, pool.ManagedLabelsAnnotation)
 		}
 		out = append(out, f)
 	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Object < out[j].Object })
 	return out
 }
+
+// UnreadNotChecked in LabelSetFindings' unread says the sets outside the namespaces could not be
+// listed, so none is known not to exist.
+const UnreadNotChecked = "*"
 
 func fixNamespaces(namespaces []string, add string) string {
 	want := append(append([]string(nil), namespaces...), add)

@@ -11,6 +11,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
+
+	labelsv1alpha1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/labels/v1alpha1"
+	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
 )
 
 const (
@@ -282,5 +285,38 @@ func TestNotAdmitted(t *testing.T) {
 	// Without opted-in namespaces (no admission path) nothing is reported.
 	if r := Compute(Inputs{Pods: pods}, DefaultPolicy()); len(r.NotAdmitted) != 0 {
 		t.Errorf("no namespace opted in, yet %v reported", r.NotAdmitted)
+	}
+}
+
+func TestLabelSetFindings(t *testing.T) {
+	sets := pool.CompileLabelSets([]*labelsv1alpha1.NodePoolLabelSet{{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "pool-scheduler", Name: "spot"},
+		Spec:       labelsv1alpha1.NodePoolLabelSetSpec{Labels: map[string]labelsv1alpha1.LabelValue{"example.com/a": "1"}},
+	}})
+	labelled := func(name, p string) *v1.Node {
+		return st.MakeNode().Name(name).Label("kubernetes.azure.com/agentpool", p).Annotation(pool.ManagedLabelsAnnotation, `["example.com/b"]`).Obj()
+	}
+	nodes := []*v1.Node{labelled("a-0", "pool1"), labelled("b-0", "gone"), labelled("s-0", "spot"), st.MakeNode().Name("c-0").Label("kubernetes.azure.com/agentpool", "pool2").Obj()}
+	got := LabelSetFindings(pool.Identity{}, []string{"pool-scheduler"}, []string{"pipeline-system/pool1", "other/spot"}, sets, nodes)
+	var objects []string
+	for _, f := range got {
+		objects = append(objects, f.Object)
+	}
+	// pool2 has no labelled node, spot has its set in view: neither is a pool finding.
+	if diff := cmp.Diff([]string{"NodePoolLabelSet other/spot", "NodePoolLabelSet pipeline-system/pool1", "pool gone", "pool pool1"}, objects); diff != "" {
+		t.Fatalf("findings (-want +got):\n%s", diff)
+	}
+	for _, tt := range []struct {
+		i           int
+		detail, fix string
+	}{
+		{0, "pool spot is judged by its sets in pool-scheduler/spot only", "labelSetNamespaces [other, pool-scheduler]"},
+		{1, "nodes of pool pool1 are not held until these labels are applied", "--set 'labelSets.namespaces={pipeline-system,pool-scheduler}'"},
+		{2, "no NodePoolLabelSet gone is read", "kubectl annotate nodes -l <pool label>=gone " + pool.ManagedLabelsAnnotation + "-"},
+		{3, "the pool's unlabelled nodes are held (LabelSetNotVisible)", "its set is pipeline-system/pool1"},
+	} {
+		if !strings.Contains(got[tt.i].Detail, tt.detail) || !strings.Contains(got[tt.i].Fix, tt.fix) {
+			t.Errorf("%s: %q / fix %q, want %q / %q", got[tt.i].Object, got[tt.i].Detail, got[tt.i].Fix, tt.detail, tt.fix)
+		}
 	}
 }

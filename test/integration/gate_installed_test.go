@@ -2,10 +2,12 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"maps"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -24,6 +26,7 @@ import (
 	"github.com/pool-scheduler/pool-scheduler/pkg/labeler"
 	"github.com/pool-scheduler/pool-scheduler/pkg/plugins/nodepoolready"
 	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
+	"github.com/pool-scheduler/pool-scheduler/pkg/poolctl"
 	"github.com/pool-scheduler/pool-scheduler/test/util"
 )
 
@@ -73,8 +76,7 @@ func kustomizeInstall(t *testing.T, dir string) install {
 }
 
 // start runs the install's scheduler (its configuration decoded as kube-scheduler decodes it)
-// and, if the install has it, pool-labeler's controller with the options its binary derives from
-// the same file, against cp.
+// against cp.
 func (in install) start(t *testing.T, cp *controlplane.ControlPlane) *schedconfig.KubeSchedulerConfiguration {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "config.yaml")
@@ -86,14 +88,18 @@ func (in install) start(t *testing.T, cp *controlplane.ControlPlane) *schedconfi
 		t.Fatalf("decoding the installed scheduler configuration: %v\n%s", err, in.config)
 	}
 	util.StartScheduler(t, cp, cfg.Profiles...)
-	if in.labeler {
-		gate, namespaces, err := labeler.GateFromSchedulerConfig(in.config, "pool-scheduler")
-		if err != nil {
-			t.Fatal(err)
-		}
-		util.StartLabeler(t, cp, labeler.Options{Gate: gate, Namespaces: namespaces})
-	}
 	return cfg
+}
+
+// startLabeler runs pool-labeler's controller with the options its binary derives from the
+// install's configuration file (--scheduler-config), against cp.
+func (in install) startLabeler(t *testing.T, cp *controlplane.ControlPlane) {
+	t.Helper()
+	gate, namespaces, err := labeler.GateFromSchedulerConfig(in.config, "pool-scheduler")
+	if err != nil {
+		t.Fatal(err)
+	}
+	util.StartLabeler(t, cp, labeler.Options{Gate: gate, Namespaces: namespaces})
 }
 
 // TestGateAsInstalled: the gate as the chart and kustomize install it, in the layouts users
@@ -159,8 +165,11 @@ func TestGateAsInstalled(t *testing.T) {
 			// their node selector until their pool's nodes join.
 			util.CreateNode(tCtx, t, cp.Client, util.Node("aks-general-12345678-vmss000000", map[string]string{util.AgentPoolKey: "general"}).Obj())
 			podNS := util.CreateNamespace(tCtx, t, cp.Client, "shop")
+			// pool-labeler starts once the first pool's nodes have joined, a second after them:
+			// a gate that let pods through would have bound them by then.
+			startLabeler := sync.OnceFunc(func() { in.startLabeler(t, cp) })
 			for _, p := range layout.pools {
-				var label func(string)
+				label := func(string) { startLabeler() }
 				if p.byOperator {
 					label = func(node string) { util.OperatorLabels(tCtx, t, cp, node, p.labels) }
 				}
@@ -220,6 +229,52 @@ func TestGateMisconfiguredNamespace(t *testing.T) {
 	t.Run("events name the namespaces", func(t *testing.T) {
 		waitForEvent(tCtx, t, cp, operatorNS, nodepoolready.ReasonLabelSetNotRead, "pool9", "pipeline-system")
 		waitForEvent(tCtx, t, cp, metav1.NamespaceDefault, nodepoolready.ReasonLabelSetNotVisible, "pool1", "labelSetNamespaces: pool-scheduler")
+	})
+
+	t.Run("poolctl status and audit name the sets, the pool and the fix", func(t *testing.T) {
+		// The chart's ConfigMap, as poolctl finds it in the cluster.
+		util.InstallConfigMap(tCtx, t, cs, chartNamespace, "pool-scheduler-config", map[string]string{"config.yaml": string(in.config)})
+		kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+		if err := controlplane.WriteKubeconfig(cp.Config, kubeconfig); err != nil {
+			t.Fatal(err)
+		}
+		// A new node of pool1 the operator has not labelled yet, held meanwhile.
+		util.CreateNode(tCtx, t, cs, util.Node("aks-pool1-12345678-vmss000002", map[string]string{util.AgentPoolKey: "pool1"}).Obj())
+		stdout, stderr, err := runPoolctl(t, "status", "--kubeconfig", kubeconfig, "-o", "json")
+		if err != nil {
+			t.Fatalf("status: %v\n%s", err, stderr)
+		}
+		var s poolctl.Status
+		if err := json.Unmarshal([]byte(stdout), &s); err != nil {
+			t.Fatal(err)
+		}
+		var objects []string
+		for _, f := range s.LabelSetMismatches {
+			objects = append(objects, f.Object)
+			if !strings.Contains(f.Fix, "labelSets.namespaces={pipeline-system,pool-scheduler}") {
+				t.Errorf("%s: fix %q does not say how to read %s", f.Object, f.Fix, operatorNS)
+			}
+		}
+		if diff := cmp.Diff([]string{"NodePoolLabelSet pipeline-system/pool1", "NodePoolLabelSet pipeline-system/pool9", "pool pool1"}, objects); diff != "" {
+			t.Errorf("status label-set findings (-want +got):\n%s", diff)
+		}
+		held := map[string]string{}
+		for _, h := range s.HeldNodes {
+			held[h.Node] = h.Reason
+		}
+		if diff := cmp.Diff(map[string]string{"aks-pool1-12345678-vmss000002": "LabelSetNotVisible"}, held); diff != "" {
+			t.Errorf("held nodes (-want +got):\n%s", diff)
+		}
+		// The mismatch is a finding: audit fails a pipeline that gates on it (--max-findings 0).
+		table, _, err := runPoolctl(t, "audit", "--kubeconfig", kubeconfig)
+		if err == nil || !strings.Contains(err.Error(), "findings exceed the threshold") {
+			t.Errorf("audit: %v, want the findings to fail it", err)
+		}
+		for _, want := range []string{"NODEPOOLLABELSETS THE SCHEDULER DOES NOT READ", "pipeline-system/pool9", "pool pool1", "labelSetNamespaces: pool-scheduler"} {
+			if !strings.Contains(table, want) {
+				t.Errorf("audit lacks %q:\n%s", want, table)
+			}
+		}
 	})
 
 	t.Run("metrics", func(t *testing.T) {

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -162,13 +163,19 @@ func TestLabeler(t *testing.T) {
 	})
 
 	t.Run("labels of a pool with no set in view are left alone", func(t *testing.T) {
-		// Reconciled long before the deletion above was (it was queued first).
-		n, err := cs.CoreV1().Nodes().Get(tCtx, "foreign-0", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if n.Labels["example.com/gpu"] != "a100" || n.Annotations[pool.ManagedLabelsAnnotation] != `["example.com/gpu"]` {
-			t.Errorf("foreign-0 changed: labels %v annotations %v", n.Labels, n.Annotations)
+		// Queued before the deletion above, whose cleanup has landed; and it stays so.
+		err := wait.PollUntilContextTimeout(tCtx, 100*time.Millisecond, 2*time.Second, true, func(ctx context.Context) (bool, error) {
+			n, err := cs.CoreV1().Nodes().Get(ctx, "foreign-0", metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			if n.Labels["example.com/gpu"] != "a100" || n.Annotations[pool.ManagedLabelsAnnotation] != `["example.com/gpu"]` {
+				return false, fmt.Errorf("foreign-0 changed: labels %v annotations %v", n.Labels, n.Annotations)
+			}
+			return false, nil
+		})
+		if !wait.Interrupted(err) {
+			t.Error(err)
 		}
 	})
 }

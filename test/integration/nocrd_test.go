@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/events"
 	fwk "k8s.io/kube-scheduler/framework"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	"k8s.io/kubernetes/test/utils/ktesting"
@@ -32,9 +31,6 @@ func (h kubeConfigHandle) KubeConfig() *rest.Config { return h.cfg }
 
 // SnapshotSharedLister: none, so the plugin's node memo is never compacted (it still answers).
 func (h kubeConfigHandle) SnapshotSharedLister() framework.SharedLister { return nil }
-
-// EventRecorder: none, so the plugin reports by log and metric only.
-func (h kubeConfigHandle) EventRecorder() events.EventRecorder { return nil }
 
 // SharedInformerFactory: none, so the plugin does not watch nodes becoming ready.
 func (h kubeConfigHandle) SharedInformerFactory() informers.SharedInformerFactory { return nil }

@@ -125,15 +125,26 @@ func (c *census) publishLocked() {
 	}
 }
 
+// handlerSynced reports whether the plugin's node handler has seen every node of the informer's
+// initial list (always, without an informer). Before, the pools labelled from sets out of view
+// are not all known, so no node may be judged.
+func (c *census) handlerSynced() bool {
+	if c.synced.Load() || c.hasSynced == nil {
+		return true
+	}
+	if !c.hasSynced() {
+		return false
+	}
+	c.synced.Store(true)
+	return true
+}
+
 // allReady reports whether Filter may be skipped in a cycle that judges nodes under sets: the
 // handler has seen every node, finds all of them ready under sets, and the snapshot holds no
 // suspect's version. Constant time unless there are suspects.
 func (c *census) allReady(sets *pool.LabelSets, snapshot nodememo.NodeGetter) bool {
-	if !c.synced.Load() {
-		if c.hasSynced == nil || !c.hasSynced() {
-			return false
-		}
-		c.synced.Store(true)
+	if c.hasSynced == nil || !c.handlerSynced() {
+		return false
 	}
 	if c.judged.Load() != sets || c.unreadyCount.Load() != 0 {
 		return false

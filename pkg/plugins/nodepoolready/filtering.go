@@ -14,6 +14,9 @@ import (
 
 const preFilterStateKey fwk.StateKey = "PreFilter" + Name
 
+// waitingForNodes is PreFilter's reason while the plugin's node handler has not synced.
+const waitingForNodes = "NodePoolReady is reading the nodes"
+
 // preFilterState pins the label sets for the whole cycle, so every node is judged against one view.
 type preFilterState struct {
 	labelSets *pool.LabelSets
@@ -31,6 +34,13 @@ func (s *preFilterState) Clone() fwk.StateData { return s }
 func (pl *NodePoolReady) PreFilter(_ context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*framework.PreFilterResult, *fwk.Status) {
 	if pl.ignoreDaemonSetPods && isExempt(pod) {
 		return nil, fwk.NewStatus(fwk.Skip)
+	}
+	if !pl.census.handlerSynced() {
+		// Moments after start: the node handler has not seen every node yet, so a pool labelled
+		// from a set out of view may not be known, and its unlabelled nodes would pass. The pod
+		// is retried once it has (see New).
+		pl.waiting.remember(pod)
+		return nil, fwk.NewStatus(fwk.Pending, waitingForNodes).WithPlugin(Name)
 	}
 	if pl.snapshot == nil {
 		state.Write(preFilterStateKey, &preFilterState{labelSets: pl.labelSets.current()})

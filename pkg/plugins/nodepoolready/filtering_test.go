@@ -318,3 +318,25 @@ func TestFilterDoesNotAllocate(t *testing.T) {
 		}
 	}
 }
+
+// TestPreFilterWaitsForTheNodeHandler: until the plugin's node handler has seen every node, the
+// pools labelled from sets out of view are not all known, so pods are put off (and remembered,
+// for the activation once it has).
+func TestPreFilterWaitsForTheNodeHandler(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	pl := newTestPlugin(t, defaultArgs())
+	synced := false
+	pl.census.hasSynced = func() bool { return synced }
+	pod := st.MakePod().Name("p").Namespace("default").Obj()
+	_, got := pl.PreFilter(ctx, framework.NewCycleState(), pod, nil)
+	if diff := cmp.Diff(fwk.NewStatus(fwk.Pending, waitingForNodes).WithPlugin(Name), got); diff != "" {
+		t.Errorf("before the handler synced (-want +got):\n%s", diff)
+	}
+	if waiting := pl.waiting.takeAll(); len(waiting) != 1 {
+		t.Errorf("pods remembered for the activation: %d, want 1", len(waiting))
+	}
+	synced = true
+	if _, got := pl.PreFilter(ctx, framework.NewCycleState(), pod, nil); !got.IsSuccess() {
+		t.Errorf("after the handler synced: %v", got)
+	}
+}

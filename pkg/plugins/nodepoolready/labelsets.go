@@ -56,6 +56,10 @@ type labelSetIndex struct {
 	// labelled counts the labelled nodes per pool; labelledNode is the pool each was counted in.
 	labelled     map[string]int
 	labelledNode map[string]string
+	// deletedPools are pools whose last set in view this index saw deleted while nodes of the
+	// pool were labelled: their managed labels are stale until the labeler has removed them
+	// (the pool's labelled count drops to 0) or a set of the pool is back.
+	deletedPools map[string]struct{}
 	// notVisible is compiled.NotVisible() as last published.
 	notVisible []string
 	// onNotVisible runs (under mu) with the pools that have just become labelled from sets not
@@ -76,6 +80,7 @@ func newLabelSetIndex(namespaces []string) *labelSetIndex {
 		base:         pool.EmptyLabelSets,
 		labelled:     map[string]int{},
 		labelledNode: map[string]string{},
+		deletedPools: map[string]struct{}{},
 	}
 	idx.compiled.Store(pool.EmptyLabelSets)
 	return idx
@@ -136,6 +141,11 @@ func (x *labelSetIndex) uncountLocked(node, p string) bool {
 		return false
 	}
 	delete(x.labelled, p)
+	if _, ok := x.deletedPools[p]; ok {
+		// The labeler has removed the deleted set's labels: nothing left to call stale.
+		delete(x.deletedPools, p)
+		return true
+	}
 	return x.base.Pool(p) == nil
 }
 
@@ -184,6 +194,12 @@ func (x *labelSetIndex) remove(logger klog.Logger, set *labelsv1alpha1.NodePoolL
 		return false
 	}
 	delete(x.objects, key)
+	if x.labelled[set.Name] > 0 {
+		// If this was the pool's last set in view, it stopped wanting its labels: they are
+		// stale now, not labelled from a set out of view (recompile forgets this if another
+		// set of the pool remains).
+		x.deletedPools[set.Name] = struct{}{}
+	}
 	x.recompile(logger)
 	return true
 }
@@ -203,6 +219,11 @@ func (x *labelSetIndex) recompile(logger klog.Logger) {
 	}
 	labelSetProblems.Set(float64(problems))
 	x.base = compiled
+	for p := range x.deletedPools {
+		if compiled.Pool(p) != nil {
+			delete(x.deletedPools, p)
+		}
+	}
 	x.publishLocked("")
 }
 
@@ -213,7 +234,11 @@ func (x *labelSetIndex) publishLocked(node string) {
 	for p := range x.labelled {
 		pools = append(pools, p)
 	}
-	compiled := x.base.WithLabelledPools(pools)
+	deleted := make([]string, 0, len(x.deletedPools))
+	for p := range x.deletedPools {
+		deleted = append(deleted, p)
+	}
+	compiled := x.base.WithLabelledPools(pools).WithDeletedPools(deleted)
 	x.compiled.Store(compiled)
 	notVisible := compiled.NotVisible()
 	poolsNotVisible.Set(float64(len(notVisible)))

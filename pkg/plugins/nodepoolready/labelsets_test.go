@@ -177,3 +177,47 @@ func TestLabelSetIndexLabelledPools(t *testing.T) {
 		t.Errorf("reported (-want +got):\n%s", diff)
 	}
 }
+
+// TestLabelSetIndexDeletedSet: a set in view deleted while its pool's nodes carry its labels
+// leaves them stale (held), not "labelled from a set out of view", until the labeler has
+// removed them; a set of the pool elsewhere in view, or back, ends it.
+func TestLabelSetIndexDeletedSet(t *testing.T) {
+	logger, _ := ktesting.NewTestContext(t)
+	idx := newLabelSetIndex(nil)
+	var reported []string
+	idx.onNotVisible = func(pools []string, _ string) { reported = append(reported, pools...) }
+	spot := labelSet("ns", "spot", "u1", 1, map[string]labelsv1alpha1.LabelValue{"example.com/b": "1"})
+	idx.upsert(logger, spot)
+	labelled := st.MakeNode().Name("spot-0").Label(poolKey, "spot").Label("example.com/b", "1").
+		Annotation(pool.ManagedLabelsAnnotation, `["example.com/b"]`).Obj()
+	fresh := st.MakeNode().Name("spot-1").Label(poolKey, "spot").Obj()
+	idx.observeNode(labelled)
+	gate := pool.Gate{}
+	check := func(n *v1.Node) pool.Cause { return gate.Check(n.Labels, n.Annotations, idx.current()).Cause }
+
+	idx.remove(logger, spot)
+	if got := check(labelled); got != pool.StaleLabel {
+		t.Errorf("labelled node after its set was deleted: %v, want %v", got, pool.StaleLabel)
+	}
+	if got := check(fresh); got != pool.Ready {
+		t.Errorf("new node after the set was deleted: %v, want %v", got, pool.Ready)
+	}
+	if len(reported) > 0 || idx.current().NotVisible() != nil {
+		t.Errorf("a deleted set reported as out of view: %q %q", reported, idx.current().NotVisible())
+	}
+	// The labeler removes the labels and writes [].
+	cleaned := st.MakeNode().Name("spot-0").Label(poolKey, "spot").Annotation(pool.ManagedLabelsAnnotation, `[]`).Obj()
+	if !idx.observeNode(cleaned) {
+		t.Error("cleanup of the last labelled node published no new view")
+	}
+	// Labelled again later (another labeler, a set out of view): that is out of view now.
+	idx.observeNode(labelled)
+	if got := check(fresh); got != pool.LabelSetNotVisible {
+		t.Errorf("new node of a pool labelled again: %v, want %v", got, pool.LabelSetNotVisible)
+	}
+	// A set in view is back: judged by it.
+	idx.upsert(logger, labelSet("ns", "spot", "u2", 1, map[string]labelsv1alpha1.LabelValue{"example.com/b": "1"}))
+	if got := check(labelled); got != pool.Ready {
+		t.Errorf("labelled node with its set back: %v, want %v", got, pool.Ready)
+	}
+}

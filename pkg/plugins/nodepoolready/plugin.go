@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 
 	"github.com/pool-scheduler/pool-scheduler/internal/compat/framework"
@@ -80,7 +81,9 @@ func New(ctx context.Context, obj runtime.Object, h framework.Handle) (framework
 		pl.census.recount()
 		pl.activateWaiting(logger)
 	}
-	idx.onNotVisible = notVisibleReporter(logger, args.LabelSetNamespaces, h.EventRecorder())
+	// The recorder is asked for when an event is due, not before: a handle may have none.
+	recorder := func() events.EventRecorder { return h.EventRecorder() }
+	idx.onNotVisible = notVisibleReporter(logger, args.LabelSetNamespaces, recorder)
 	if f := h.SharedInformerFactory(); f != nil {
 		if err := pl.watchNodes(logger, f); err != nil {
 			return nil, err
@@ -89,19 +92,26 @@ func New(ctx context.Context, obj runtime.Object, h framework.Handle) (framework
 	if err := idx.startInformer(ctx, h.KubeConfig()); err != nil {
 		return nil, err
 	}
+	var unread *unreadSets
 	if len(args.LabelSetNamespaces) > 0 && h.KubeConfig() != nil {
-		unread := newUnreadSets(args.LabelSetNamespaces, idx.watches, h.EventRecorder())
-		// Once the scheduler's informers run: kube-scheduler starts recording events just
-		// before it starts them, and drops what is recorded earlier.
-		go func() {
-			if pl.census.hasSynced != nil && !cache.WaitForCacheSync(ctx.Done(), pl.census.hasSynced) {
+		unread = newUnreadSets(args.LabelSetNamespaces, idx.watches, recorder)
+	}
+	go func() {
+		if pl.census.hasSynced != nil {
+			if !cache.WaitForCacheSync(ctx.Done(), pl.census.hasSynced) {
 				return
 			}
+			// Pods PreFilter put off while the node handler was syncing.
+			pl.activateWaiting(logger)
+		}
+		// Once the scheduler's informers run: kube-scheduler starts recording events just
+		// before it starts them, and drops what is recorded earlier.
+		if unread != nil {
 			if err := unread.start(ctx, h.KubeConfig()); err != nil {
 				logger.Error(err, "Not reporting NodePoolLabelSets outside labelSetNamespaces", "plugin", Name)
 			}
-		}()
-	}
+		}
+	}()
 	return pl, nil
 }
 

@@ -34,14 +34,14 @@ const (
 type unreadSets struct {
 	watches    func(namespace string) bool
 	namespaces []string
-	recorder   events.EventRecorder
+	recorder   func() events.EventRecorder
 
 	mu     sync.Mutex
 	sets   map[types.UID]types.NamespacedName
 	warned map[types.UID]struct{}
 }
 
-func newUnreadSets(namespaces []string, watches func(string) bool, recorder events.EventRecorder) *unreadSets {
+func newUnreadSets(namespaces []string, watches func(string) bool, recorder func() events.EventRecorder) *unreadSets {
 	return &unreadSets{watches: watches, namespaces: namespaces, recorder: recorder,
 		sets: map[types.UID]types.NamespacedName{}, warned: map[types.UID]struct{}{}}
 }
@@ -93,10 +93,10 @@ func (u *unreadSets) put(logger klog.Logger, obj any) {
 		m.Namespace, strings.Join(u.namespaces, ","), m.Name, m.Namespace)
 	logger.Error(nil, "NodePoolLabelSet outside labelSetNamespaces is not read", "plugin", Name,
 		"labelSet", klog.KObj(m), "labelSetNamespaces", u.namespaces)
-	if u.recorder != nil {
+	if r := u.recorder(); r != nil {
 		ref := &v1.ObjectReference{APIVersion: labelsv1alpha1.SchemeGroupVersion.String(), Kind: "NodePoolLabelSet",
 			Namespace: m.Namespace, Name: m.Name, UID: m.UID}
-		u.recorder.Eventf(ref, nil, v1.EventTypeWarning, ReasonLabelSetNotRead, "Scheduling", "%s", msg)
+		r.Eventf(ref, nil, v1.EventTypeWarning, ReasonLabelSetNotRead, "Scheduling", "%s", msg)
 	}
 }
 
@@ -123,7 +123,7 @@ func (u *unreadSets) publishLocked() {
 
 // notVisibleReporter returns the index's onNotVisible: a Warning event on the node that showed a
 // pool labelled from a set not in view, and a log line.
-func notVisibleReporter(logger klog.Logger, namespaces []string, recorder events.EventRecorder) func([]string, string) {
+func notVisibleReporter(logger klog.Logger, namespaces []string, recorder func() events.EventRecorder) func([]string, string) {
 	where := "labelSetNamespaces: " + strings.Join(namespaces, ",")
 	if len(namespaces) == 0 {
 		where = "every namespace is read"
@@ -134,9 +134,9 @@ func notVisibleReporter(logger klog.Logger, namespaces []string, recorder events
 				"the pool's nodes without them are held until labelled; point labelSetNamespaces at the set's namespace (docs/gate.md)",
 				p, pool.ManagedLabelsAnnotation, p, where)
 			logger.Error(nil, "Pool is labelled from a NodePoolLabelSet the scheduler does not read", "plugin", Name, "pool", p, "node", node)
-			if recorder != nil && node != "" {
+			if r := recorder(); r != nil && node != "" {
 				ref := &v1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: node, UID: types.UID(node)}
-				recorder.Eventf(ref, nil, v1.EventTypeWarning, ReasonLabelSetNotVisible, "Scheduling", "%s", msg)
+				r.Eventf(ref, nil, v1.EventTypeWarning, ReasonLabelSetNotVisible, "Scheduling", "%s", msg)
 			}
 		}
 	}
