@@ -232,13 +232,7 @@ func (s *LabelSets) Pool(name string) *PoolLabels { return s.byPool[name] }
 // s is not changed; the result shares its compiled sets.
 func (s *LabelSets) WithLabelledPools(pools []string) *LabelSets {
 	out := *s
-	out.labelled = nil
-	if len(pools) > 0 {
-		out.labelled = make(map[string]struct{}, len(pools))
-		for _, p := range pools {
-			out.labelled[p] = struct{}{}
-		}
-	}
+	out.labelled = poolSet(pools)
 	return &out
 }
 
@@ -247,14 +241,20 @@ func (s *LabelSets) WithLabelledPools(pools []string) *LabelSets {
 // them, so they are stale (not labelled from a set out of view). s is not changed.
 func (s *LabelSets) WithDeletedPools(pools []string) *LabelSets {
 	out := *s
-	out.deleted = nil
-	if len(pools) > 0 {
-		out.deleted = make(map[string]struct{}, len(pools))
-		for _, p := range pools {
-			out.deleted[p] = struct{}{}
-		}
-	}
+	out.deleted = poolSet(pools)
 	return &out
+}
+
+// poolSet is pools as a set (nil when empty).
+func poolSet(pools []string) map[string]struct{} {
+	if len(pools) == 0 {
+		return nil
+	}
+	set := make(map[string]struct{}, len(pools))
+	for _, p := range pools {
+		set[p] = struct{}{}
+	}
+	return set
 }
 
 // desired is the pool's desired state for the gate: its sets', or nothing for a pool whose last
