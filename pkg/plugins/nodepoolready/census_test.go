@@ -2,6 +2,7 @@ package nodepoolready
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -10,8 +11,10 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/backend/cache"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
@@ -203,12 +206,26 @@ func TestCloseStopsWatchingNodes(t *testing.T) {
 	logger, tCtx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(tCtx)
 	client := fake.NewClientset()
+	// The fake's watch does not replay: a node created after the informer's list and before its
+	// watch is registered is never seen. So nodes are created only once the watch is registered.
+	watching := make(chan struct{})
+	var once sync.Once
+	client.PrependWatchReactor("nodes", func(action clienttesting.Action) (bool, watch.Interface, error) {
+		w, err := client.Tracker().Watch(action.GetResource(), action.GetNamespace())
+		once.Do(func() { close(watching) })
+		return true, w, err
+	})
 	factory := informers.NewSharedInformerFactory(client, 0)
 	pl := newTestPlugin(t, defaultArgs(), spotSet)
 	if err := pl.watchNodes(logger, factory); err != nil {
 		t.Fatal(err)
 	}
 	factory.Start(ctx.Done())
+	select {
+	case <-watching:
+	case <-time.After(wait.ForeverTestTimeout):
+		t.Fatal("the node informer never watched")
+	}
 	// Shutdown waits for the informers, which stop only once ctx is cancelled.
 	defer func() { cancel(); factory.Shutdown() }()
 	lister := factory.Core().V1().Nodes().Lister()
