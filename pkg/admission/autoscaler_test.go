@@ -16,7 +16,7 @@ import (
 	"k8s.io/kubernetes/test/utils/ktesting"
 
 	"github.com/pool-scheduler/pool-scheduler/internal/compat/framework"
-	"github.com/pool-scheduler/pool-scheduler/pkg/report"
+	"github.com/pool-scheduler/pool-scheduler/pkg/profile"
 )
 
 // TestAutoscalerSimulationRefusesSystemNodes runs pods through what cluster-autoscaler and
@@ -52,7 +52,7 @@ func TestAutoscalerSimulationRefusesSystemNodes(t *testing.T) {
 	nodes[0].Spec.Taints = soft
 	systemNodes := map[string]bool{"aks-system-0": true, "system-0": true}
 
-	args := report.DefaultArgs()
+	args := profile.DefaultArgs()
 	m, err := NewMutator("pool-scheduler", args.SystemPoolGuard, true)
 	if err != nil {
 		t.Fatal(err)

@@ -10,7 +10,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
-	"github.com/pool-scheduler/pool-scheduler/pkg/report"
+	"github.com/pool-scheduler/pool-scheduler/pkg/profile"
 )
 
 // The kustomize install's names (manifests/scheduler, manifests/admission/webhook).
@@ -35,7 +35,7 @@ func GeneratedManifests(root string) (map[string][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	name, args, err := report.LoadProfileArgs(data, manifestSchedulerName)
+	name, args, err := profile.LoadProfileArgs(data, manifestSchedulerName)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", shippedConfig, err)
 	}

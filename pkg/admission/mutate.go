@@ -16,13 +16,10 @@ import (
 
 	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config"
 	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
+	"github.com/pool-scheduler/pool-scheduler/pkg/profile"
 )
 
 const (
-	// NamespaceLabel opts a namespace in: its new pods are scheduled by pool-scheduler. On a pod,
-	// the value "false" opts that pod out (the apiserver defaults an empty schedulerName to
-	// default-scheduler before admission, so a pod cannot opt out by its schedulerName).
-	NamespaceLabel = "pool-scheduler.io/enabled"
 	// DefaultSchedulerName is the name kube-apiserver defaults an empty schedulerName to.
 	DefaultSchedulerName = v1.DefaultSchedulerName
 )
@@ -74,7 +71,7 @@ func (m *Mutator) SchedulerName() string { return m.schedulerName }
 func (m *Mutator) AvoidSystem() [][]v1.NodeSelectorRequirement { return m.avoidSystem }
 
 // Mutate changes pod in place. It leaves alone pods already bound (spec.nodeName: no scheduler
-// sees them), mirror pods, pods labelled NamespaceLabel=false, and pods that name a scheduler
+// sees them), mirror pods, pods labelled profile.NamespaceLabel=false, and pods that name a scheduler
 // other than the default one or ours.
 // The affinity goes to pods scheduled by pool-scheduler that are not system pods.
 func (m *Mutator) Mutate(pod *v1.Pod) Result {
@@ -85,7 +82,7 @@ func (m *Mutator) Mutate(pod *v1.Pod) Result {
 	if _, mirror := pod.Annotations[v1.MirrorPodAnnotationKey]; mirror {
 		return r
 	}
-	if pod.Labels[NamespaceLabel] == "false" {
+	if pod.Labels[profile.NamespaceLabel] == "false" {
 		return r
 	}
 	switch pod.Spec.SchedulerName {

@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config"
+	"github.com/pool-scheduler/pool-scheduler/pkg/profile"
 )
 
 // Match conditions shared by the policy and the webhook configuration: the apiserver skips
@@ -102,18 +103,18 @@ func RenderPolicy(o PolicyOptions) (*admissionv1beta1.MutatingAdmissionPolicy, *
 	return p, b, nil
 }
 
-// ObjectSelector leaves out pods labelled NamespaceLabel=false (the pod's own opt-out).
+// ObjectSelector leaves out pods labelled profile.NamespaceLabel=false (the pod's own opt-out).
 func ObjectSelector() *metav1.LabelSelector {
 	return &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
-		Key: NamespaceLabel, Operator: metav1.LabelSelectorOpNotIn, Values: []string{"false"},
+		Key: profile.NamespaceLabel, Operator: metav1.LabelSelectorOpNotIn, Values: []string{"false"},
 	}}}
 }
 
-// NamespaceSelector selects namespaces labelled NamespaceLabel=true, never those in excluded:
+// NamespaceSelector selects namespaces labelled profile.NamespaceLabel=true, never those in excluded:
 // kube-system (its pods are the system pool's own) and pool-scheduler's own namespace (a
 // scheduler given to itself could never be scheduled again once its replicas are gone).
 func NamespaceSelector(excluded []string) *metav1.LabelSelector {
-	s := &metav1.LabelSelector{MatchLabels: map[string]string{NamespaceLabel: "true"}}
+	s := &metav1.LabelSelector{MatchLabels: map[string]string{profile.NamespaceLabel: "true"}}
 	if len(excluded) > 0 {
 		s.MatchExpressions = []metav1.LabelSelectorRequirement{{
 			Key: v1.LabelMetadataName, Operator: metav1.LabelSelectorOpNotIn, Values: sets.List(sets.New(excluded...)),

@@ -24,12 +24,6 @@ import (
 // DefaultIMDSEndpoint is the Azure instance metadata service's compute document.
 const DefaultIMDSEndpoint = "http://169.254.169.254/metadata/instance/compute?api-version=2021-02-01&format=json"
 
-// Default keys the domain mode writes.
-const (
-	DefaultUpdateDomainKey = "topology.pool-scheduler.io/update-domain"
-	DefaultFaultDomainKey  = "topology.pool-scheduler.io/fault-domain"
-)
-
 // ErrNotAzure means the metadata endpoint is not Azure's: what answers is not an Azure compute
 // document (4xx, a redirect, another body), or nothing answered through every retry. Retrying at
 // once does not help; the idle mode probes again every reprobe interval.

@@ -1,125 +1,13 @@
 package labeler
 
 import (
-	"io"
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/google/go-cmp/cmp/cmpopts"
-	"github.com/spf13/cobra"
 
-	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config"
 	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
 )
-
-const testSchedulerConfig = `apiVersion: kubescheduler.config.k8s.io/v1
-kind: KubeSchedulerConfiguration
-profiles:
-- schedulerName: pool-scheduler
-  pluginConfig:
-  - name: NodePoolReady
-    args:
-      poolLabelKeys: [example.com/pool]
-      requiredLabelKeys: [example.com/zone]
-      unknownPoolPolicy: Reject
-      labelSetNamespace: pool-system
-`
-
-// TestControllerGate: with --scheduler-config the labeler judges nodes by the scheduler's
-// NodePoolReady args and reads the sets of its labelSetNamespaces; flags that disagree are refused.
-func TestControllerGate(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "config.yaml")
-	if err := os.WriteFile(path, []byte(testSchedulerConfig), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	// The nodepool-labels-operator's namespace beside the release namespace.
-	two := filepath.Join(t.TempDir(), "two.yaml")
-	if err := os.WriteFile(two, []byte(strings.Replace(testSchedulerConfig, "labelSetNamespace: pool-system", "labelSetNamespaces: [pool-system, pipeline-system]", 1)), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	tests := []struct {
-		name           string
-		args           []string
-		wantGate       pool.Gate
-		wantNamespaces []string
-		wantErr        string
-	}{
-		{
-			name:     "no config: the plugin's defaults and --pool-label-keys",
-			args:     []string{"--pool-label-keys=a.io/pool"},
-			wantGate: pool.Gate{Identity: pool.NewIdentity([]string{"a.io/pool"}), UnknownPoolPolicy: config.UnknownPoolAuto},
-		},
-		{
-			name:           "the scheduler's args and namespace",
-			args:           []string{"--scheduler-config=" + path},
-			wantGate:       pool.Gate{Identity: pool.NewIdentity([]string{"example.com/pool"}), UnknownPoolPolicy: config.UnknownPoolReject, RequiredLabelKeys: []string{"example.com/zone"}},
-			wantNamespaces: []string{"pool-system"},
-		},
-		{
-			name:           "the same namespace given twice is fine",
-			args:           []string{"--scheduler-config=" + path, "--namespaces=pool-system"},
-			wantGate:       pool.Gate{Identity: pool.NewIdentity([]string{"example.com/pool"}), UnknownPoolPolicy: config.UnknownPoolReject, RequiredLabelKeys: []string{"example.com/zone"}},
-			wantNamespaces: []string{"pool-system"},
-		},
-		{name: "another namespace", args: []string{"--scheduler-config=" + path, "--namespaces=other"}, wantErr: `disagrees with the scheduler's labelSetNamespaces ["pool-system"]`},
-		{
-			name:           "two namespaces",
-			args:           []string{"--scheduler-config=" + two},
-			wantGate:       pool.Gate{Identity: pool.NewIdentity([]string{"example.com/pool"}), UnknownPoolPolicy: config.UnknownPoolReject, RequiredLabelKeys: []string{"example.com/zone"}},
-			wantNamespaces: []string{"pool-system", "pipeline-system"},
-		},
-		{
-			name:           "two namespaces given again in another order",
-			args:           []string{"--scheduler-config=" + two, "--namespaces=pipeline-system,pool-system"},
-			wantGate:       pool.Gate{Identity: pool.NewIdentity([]string{"example.com/pool"}), UnknownPoolPolicy: config.UnknownPoolReject, RequiredLabelKeys: []string{"example.com/zone"}},
-			wantNamespaces: []string{"pipeline-system", "pool-system"},
-		},
-		{name: "one of two namespaces", args: []string{"--scheduler-config=" + two, "--namespaces=pool-system"}, wantErr: `disagrees with the scheduler's labelSetNamespaces ["pool-system" "pipeline-system"]`},
-		{name: "pool keys from two places", args: []string{"--scheduler-config=" + path, "--pool-label-keys=a.io/pool"}, wantErr: "--pool-label-keys: not with --scheduler-config"},
-		{name: "missing file", args: []string{"--scheduler-config=" + path + ".missing"}, wantErr: "--scheduler-config: open"},
-		{name: "no such profile", args: []string{"--scheduler-config=" + path, "--scheduler-name=other"}, wantErr: `no profile with schedulerName "other"`},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			var got pool.Gate
-			var namespaces []string
-			cmd := newControllerCommand(new(string))
-			cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-				f := cmd.Flags()
-				cfg, _ := f.GetString("scheduler-config")
-				name, _ := f.GetString("scheduler-name")
-				keys, _ := f.GetStringSlice("pool-label-keys")
-				namespaces, _ = f.GetStringSlice("namespaces")
-				var err error
-				got, err = controllerGate(cmd, cfg, name, keys, &namespaces)
-				return err
-			}
-			cmd.SetArgs(tt.args)
-			cmd.SetOut(io.Discard)
-			cmd.SetErr(io.Discard)
-			err := cmd.Execute()
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("error %v, want one containing %q", err, tt.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(tt.wantGate, got, cmp.AllowUnexported(pool.Identity{})); diff != "" {
-				t.Errorf("gate (-want +got):\n%s", diff)
-			}
-			if diff := cmp.Diff(tt.wantNamespaces, namespaces, cmpopts.EquateEmpty()); diff != "" {
-				t.Errorf("namespaces (-want +got):\n%s", diff)
-			}
-		})
-	}
-}
 
 // TestHolds: a hold starts when a node is first seen held (or at the time a status recorded),
 // survives a change of reason, ends when the node is ready; the warning is due once, after the

@@ -24,9 +24,9 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/pool-scheduler/pool-scheduler/pkg/admission"
 	labelsv1alpha1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/labels/v1alpha1"
 	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
+	"github.com/pool-scheduler/pool-scheduler/pkg/profile"
 	"github.com/pool-scheduler/pool-scheduler/pkg/report"
 )
 
@@ -90,7 +90,7 @@ func newAuditCommand() *cobra.Command {
 	f.StringVar(&o.lbSKU, "azure-load-balancer-sku", report.SKUStandard, "Azure load balancer SKU: Standard (every node not labelled "+report.ExcludeFromLoadBalancersLabel+" is a backend) or Basic (one availability set or scale set)")
 	f.StringVar(&o.primaryVMSet, "azure-primary-vmset", "", "Basic SKU: cloud-provider-azure's primaryAvailabilitySetName or primaryScaleSetName, the backend of Services without "+report.AzureLoadBalancerModeAnnotation)
 	f.DurationVar(&o.timeout, "timeout", 30*time.Second, "timeout for reading the cluster")
-	f.StringVar(&o.optedInSelector, "opted-in-selector", admission.NamespaceLabel+"=true,"+v1.LabelMetadataName+" notin (kube-system)",
+	f.StringVar(&o.optedInSelector, "opted-in-selector", profile.NamespaceLabel+"=true,"+v1.LabelMetadataName+" notin (kube-system)",
 		"label selector of the namespaces the admission path opts in (the chart's default: labelled, minus kube-system; add your release namespace's exclusion if you label it); pods there that name the default scheduler are reported; empty: none")
 	f.StringSliceVar(&o.optedInNamespaces, "opted-in-namespaces", nil, "namespaces opted in by name (the chart's admission.namespaces)")
 	return cmd
@@ -98,7 +98,7 @@ func newAuditCommand() *cobra.Command {
 
 // auditPolicy builds the policy from the scheduler configuration the cluster runs (args, read
 // from source), so the audit judges what the scheduler enforces.
-func auditPolicy(o auditOptions, args report.Args, source string) (report.Policy, error) {
+func auditPolicy(o auditOptions, args profile.Args, source string) (report.Policy, error) {
 	if o.systemPools != nil {
 		args.SystemPoolGuard.SystemPools = o.systemPools
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pool-scheduler/pool-scheduler/pkg/profile"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -16,7 +17,7 @@ func configMap(name string, created time.Time, namespace string) *v1.ConfigMap {
 	data := "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n- schedulerName: pool-scheduler\n  pluginConfig:\n  - name: NodePoolReady\n    args: {labelSetNamespaces: [" + namespace + "]}\n"
 	return &v1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "pool-scheduler", Name: name, CreationTimestamp: metav1.NewTime(created)},
-		Data:       map[string]string{configKey: data},
+		Data:       map[string]string{profile.ConfigKey: data},
 	}
 }
 

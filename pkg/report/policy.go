@@ -2,111 +2,14 @@ package report
 
 import (
 	"fmt"
-	"strings"
-
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/validation/field"
-	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
 
 	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config"
-	configscheme "github.com/pool-scheduler/pool-scheduler/pkg/apis/config/scheme"
-	configv1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/config/v1"
-	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config/validation"
 	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
+	"github.com/pool-scheduler/pool-scheduler/pkg/profile"
 )
-
-// Plugin names, as in scheduler configurations (the plugins' Name constants; tools do not
-// import plugins).
-const (
-	nodePoolReadyName   = "NodePoolReady"
-	systemPoolGuardName = "SystemPoolGuard"
-	domainSpreadName    = "DomainSpread"
-)
-
-// Args are pool-scheduler's plugin args, decoded and defaulted as the scheduler does. Tools
-// build their Policy from them, so they measure what the scheduler enforces.
-type Args struct {
-	NodePoolReady   *config.NodePoolReadyArgs
-	SystemPoolGuard *config.SystemPoolGuardArgs
-	DomainSpread    *config.DomainSpreadArgs
-}
-
-// DefaultArgs returns every plugin's v1 defaults, converted to the internal types.
-func DefaultArgs() Args {
-	var a Args
-	a.NodePoolReady = defaulted(&configv1.NodePoolReadyArgs{}, &config.NodePoolReadyArgs{})
-	a.SystemPoolGuard = defaulted(&configv1.SystemPoolGuardArgs{}, &config.SystemPoolGuardArgs{})
-	a.DomainSpread = defaulted(&configv1.DomainSpreadArgs{}, &config.DomainSpreadArgs{})
-	return a
-}
-
-func defaulted[T runtime.Object](versioned runtime.Object, internal T) T {
-	configscheme.Scheme.Default(versioned)
-	if err := configscheme.Scheme.Convert(versioned, internal, nil); err != nil {
-		// The scheme registers both types; a failure is a programming error.
-		panic(fmt.Sprintf("converting default %T: %v", versioned, err))
-	}
-	return internal
-}
-
-// ArgsFromProfile returns the args a decoded scheduler profile holds; plugins without
-// pluginConfig get their defaults.
-func ArgsFromProfile(p *schedconfig.KubeSchedulerProfile) (Args, error) {
-	a := DefaultArgs()
-	path := field.NewPath("profiles").Key(p.SchedulerName).Child("pluginConfig")
-	for i, pc := range p.PluginConfig {
-		var err error
-		switch args := pc.Args.(type) {
-		case *config.NodePoolReadyArgs:
-			a.NodePoolReady, err = args, validation.ValidateNodePoolReadyArgs(path.Index(i).Child("args"), args)
-		case *config.SystemPoolGuardArgs:
-			a.SystemPoolGuard, err = args, validation.ValidateSystemPoolGuardArgs(path.Index(i).Child("args"), args)
-		case *config.DomainSpreadArgs:
-			a.DomainSpread, err = args, validation.ValidateDomainSpreadArgs(path.Index(i).Child("args"), args)
-		default:
-			switch pc.Name {
-			case nodePoolReadyName, systemPoolGuardName, domainSpreadName:
-				err = fmt.Errorf("%s: args of %s are %T, not %sArgs", path.Index(i).Child("args"), pc.Name, pc.Args, pc.Name)
-			}
-		}
-		if err != nil {
-			return Args{}, err
-		}
-	}
-	return a, nil
-}
-
-// LoadArgs decodes a KubeSchedulerConfiguration (strictly, as the scheduler does) and returns
-// the args of the profile named schedulerName ("" means the first profile).
-func LoadArgs(data []byte, schedulerName string) (Args, error) {
-	_, a, err := LoadProfileArgs(data, schedulerName)
-	return a, err
-}
-
-// LoadProfileArgs is LoadArgs that also returns the profile's schedulerName.
-func LoadProfileArgs(data []byte, schedulerName string) (string, Args, error) {
-	obj, _, err := configscheme.Codecs.UniversalDecoder().Decode(data, nil, nil)
-	if err != nil {
-		return "", Args{}, err
-	}
-	cfg, ok := obj.(*schedconfig.KubeSchedulerConfiguration)
-	if !ok {
-		return "", Args{}, fmt.Errorf("not a KubeSchedulerConfiguration: %T", obj)
-	}
-	var names []string
-	for i := range cfg.Profiles {
-		p := &cfg.Profiles[i]
-		if schedulerName == "" || p.SchedulerName == schedulerName {
-			a, err := ArgsFromProfile(p)
-			return p.SchedulerName, a, err
-		}
-		names = append(names, p.SchedulerName)
-	}
-	return "", Args{}, fmt.Errorf("no profile with schedulerName %q (profiles: %s)", schedulerName, strings.Join(names, ", "))
-}
 
 // NewPolicy builds the policy the plugins with these args enforce.
-func NewPolicy(a Args) (Policy, error) {
+func NewPolicy(a profile.Args) (Policy, error) {
 	system, err := pool.NewSystemPolicy(a.SystemPoolGuard)
 	if err != nil {
 		return Policy{}, err
@@ -120,7 +23,7 @@ func NewPolicy(a Args) (Policy, error) {
 
 // DefaultPolicy is the policy of the plugins' defaults.
 func DefaultPolicy() Policy {
-	p, err := NewPolicy(DefaultArgs())
+	p, err := NewPolicy(profile.DefaultArgs())
 	if err != nil {
 		panic(fmt.Sprintf("default policy: %v", err))
 	}

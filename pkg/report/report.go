@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
+	"github.com/pool-scheduler/pool-scheduler/pkg/profile"
 )
 
 // Dimension is a topology dimension, as DomainSpread's: the first of Keys present on a node
@@ -208,15 +209,11 @@ func notAdmitted(in Inputs, p *v1.Pod) bool {
 	if _, mirror := p.Annotations[v1.MirrorPodAnnotationKey]; mirror {
 		return false
 	}
-	if p.Labels[optOutLabel] == "false" {
+	if p.Labels[profile.NamespaceLabel] == "false" {
 		return false
 	}
 	return p.Spec.SchedulerName == "" || p.Spec.SchedulerName == v1.DefaultSchedulerName
 }
-
-// optOutLabel=false on a pod opts it out of the admission path (admission.NamespaceLabel; the
-// report does not import the admission package).
-const optOutLabel = "pool-scheduler.io/enabled"
 
 func sortFindings(lists ...[]Finding) {
 	for _, l := range lists {

@@ -27,6 +27,7 @@ import (
 	labelsv1alpha1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/labels/v1alpha1"
 	"github.com/pool-scheduler/pool-scheduler/pkg/controlplane"
 	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
+	"github.com/pool-scheduler/pool-scheduler/pkg/profile"
 	"github.com/pool-scheduler/pool-scheduler/pkg/report"
 )
 
@@ -300,7 +301,7 @@ func Run(ctx context.Context, sc *Scenario, mode Mode, opts Options) (*Result, e
 // installs the MutatingAdmissionPolicy of prof, then waits until a dry-run pod is mutated
 // (admission picks policies up from an informer).
 func optInNamespaces(ctx context.Context, cs kubernetes.Interface, sc *Scenario, prof schedconfig.KubeSchedulerProfile) error {
-	args, err := report.ArgsFromProfile(&prof)
+	args, err := profile.ArgsFromProfile(&prof)
 	if err != nil {
 		return err
 	}
@@ -321,7 +322,7 @@ func optInNamespaces(ctx context.Context, cs kubernetes.Interface, sc *Scenario,
 			continue
 		}
 		probeNS = w.Namespace
-		patch := []byte(`{"metadata":{"labels":{"` + admission.NamespaceLabel + `":"true"}}}`)
+		patch := []byte(`{"metadata":{"labels":{"` + profile.NamespaceLabel + `":"true"}}}`)
 		if _, err := cs.CoreV1().Namespaces().Patch(ctx, w.Namespace, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 			return err
 		}
@@ -545,7 +546,7 @@ func measure(ctx context.Context, cp *controlplane.ControlPlane, sc *Scenario, m
 // Policy is what the simulator measures against: the shipped profile's args (what
 // pool-scheduler enforces), and the scenario's load balancer.
 func (sc *Scenario) Policy() (report.Policy, error) {
-	args, err := report.LoadArgs(shipped.Config, "")
+	args, err := profile.LoadArgs(shipped.Config, "")
 	if err != nil {
 		return report.Policy{}, fmt.Errorf("manifests/scheduler/config.yaml: %w", err)
 	}

@@ -33,9 +33,9 @@ import (
 	"k8s.io/kubernetes/test/utils/ktesting"
 	"k8s.io/utils/ptr"
 
+	configv1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/config/v1"
 	labelsv1alpha1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/labels/v1alpha1"
 	"github.com/pool-scheduler/pool-scheduler/pkg/controlplane"
-	"github.com/pool-scheduler/pool-scheduler/pkg/labeler"
 	"github.com/pool-scheduler/pool-scheduler/test/util"
 )
 
@@ -181,7 +181,7 @@ func TestLeastPrivilege(t *testing.T) {
 		"--node-name=az-0", "--imds-endpoint="+imds.URL, "--on-not-azure=fail", "--attempts=2", "-v=2")
 	err = wait.PollUntilContextTimeout(tCtx, 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
 		n, err := admin.CoreV1().Nodes().Get(ctx, "az-0", metav1.GetOptions{})
-		return err == nil && n.Labels[labeler.DefaultUpdateDomainKey] == "3" && n.Labels[labeler.DefaultFaultDomainKey] == "1", nil
+		return err == nil && n.Labels[configv1.UpdateDomainLabelKey] == "3" && n.Labels[configv1.FaultDomainLabelKey] == "1", nil
 	})
 	if err != nil {
 		t.Fatalf("domain labeler did not label its node az-0: %s", domainProc.Output())

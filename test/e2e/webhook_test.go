@@ -20,6 +20,7 @@ import (
 	"k8s.io/kubernetes/test/utils/ktesting"
 
 	"github.com/pool-scheduler/pool-scheduler/pkg/admission"
+	"github.com/pool-scheduler/pool-scheduler/pkg/profile"
 	"github.com/pool-scheduler/pool-scheduler/test/util"
 )
 
@@ -101,7 +102,7 @@ func TestWebhookAsInstalled(t *testing.T) {
 	proc := util.StartProcess(t, util.LabelerBinary(t), args...)
 
 	opted, err := admin.CoreV1().Namespaces().Create(tCtx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{
-		GenerateName: "team-", Labels: map[string]string{admission.NamespaceLabel: "true"}}}, metav1.CreateOptions{})
+		GenerateName: "team-", Labels: map[string]string{profile.NamespaceLabel: "true"}}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

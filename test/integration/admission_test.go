@@ -31,6 +31,7 @@ import (
 	"github.com/pool-scheduler/pool-scheduler/pkg/admission/webhook"
 	"github.com/pool-scheduler/pool-scheduler/pkg/controlplane"
 	"github.com/pool-scheduler/pool-scheduler/pkg/labeler"
+	"github.com/pool-scheduler/pool-scheduler/pkg/profile"
 	"github.com/pool-scheduler/pool-scheduler/pkg/report"
 	"github.com/pool-scheduler/pool-scheduler/test/util"
 )
@@ -39,13 +40,13 @@ import (
 // enables it as a cluster admin would (util.ControlPlaneFlags).
 
 // shippedMutator is the mutation the shipped scheduler configuration implies.
-func shippedMutator(t *testing.T) (*admission.Mutator, report.Args) {
+func shippedMutator(t *testing.T) (*admission.Mutator, profile.Args) {
 	t.Helper()
 	data, err := os.ReadFile(util.ShippedConfigPath())
 	if err != nil {
 		t.Fatal(err)
 	}
-	args, err := report.LoadArgs(data, util.SchedulerName)
+	args, err := profile.LoadArgs(data, util.SchedulerName)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +107,7 @@ func admissionCases(m *admission.Mutator) []admissionCase {
 		{name: "daemonset pod", enabled: true, pod: daemon, wantSchedulerName: true},
 		{name: "namespace not opted in", pod: st.MakePod().Name("elsewhere").Container("pause").Obj()},
 		{name: "terms with our keys, other values", enabled: true, pod: lookalike, wantSchedulerName: true, wantAffinity: true},
-		{name: "opted out by the pod's label", enabled: true, pod: st.MakePod().Name("opted-out").Label(admission.NamespaceLabel, "false").Container("pause").Obj()},
+		{name: "opted out by the pod's label", enabled: true, pod: st.MakePod().Name("opted-out").Label(profile.NamespaceLabel, "false").Container("pause").Obj()},
 	}
 }
 
@@ -150,7 +151,7 @@ func checkAdmission(ctx context.Context, t *testing.T, cs kubernetes.Interface, 
 func createOptedInNamespaces(ctx context.Context, t *testing.T, cs kubernetes.Interface) (enabled, other string) {
 	t.Helper()
 	ns, err := cs.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{
-		GenerateName: "opted-in-", Labels: map[string]string{admission.NamespaceLabel: "true"},
+		GenerateName: "opted-in-", Labels: map[string]string{profile.NamespaceLabel: "true"},
 	}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -320,13 +321,13 @@ func failOpenCount(ctx context.Context, t *testing.T, cs kubernetes.Interface, w
 // apiserver and mutating a pod), the webhook configuration, and the cert-manager variant.
 func TestHelmChartAdmission(t *testing.T) {
 	tCtx := ktesting.Init(t)
-	profileArgs := func(t *testing.T, r *renderedChart) (string, report.Args) {
+	profileArgs := func(t *testing.T, r *renderedChart) (string, profile.Args) {
 		t.Helper()
 		cfg, err := r.schedulerConfig(t, "pool-scheduler-config")
 		if err != nil {
 			t.Fatal(err)
 		}
-		args, err := report.ArgsFromProfile(&cfg.Profiles[0])
+		args, err := profile.ArgsFromProfile(&cfg.Profiles[0])
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/kubernetes/test/utils/ktesting"
 
+	configv1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/config/v1"
 	"github.com/pool-scheduler/pool-scheduler/pkg/labeler"
 	"github.com/pool-scheduler/pool-scheduler/test/util"
 )
@@ -86,7 +87,7 @@ func TestDomainLabeler(t *testing.T) {
 		// Fault domains repeat in every zone: on a zonal VM no fault-domain label is written, and
 		// one an earlier version wrote is removed, so it can never stand for the zone.
 		{name: "zonal VM: no fault-domain label", script: []func(http.ResponseWriter){computeZonal(0, 3, 2)}, want: labeler.Domains{UpdateDomain: "3", Zone: "2"}, minCalls: 1,
-			nodeLabels: map[string]string{"topology.kubernetes.io/zone": "westeurope-2", labeler.DefaultFaultDomainKey: "0"}},
+			nodeLabels: map[string]string{"topology.kubernetes.io/zone": "westeurope-2", configv1.FaultDomainLabelKey: "0"}},
 		{name: "non-numeric zone is refused", script: []func(http.ResponseWriter){computeZonal(0, 3, "../x")}, wantErr: labeler.ErrNotAzure},
 		{name: "server errors are retried", script: []func(http.ResponseWriter){status(500), status(503), status(429), compute(0, 2)}, want: labeler.Domains{FaultDomain: "0", UpdateDomain: "2"}, minCalls: 4},
 		{name: "timeouts are retried", script: []func(http.ResponseWriter){stall(500 * time.Millisecond), compute(2, 0)}, want: labeler.Domains{FaultDomain: "2", UpdateDomain: "0"}, minCalls: 2},
@@ -114,7 +115,7 @@ func TestDomainLabeler(t *testing.T) {
 			}
 			opts := labeler.DomainOptions{
 				NodeName: nodeName, Endpoint: endpoint,
-				FaultDomainKey: labeler.DefaultFaultDomainKey, UpdateDomainKey: labeler.DefaultUpdateDomainKey,
+				FaultDomainKey: configv1.FaultDomainLabelKey, UpdateDomainKey: configv1.UpdateDomainLabelKey,
 				RequestTimeout: 200 * time.Millisecond,
 				Backoff:        wait.Backoff{Duration: 10 * time.Millisecond, Factor: 2, Steps: 5},
 			}
@@ -140,7 +141,7 @@ func TestDomainLabeler(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if _, ok := n.Labels[labeler.DefaultUpdateDomainKey]; ok {
+				if _, ok := n.Labels[configv1.UpdateDomainLabelKey]; ok {
 					t.Errorf("node labelled despite the error: %v", n.Labels)
 				}
 				return
@@ -150,8 +151,8 @@ func TestDomainLabeler(t *testing.T) {
 				if err != nil {
 					return false, nil
 				}
-				fd, hasFD := n.Labels[labeler.DefaultFaultDomainKey]
-				return n.Labels[labeler.DefaultUpdateDomainKey] == tt.want.UpdateDomain && hasFD == (tt.want.Zone == "") && fd == tt.want.FaultDomain, nil
+				fd, hasFD := n.Labels[configv1.FaultDomainLabelKey]
+				return n.Labels[configv1.UpdateDomainLabelKey] == tt.want.UpdateDomain && hasFD == (tt.want.Zone == "") && fd == tt.want.FaultDomain, nil
 			})
 			if err != nil {
 				n, _ := cs.CoreV1().Nodes().Get(tCtx, nodeName, metav1.GetOptions{})
@@ -161,10 +162,10 @@ func TestDomainLabeler(t *testing.T) {
 				t.Errorf("%d metadata calls, want at least %d", calls.Load(), tt.minCalls)
 			}
 			// Labels removed by hand are put back by the periodic check.
-			util.PatchNode(tCtx, t, cs, nodeName, fmt.Sprintf(`{"metadata":{"labels":{%q:null}}}`, labeler.DefaultUpdateDomainKey))
+			util.PatchNode(tCtx, t, cs, nodeName, fmt.Sprintf(`{"metadata":{"labels":{%q:null}}}`, configv1.UpdateDomainLabelKey))
 			err = wait.PollUntilContextTimeout(tCtx, 20*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 				n, err := cs.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
-				return err == nil && n.Labels[labeler.DefaultUpdateDomainKey] == tt.want.UpdateDomain, nil
+				return err == nil && n.Labels[configv1.UpdateDomainLabelKey] == tt.want.UpdateDomain, nil
 			})
 			if err != nil {
 				t.Fatal("removed update-domain label not restored")
@@ -182,7 +183,7 @@ func TestDomainLabelerRecovers(t *testing.T) {
 		t.Helper()
 		err := wait.PollUntilContextTimeout(tCtx, 20*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 			n, err := cp.Client.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
-			return err == nil && n.Labels[labeler.DefaultUpdateDomainKey] == ud, nil
+			return err == nil && n.Labels[configv1.UpdateDomainLabelKey] == ud, nil
 		})
 		if err != nil {
 			n, _ := cp.Client.CoreV1().Nodes().Get(tCtx, nodeName, metav1.GetOptions{})
@@ -192,7 +193,7 @@ func TestDomainLabelerRecovers(t *testing.T) {
 	opts := func(nodeName, endpoint string) labeler.DomainOptions {
 		return labeler.DomainOptions{
 			NodeName: nodeName, Endpoint: endpoint,
-			FaultDomainKey: labeler.DefaultFaultDomainKey, UpdateDomainKey: labeler.DefaultUpdateDomainKey,
+			FaultDomainKey: configv1.FaultDomainLabelKey, UpdateDomainKey: configv1.UpdateDomainLabelKey,
 			RequestTimeout: 2 * time.Second,
 			Backoff:        wait.Backoff{Duration: 10 * time.Millisecond, Factor: 2, Steps: 3},
 			PatchBackoff:   wait.Backoff{Duration: 20 * time.Millisecond, Factor: 2, Cap: 200 * time.Millisecond},

@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	shipped "github.com/pool-scheduler/pool-scheduler/manifests/scheduler"
+	"github.com/pool-scheduler/pool-scheduler/pkg/profile"
 	"github.com/pool-scheduler/pool-scheduler/pkg/report"
 	"github.com/pool-scheduler/pool-scheduler/test/util"
 )
@@ -301,7 +302,7 @@ func TestDomainSpreadAzurePools(t *testing.T) {
 	}
 	util.WaitAllBound(tCtx, t, cs, ns, total, 3*time.Minute)
 
-	args, err := report.LoadArgs(shipped.Config, "")
+	args, err := profile.LoadArgs(shipped.Config, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	admissionpkg "github.com/pool-scheduler/pool-scheduler/pkg/admission"
-	"github.com/pool-scheduler/pool-scheduler/pkg/report"
+	"github.com/pool-scheduler/pool-scheduler/pkg/profile"
 )
 
 func TestHandler(t *testing.T) {
@@ -25,7 +25,7 @@ func TestHandler(t *testing.T) {
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
-	m, err := admissionpkg.NewMutator("pool-scheduler", report.DefaultArgs().SystemPoolGuard, true)
+	m, err := admissionpkg.NewMutator("pool-scheduler", profile.DefaultArgs().SystemPoolGuard, true)
 	if err != nil {
 		t.Fatal(err)
 	}

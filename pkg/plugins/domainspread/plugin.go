@@ -21,7 +21,7 @@ import (
 )
 
 // Name is the plugin's name in the registry and in scheduler configurations.
-const Name = "DomainSpread"
+const Name = config.DomainSpreadName
 
 // Fixed rejection reasons (Hard mode), so FailedScheduling events aggregate.
 const (

@@ -26,7 +26,7 @@ import (
 )
 
 // Name is the plugin's name in the registry and in scheduler configurations.
-const Name = "NodePoolReady"
+const Name = config.NodePoolReadyName
 
 // NodePoolReady filters out nodes whose pool state is not applied; see pool.Gate for the rules.
 type NodePoolReady struct {

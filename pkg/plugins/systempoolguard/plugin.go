@@ -19,7 +19,7 @@ import (
 )
 
 // Name is the plugin's name in the registry and in scheduler configurations.
-const Name = "SystemPoolGuard"
+const Name = config.SystemPoolGuardName
 
 // ErrReasonSystemPool is the fixed reason user pods see for system nodes.
 const ErrReasonSystemPool = "node is in the system pool"

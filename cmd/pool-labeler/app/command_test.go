@@ -1,4 +1,4 @@
-package labeler
+package app
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package labeler
+package app
 
 import (
 	"errors"
@@ -9,64 +9,18 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"k8s.io/apimachinery/pkg/runtime"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
-	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/pool-scheduler/pool-scheduler/pkg/admission/webhook"
 	configv1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/config/v1"
 	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config/validation"
 	labelsv1alpha1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/labels/v1alpha1"
+	"github.com/pool-scheduler/pool-scheduler/pkg/labeler"
 	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
-	"github.com/pool-scheduler/pool-scheduler/pkg/report"
-	"github.com/pool-scheduler/pool-scheduler/pkg/version"
+	"github.com/pool-scheduler/pool-scheduler/pkg/profile"
 )
-
-// Scheme holds the types the labeler reads and writes.
-var Scheme = runtime.NewScheme()
-
-func init() {
-	utilruntime.Must(clientgoscheme.AddToScheme(Scheme))
-	utilruntime.Must(labelsv1alpha1.AddToScheme(Scheme))
-}
-
-// NewCommand returns the pool-labeler command with its controller and domain subcommands.
-func NewCommand() *cobra.Command {
-	var kubeconfig string
-	cmd := &cobra.Command{
-		Use:          "pool-labeler",
-		Short:        "Applies NodePoolLabelSets to nodes (controller), labels a node with its Azure fault and update domain (domain), and serves the mutating admission webhook (webhook)",
-		Long:         version.String(),
-		Version:      version.Version,
-		SilenceUsage: true,
-	}
-	// --version prints the same lines as pool-scheduler --version: the build, then the release line.
-	cmd.SetVersionTemplate(version.String() + "\n" + version.Line() + "\n")
-	cmd.PersistentFlags().StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file; empty: in-cluster")
-	klogFlags := goFlagSet()
-	cmd.PersistentFlags().AddGoFlagSet(klogFlags)
-	cmd.AddCommand(newControllerCommand(&kubeconfig), newDomainCommand(&kubeconfig), webhook.NewWebhookCommand(&kubeconfig, restConfig, Scheme, metricsOptions))
-	return cmd
-}
-
-func restConfig(kubeconfig string) (*rest.Config, error) {
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		return nil, fmt.Errorf("loading kubeconfig: %w", err)
-	}
-	return cfg, nil
-}
 
 func newControllerCommand(kubeconfig *string) *cobra.Command {
 	var (
@@ -104,13 +58,10 @@ func newControllerCommand(kubeconfig *string) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			cfg, err := restConfig(*kubeconfig)
+			ctx, cfg, err := start(*kubeconfig, "controller", "schedulerConfig", schedulerConfig, "namespaces", namespaces)
 			if err != nil {
 				return err
 			}
-			logger := klog.NewKlogr()
-			ctrl.SetLogger(logger)
-			logger.Info("Starting", "version", version.String(), "mode", "controller", "schedulerConfig", schedulerConfig, "namespaces", namespaces)
 			cacheOpts := cache.Options{SyncPeriod: &resync}
 			if len(namespaces) > 0 {
 				byNS := map[string]cache.Config{}
@@ -120,7 +71,7 @@ func newControllerCommand(kubeconfig *string) *cobra.Command {
 				cacheOpts.ByObject = map[client.Object]cache.ByObject{&labelsv1alpha1.NodePoolLabelSet{}: {Namespaces: byNS}}
 			}
 			mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-				Scheme:                  Scheme,
+				Scheme:                  labeler.Scheme,
 				Cache:                   cacheOpts,
 				Metrics:                 metricsOptions(metricsAddr, metricsSecure, metricsCertDir),
 				HealthProbeBindAddress:  probeAddr,
@@ -140,10 +91,10 @@ func newControllerCommand(kubeconfig *string) *cobra.Command {
 			if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 				return err
 			}
-			if err := SetupWithManager(mgr, Options{Gate: gate, Namespaces: namespaces, OverwriteConflicts: overwrite, HoldWarningAfter: holdWarningAfter}); err != nil {
+			if err := labeler.SetupWithManager(mgr, labeler.Options{Gate: gate, Namespaces: namespaces, OverwriteConflicts: overwrite, HoldWarningAfter: holdWarningAfter}); err != nil {
 				return err
 			}
-			return mgr.Start(ctrl.SetupSignalHandler())
+			return mgr.Start(ctx)
 		},
 	}
 	f := cmd.Flags()
@@ -167,73 +118,6 @@ func newControllerCommand(kubeconfig *string) *cobra.Command {
 	return cmd
 }
 
-func newDomainCommand(kubeconfig *string) *cobra.Command {
-	opts := DomainOptions{}
-	var (
-		onNotAzure string
-		interval   time.Duration
-		reprobe    time.Duration
-		attempts   int
-	)
-	cmd := &cobra.Command{
-		Use:   "domain",
-		Short: "Label this node with its Azure platform fault and update domain (DaemonSet)",
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			opts.Backoff = wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.2, Steps: attempts, Cap: time.Minute}
-			opts.PatchBackoff = wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.2, Cap: time.Minute}
-			var errs []error
-			switch onNotAzure {
-			case "exit", "fail":
-			case "idle":
-				// Idle, not asleep: a node whose endpoint was not up at boot is labelled once it is.
-				opts.ReprobeInterval = reprobe
-			default:
-				errs = append(errs, fmt.Errorf("--on-not-azure: %q is not one of exit, idle, fail", onNotAzure))
-			}
-			if reprobe <= 0 {
-				errs = append(errs, fmt.Errorf("--reprobe-interval must be positive, got %v", reprobe))
-			}
-			if err := errors.Join(append(errs, ValidateDomainOptions(opts, interval))...); err != nil {
-				return err
-			}
-			cfg, err := restConfig(*kubeconfig)
-			if err != nil {
-				return err
-			}
-			cs, err := kubernetes.NewForConfig(cfg)
-			if err != nil {
-				return err
-			}
-			ctx := ctrl.SetupSignalHandler()
-			logger := klog.FromContext(ctx)
-			logger.Info("Starting", "version", version.String(), "mode", "domain", "node", opts.NodeName)
-			err = RunDomainMode(ctx, cs, opts, interval)
-			if errors.Is(err, ErrNotAzure) {
-				logger.Info("This node is not on Azure: no domains to label", "reason", err.Error(), "onNotAzure", onNotAzure)
-				switch onNotAzure {
-				case "exit":
-					return nil
-				case "idle":
-					// Only when ctx ended: idle mode probes again every --reprobe-interval.
-					return nil
-				}
-			}
-			return err
-		},
-	}
-	f := cmd.Flags()
-	f.StringVar(&opts.NodeName, "node-name", os.Getenv("NODE_NAME"), "this node's name (downward API: spec.nodeName)")
-	f.StringVar(&opts.Endpoint, "imds-endpoint", DefaultIMDSEndpoint, "instance metadata compute document URL")
-	f.StringVar(&opts.UpdateDomainKey, "update-domain-key", DefaultUpdateDomainKey, "label key for the platform update domain")
-	f.StringVar(&opts.FaultDomainKey, "fault-domain-key", DefaultFaultDomainKey, "label key for the platform fault domain; empty: do not write it")
-	f.DurationVar(&opts.RequestTimeout, "request-timeout", 5*time.Second, "timeout of one metadata request")
-	f.IntVar(&attempts, "attempts", 8, "metadata attempts before giving up on transient errors: refused, unreachable, timeouts, 5xx, 429 (exponential backoff from 1s, at most 1m apart)")
-	f.DurationVar(&interval, "recheck-interval", 5*time.Minute, "how often the labels are checked and restored")
-	f.StringVar(&onNotAzure, "on-not-azure", "exit", "what to do when the endpoint is not Azure's or never answered: exit (0), idle (stay up and probe again every --reprobe-interval, for DaemonSets), fail (exit 1)")
-	f.DurationVar(&reprobe, "reprobe-interval", 10*time.Minute, "with --on-not-azure=idle, how often the endpoint is probed again")
-	return cmd
-}
-
 // validateLeaderElection checks the Lease timings as client-go's leader election requires them.
 func validateLeaderElection(lease, renew, retry time.Duration) error {
 	switch {
@@ -254,7 +138,7 @@ func validateLeaderElection(lease, renew, retry time.Duration) error {
 // --namespaces or --pool-label-keys that disagrees is refused rather than silently overridden.
 func controllerGate(cmd *cobra.Command, path, schedulerName string, poolLabelKeys []string, namespaces *[]string) (pool.Gate, error) {
 	if path == "" {
-		args := report.DefaultArgs().NodePoolReady
+		args := profile.DefaultArgs().NodePoolReady
 		args.PoolLabelKeys = poolLabelKeys
 		return pool.NewGate(args), nil
 	}
@@ -265,7 +149,7 @@ func controllerGate(cmd *cobra.Command, path, schedulerName string, poolLabelKey
 	if err != nil {
 		return pool.Gate{}, fmt.Errorf("--scheduler-config: %w", err)
 	}
-	gate, ns, err := GateFromSchedulerConfig(data, schedulerName)
+	gate, ns, err := labeler.GateFromSchedulerConfig(data, schedulerName)
 	if err != nil {
 		return pool.Gate{}, fmt.Errorf("--scheduler-config %s: %w", path, err)
 	}
@@ -278,36 +162,10 @@ func controllerGate(cmd *cobra.Command, path, schedulerName string, poolLabelKey
 	return gate, nil
 }
 
-// GateFromSchedulerConfig returns, from a KubeSchedulerConfiguration document, NodePoolReady's
-// rule and the namespaces whose NodePoolLabelSets it reads (its labelSetNamespaces; empty:
-// every namespace) for the profile schedulerName: what the controller mode runs with when given
-// --scheduler-config.
-func GateFromSchedulerConfig(data []byte, schedulerName string) (pool.Gate, []string, error) {
-	args, err := report.LoadArgs(data, schedulerName)
-	if err != nil {
-		return pool.Gate{}, nil, err
-	}
-	return pool.NewGate(args.NodePoolReady), slices.Clone(args.NodePoolReady.LabelSetNamespaces), nil
-}
-
 // sameNamespaces reports whether a and b name the same namespaces, in any order.
 func sameNamespaces(a, b []string) bool {
 	a, b = slices.Clone(a), slices.Clone(b)
 	slices.Sort(a)
 	slices.Sort(b)
 	return slices.Equal(slices.Compact(a), slices.Compact(b))
-}
-
-// metricsOptions: by default /metrics is served over HTTPS, and every request is authenticated
-// and authorized through the apiserver (controller-runtime's filters), as kube-scheduler's secure
-// port is: the node-label and label-set names in the labeler's metrics are not for anyone who can
-// reach the pod.
-func metricsOptions(addr string, secure bool, certDir string) metricsserver.Options {
-	opts := metricsserver.Options{BindAddress: addr}
-	if secure {
-		opts.SecureServing = true
-		opts.FilterProvider = filters.WithAuthenticationAndAuthorization
-		opts.CertDir = certDir
-	}
-	return opts
 }

@@ -6,16 +6,13 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"path/filepath"
 
-	"github.com/spf13/cobra"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
-	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -25,8 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	admissionpkg "github.com/pool-scheduler/pool-scheduler/pkg/admission"
-	"github.com/pool-scheduler/pool-scheduler/pkg/report"
-	"github.com/pool-scheduler/pool-scheduler/pkg/version"
+	"github.com/pool-scheduler/pool-scheduler/pkg/profile"
 )
 
 // WebhookOptions configure `pool-labeler webhook`.
@@ -82,50 +78,6 @@ func (o *WebhookOptions) Validate() error {
 	return errors.Join(errs...)
 }
 
-// NewWebhookCommand returns `webhook`: the mutating admission webhook.
-func NewWebhookCommand(kubeconfig *string, restConfig func(string) (*rest.Config, error), scheme *runtime.Scheme,
-	metrics func(addr string, secure bool, certDir string) metricsserver.Options) *cobra.Command {
-	o := WebhookOptions{Metrics: metrics}
-	cmd := &cobra.Command{
-		Use:   "webhook",
-		Short: "Serve the mutating admission webhook that gives pods of opted-in namespaces to pool-scheduler (Deployment)",
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			m, err := MutatorFromConfig(o.Config, o.SchedulerName, o.SystemNodeAffinity)
-			if err != nil {
-				return err
-			}
-			cfg, err := restConfig(*kubeconfig)
-			if err != nil {
-				return err
-			}
-			logger := klog.NewKlogr()
-			ctrl.SetLogger(logger)
-			logger.Info("Starting", "version", version.String(), "mode", "webhook", "schedulerName", m.SchedulerName(),
-				"systemNodeAffinity", m.AvoidSystem() != nil)
-			return RunWebhook(ctrl.SetupSignalHandler(), cfg, scheme, m, o)
-		},
-	}
-	f := cmd.Flags()
-	f.StringVar(&o.Config, "config", "", "the scheduler's KubeSchedulerConfiguration file (the mounted ConfigMap), so the webhook mutates for what the scheduler enforces")
-	f.StringVar(&o.SchedulerName, "scheduler-name", "", "profile of --config to set on pods; empty: the first profile")
-	f.BoolVar(&o.SystemNodeAffinity, "system-node-affinity", true, "add a required node-affinity term keeping user pods off system nodes (visible to cluster-autoscaler and Karpenter)")
-	f.IntVar(&o.Port, "port", 10250, "HTTPS port of the webhook (10250: open from the control plane to nodes on GKE private clusters and others that firewall other ports, as for kubelets; cert-manager uses it too)")
-	f.StringVar(&o.CertDir, "cert-dir", filepath.Join(os.TempDir(), "pool-scheduler-webhook"), "directory of tls.crt and tls.key")
-	f.BoolVar(&o.CertRotation, "cert-rotation", true, "generate and rotate the certificate (Secret --secret-name, CA injected into --webhook-configuration); off: cert-dir is filled by someone else (cert-manager)")
-	f.StringVar(&o.Secret.Namespace, "secret-namespace", os.Getenv("POD_NAMESPACE"), "namespace of the certificate Secret")
-	f.StringVar(&o.Secret.Name, "secret-name", "pool-scheduler-webhook-tls", "the certificate Secret (must exist; the chart creates it empty)")
-	f.StringVar(&o.WebhookConfiguration, "webhook-configuration", "pool-scheduler", "MutatingWebhookConfiguration whose caBundle is kept current")
-	f.StringVar(&o.DNSName, "dns-name", "", "DNS name of the webhook Service (<service>.<namespace>.svc), the certificate's subject")
-	f.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8443", "address of /metrics; 0 disables")
-	f.BoolVar(&o.MetricsSecure, "metrics-secure", true, "serve /metrics over HTTPS to clients the apiserver authenticates and authorizes (get on /metrics), as pool-labeler controller does; false: plain HTTP, bind it to 127.0.0.1")
-	f.StringVar(&o.MetricsCertDir, "metrics-cert-dir", "", "directory with the metrics server's tls.crt and tls.key; empty: a self-signed certificate")
-	f.StringVar(&o.ProbeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz (ready once the certificate is served); 0 disables")
-	return cmd
-}
-
 // MutatorFromConfig builds the Mutator for profile schedulerName of the scheduler
 // configuration file path, from the same defaulted args the scheduler uses.
 func MutatorFromConfig(path, schedulerName string, systemNodeAffinity bool) (*admissionpkg.Mutator, error) {
@@ -133,7 +85,7 @@ func MutatorFromConfig(path, schedulerName string, systemNodeAffinity bool) (*ad
 	if err != nil {
 		return nil, fmt.Errorf("--config: %w", err)
 	}
-	name, args, err := report.LoadProfileArgs(data, schedulerName)
+	name, args, err := profile.LoadProfileArgs(data, schedulerName)
 	if err != nil {
 		return nil, fmt.Errorf("--config %s: %w", path, err)
 	}

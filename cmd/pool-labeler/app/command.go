@@ -1,0 +1,78 @@
+// Package app assembles the pool-labeler command and its three modes, as cmd/pool-scheduler/app
+// assembles pool-scheduler: controller (pkg/labeler's reconciler of NodePoolLabelSets), domain
+// (pkg/labeler's Azure fault- and update-domain labels) and webhook (pkg/admission/webhook).
+// Flags, validation and process start-up (kubeconfig, logger, metrics server) live here once;
+// the packages below are libraries that tests run in process.
+package app
+
+import (
+	"context"
+	"flag"
+	"fmt"
+
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/pool-scheduler/pool-scheduler/pkg/version"
+)
+
+// NewCommand returns the pool-labeler command with its controller, domain and webhook modes.
+func NewCommand() *cobra.Command {
+	var kubeconfig string
+	cmd := &cobra.Command{
+		Use:          "pool-labeler",
+		Short:        "Applies NodePoolLabelSets to nodes (controller), labels a node with its Azure fault and update domain (domain), and serves the mutating admission webhook (webhook)",
+		Long:         version.String(),
+		Version:      version.Version,
+		SilenceUsage: true,
+	}
+	// --version prints the same lines as pool-scheduler --version: the build, then the release line.
+	cmd.SetVersionTemplate(version.String() + "\n" + version.Line() + "\n")
+	cmd.PersistentFlags().StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file; empty: in-cluster")
+	klogFlags := goFlagSet()
+	cmd.PersistentFlags().AddGoFlagSet(klogFlags)
+	cmd.AddCommand(newControllerCommand(&kubeconfig), newDomainCommand(&kubeconfig), newWebhookCommand(&kubeconfig))
+	return cmd
+}
+
+// start is every mode's process start-up, once its flags are valid: the API server's address
+// and credentials (--kubeconfig, else in-cluster), klog as controller-runtime's logger, a
+// context that ends on SIGTERM or SIGINT, and the "Starting" line naming the build and the mode.
+// It is called once per process (a second signal handler panics).
+func start(kubeconfig, mode string, keysAndValues ...any) (context.Context, *rest.Config, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, nil, fmt.Errorf("loading kubeconfig: %w", err)
+	}
+	logger := klog.NewKlogr()
+	ctrl.SetLogger(logger)
+	ctx := klog.NewContext(ctrl.SetupSignalHandler(), logger)
+	logger.Info("Starting", append([]any{"version", version.String(), "mode", mode}, keysAndValues...)...)
+	return ctx, cfg, nil
+}
+
+// metricsOptions: by default /metrics is served over HTTPS, and every request is authenticated
+// and authorized through the apiserver (controller-runtime's filters), as kube-scheduler's secure
+// port is: the node-label and label-set names in the labeler's metrics are not for anyone who can
+// reach the pod.
+func metricsOptions(addr string, secure bool, certDir string) metricsserver.Options {
+	opts := metricsserver.Options{BindAddress: addr}
+	if secure {
+		opts.SecureServing = true
+		opts.FilterProvider = filters.WithAuthenticationAndAuthorization
+		opts.CertDir = certDir
+	}
+	return opts
+}
+
+// goFlagSet exposes klog's flags (-v; --logging-format is not needed here).
+func goFlagSet() *flag.FlagSet {
+	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(fs)
+	return fs
+}

@@ -1,0 +1,51 @@
+package app
+
+import (
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/pool-scheduler/pool-scheduler/pkg/admission/webhook"
+	"github.com/pool-scheduler/pool-scheduler/pkg/labeler"
+)
+
+// newWebhookCommand returns `webhook`: the mutating admission webhook.
+func newWebhookCommand(kubeconfig *string) *cobra.Command {
+	o := webhook.WebhookOptions{Metrics: metricsOptions}
+	cmd := &cobra.Command{
+		Use:   "webhook",
+		Short: "Serve the mutating admission webhook that gives pods of opted-in namespaces to pool-scheduler (Deployment)",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			m, err := webhook.MutatorFromConfig(o.Config, o.SchedulerName, o.SystemNodeAffinity)
+			if err != nil {
+				return err
+			}
+			ctx, cfg, err := start(*kubeconfig, "webhook", "schedulerName", m.SchedulerName(),
+				"systemNodeAffinity", m.AvoidSystem() != nil)
+			if err != nil {
+				return err
+			}
+			return webhook.RunWebhook(ctx, cfg, labeler.Scheme, m, o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Config, "config", "", "the scheduler's KubeSchedulerConfiguration file (the mounted ConfigMap), so the webhook mutates for what the scheduler enforces")
+	f.StringVar(&o.SchedulerName, "scheduler-name", "", "profile of --config to set on pods; empty: the first profile")
+	f.BoolVar(&o.SystemNodeAffinity, "system-node-affinity", true, "add a required node-affinity term keeping user pods off system nodes (visible to cluster-autoscaler and Karpenter)")
+	f.IntVar(&o.Port, "port", 10250, "HTTPS port of the webhook (10250: open from the control plane to nodes on GKE private clusters and others that firewall other ports, as for kubelets; cert-manager uses it too)")
+	f.StringVar(&o.CertDir, "cert-dir", filepath.Join(os.TempDir(), "pool-scheduler-webhook"), "directory of tls.crt and tls.key")
+	f.BoolVar(&o.CertRotation, "cert-rotation", true, "generate and rotate the certificate (Secret --secret-name, CA injected into --webhook-configuration); off: cert-dir is filled by someone else (cert-manager)")
+	f.StringVar(&o.Secret.Namespace, "secret-namespace", os.Getenv("POD_NAMESPACE"), "namespace of the certificate Secret")
+	f.StringVar(&o.Secret.Name, "secret-name", "pool-scheduler-webhook-tls", "the certificate Secret (must exist; the chart creates it empty)")
+	f.StringVar(&o.WebhookConfiguration, "webhook-configuration", "pool-scheduler", "MutatingWebhookConfiguration whose caBundle is kept current")
+	f.StringVar(&o.DNSName, "dns-name", "", "DNS name of the webhook Service (<service>.<namespace>.svc), the certificate's subject")
+	f.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8443", "address of /metrics; 0 disables")
+	f.BoolVar(&o.MetricsSecure, "metrics-secure", true, "serve /metrics over HTTPS to clients the apiserver authenticates and authorizes (get on /metrics), as pool-labeler controller does; false: plain HTTP, bind it to 127.0.0.1")
+	f.StringVar(&o.MetricsCertDir, "metrics-cert-dir", "", "directory with the metrics server's tls.crt and tls.key; empty: a self-signed certificate")
+	f.StringVar(&o.ProbeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz (ready once the certificate is served); 0 disables")
+	return cmd
+}

@@ -1,0 +1,9 @@
+package config
+
+// The plugins' names, as scheduler configurations write them. Each plugin's Name is its
+// constant here, so tools that read a profile (pkg/profile) need not import plugins.
+const (
+	NodePoolReadyName   = "NodePoolReady"
+	SystemPoolGuardName = "SystemPoolGuard"
+	DomainSpreadName    = "DomainSpread"
+)
