@@ -7,7 +7,7 @@ import (
 )
 
 func TestParseRound(t *testing.T) {
-	for _, tc := range []struct {
+	for _, tt := range []struct {
 		name string
 		line string
 		want map[string]float64
@@ -22,12 +22,12 @@ func TestParseRound(t *testing.T) {
 		{name: "another log line", line: "    installed_test.go:243: 500 nodes created in 1.2s"},
 		{name: "a round without figures", line: "    installed_test.go:175: round 1: "},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			r, ok := parseRound(tc.line)
-			if ok != tc.ok {
-				t.Fatalf("parseRound ok = %v, want %v", ok, tc.ok)
+		t.Run(tt.name, func(t *testing.T) {
+			r, ok := parseRound(tt.line)
+			if ok != tt.ok {
+				t.Fatalf("parseRound ok = %v, want %v", ok, tt.ok)
 			}
-			if diff := cmp.Diff(tc.want, r.podsPerS); ok && diff != "" {
+			if diff := cmp.Diff(tt.want, r.podsPerS); ok && diff != "" {
 				t.Errorf("pods/s per variant (-want +got):\n%s", diff)
 			}
 		})

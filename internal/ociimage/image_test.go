@@ -98,7 +98,7 @@ func TestBuildRefusesBadInput(t *testing.T) {
 	other := map[string]string{"amd64": "arm64", "arm64": "amd64"}[runtime.GOARCH]
 	empty := t.TempDir()
 	at := time.Unix(0, 0)
-	for _, tc := range []struct {
+	for _, tt := range []struct {
 		name string
 		edit func(*Options)
 		want string
@@ -109,12 +109,12 @@ func TestBuildRefusesBadInput(t *testing.T) {
 		{"wrong architecture", func(o *Options) { o.Platforms = map[string]string{"linux/" + other: dir} }, "not " + other},
 		{"missing binary", func(o *Options) { o.Platforms = map[string]string{"linux/" + runtime.GOARCH: empty} }, "binary pool-scheduler"},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
+		t.Run(tt.name, func(t *testing.T) {
 			o := options(dir, at)
-			tc.edit(&o)
+			tt.edit(&o)
 			_, err := Build(o)
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("error %v, want one containing %q", err, tc.want)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error %v, want one containing %q", err, tt.want)
 			}
 		})
 	}

@@ -245,7 +245,7 @@ func TestLintChartFindsProblems(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(bad, "templates", "broken.yaml"), []byte("kind: ConfigMap\nmetadata:\n  name: {{ .Values.nope.missing }}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for _, tc := range []struct {
+	for _, tt := range []struct {
 		name   string
 		values map[string]any
 		want   string
@@ -254,13 +254,13 @@ func TestLintChartFindsProblems(t *testing.T) {
 		{"value the schema refuses", map[string]any{"image": map[string]any{"tag": "latest"}}, "/image/tag"},
 		{"template that does not render", nil, "nope"},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			problems, _, err := LintChart(bad, "pool-scheduler", "v1.34.10", tc.values)
+		t.Run(tt.name, func(t *testing.T) {
+			problems, _, err := LintChart(bad, "pool-scheduler", "v1.34.10", tt.values)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if joined := strings.Join(problems, "\n"); !strings.Contains(joined, tc.want) {
-				t.Errorf("lint findings do not mention %q:\n%s", tc.want, joined)
+			if joined := strings.Join(problems, "\n"); !strings.Contains(joined, tt.want) {
+				t.Errorf("lint findings do not mention %q:\n%s", tt.want, joined)
 			}
 		})
 	}
@@ -279,7 +279,7 @@ func TestPackageChartRefusesBadInput(t *testing.T) {
 		return r
 	}
 	d := testImage.Digest
-	for _, tc := range []struct {
+	for _, tt := range []struct {
 		name string
 		rel  Release
 		want string
@@ -291,10 +291,10 @@ func TestPackageChartRefusesBadInput(t *testing.T) {
 		{"line not a minor", rel("v1.2.3", testImage.Repository, "136", d), `release line "136"`},
 		{"no image", Release{Repository: testImage.Repository, Version: "v1.2.3"}, "has no image"},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			_, err := PackageChart(chartDir, t.TempDir(), tc.rel)
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("error %v, want one containing %q", err, tc.want)
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := PackageChart(chartDir, t.TempDir(), tt.rel)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error %v, want one containing %q", err, tt.want)
 			}
 		})
 	}
@@ -418,7 +418,7 @@ func TestReadRelease(t *testing.T) {
 		t.Errorf("release (-want +got):\n%s", diff)
 	}
 	plain, _ := layout(t, "v1.2.3")
-	for _, tc := range []struct {
+	for _, tt := range []struct {
 		name    string
 		layouts map[string]string
 		want    string
@@ -429,14 +429,14 @@ func TestReadRelease(t *testing.T) {
 		{"a line that is not a minor", map[string]string{"134": dir134}, `release line "134"`},
 		{"no layout there", map[string]string{"1.34": filepath.Join(t.TempDir(), "none")}, "line 1.34: "},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
+		t.Run(tt.name, func(t *testing.T) {
 			version := "v1.2.3"
-			if tc.name == "another version" {
+			if tt.name == "another version" {
 				version = "v1.2.4"
 			}
-			_, err := ReadRelease(testImage.Repository, version, tc.layouts)
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("error %v, want one containing %q", err, tc.want)
+			_, err := ReadRelease(testImage.Repository, version, tt.layouts)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error %v, want one containing %q", err, tt.want)
 			}
 		})
 	}

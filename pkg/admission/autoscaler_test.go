@@ -80,7 +80,7 @@ func TestAutoscalerSimulationRefusesSystemNodes(t *testing.T) {
 		return out
 	}
 
-	for _, tc := range []struct {
+	for _, tt := range []struct {
 		name string
 		pod  *v1.Pod
 	}{
@@ -90,12 +90,12 @@ func TestAutoscalerSimulationRefusesSystemNodes(t *testing.T) {
 		{name: "own node affinity", pod: st.MakePod().Namespace("apps").Name("ssd").Container("pause").
 			NodeAffinityNotIn("kubernetes.io/hostname", []string{"user-0"}).Obj()},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			before := feasible(tc.pod)
+		t.Run(tt.name, func(t *testing.T) {
+			before := feasible(tt.pod)
 			if !before["aks-system-0"] || !before["system-0"] {
 				t.Fatalf("without the mutation the in-tree plugins should accept the system nodes (the autoscalers' blind spot): %v", before)
 			}
-			pod := tc.pod.DeepCopy()
+			pod := tt.pod.DeepCopy()
 			if res := m.Mutate(pod); !res.NodeAffinity {
 				t.Fatalf("Mutate did not add the node affinity: %+v", res)
 			}
@@ -107,7 +107,7 @@ func TestAutoscalerSimulationRefusesSystemNodes(t *testing.T) {
 				}
 			}
 			// A system pod keeps the system pool.
-			sys := tc.pod.DeepCopy()
+			sys := tt.pod.DeepCopy()
 			sys.Namespace = "kube-system"
 			if res := m.Mutate(sys); res.NodeAffinity {
 				t.Errorf("system pod got the node affinity")

@@ -19,7 +19,7 @@ func req(key string, op v1.NodeSelectorOperator, values ...string) v1.NodeSelect
 }
 
 func TestAvoidSystemNodes(t *testing.T) {
-	for _, tc := range []struct {
+	for _, tt := range []struct {
 		name  string
 		guard config.SystemPoolGuardArgs
 		want  [][]v1.NodeSelectorRequirement
@@ -55,17 +55,17 @@ func TestAvoidSystemNodes(t *testing.T) {
 			},
 		},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			got, err := AvoidSystemNodes(&tc.guard)
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := AvoidSystemNodes(&tt.guard)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if diff := cmp.Diff(tc.want, got); diff != "" {
+			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
 			// The alternatives match a node exactly when the guard does not call it a system
 			// node (pool keys agreeing).
-			policy, err := pool.NewSystemPolicy(&tc.guard)
+			policy, err := pool.NewSystemPolicy(&tt.guard)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -123,7 +123,7 @@ func TestMutate(t *testing.T) {
 		}
 		return out
 	}
-	for _, tc := range []struct {
+	for _, tt := range []struct {
 		name     string
 		pod      *v1.Pod
 		want     Result
@@ -143,15 +143,15 @@ func TestMutate(t *testing.T) {
 		{name: "another scheduler", pod: st.MakePod().Namespace("a").SchedulerName("volcano").Obj(), wantName: "volcano"},
 		{name: "bound", pod: st.MakePod().Namespace("a").Node("n").Obj()},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			pod := tc.pod.DeepCopy()
-			if got := m.Mutate(pod); got != tc.want {
-				t.Errorf("result %+v, want %+v", got, tc.want)
+		t.Run(tt.name, func(t *testing.T) {
+			pod := tt.pod.DeepCopy()
+			if got := m.Mutate(pod); got != tt.want {
+				t.Errorf("result %+v, want %+v", got, tt.want)
 			}
-			if pod.Spec.SchedulerName != tc.wantName {
-				t.Errorf("schedulerName %q, want %q", pod.Spec.SchedulerName, tc.wantName)
+			if pod.Spec.SchedulerName != tt.wantName {
+				t.Errorf("schedulerName %q, want %q", pod.Spec.SchedulerName, tt.wantName)
 			}
-			if diff := cmp.Diff(tc.wantAff, pod.Spec.Affinity); diff != "" {
+			if diff := cmp.Diff(tt.wantAff, pod.Spec.Affinity); diff != "" {
 				t.Errorf("affinity (-want +got):\n%s", diff)
 			}
 		})

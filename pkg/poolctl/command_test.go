@@ -40,7 +40,7 @@ func TestCommandName(t *testing.T) {
 // nothing is written, so logs and pipes get only the table.
 func TestProgress(t *testing.T) {
 	messages := []string{"late-labels / default: starting etcd and kube-apiserver", "late-labels / default: measuring"}
-	for _, tc := range []struct {
+	for _, tt := range []struct {
 		mode string
 		tty  bool
 		want func(string) bool
@@ -53,24 +53,24 @@ func TestProgress(t *testing.T) {
 				strings.HasSuffix(out, "\r") // cleared, the cursor back at the start
 		}},
 	} {
-		t.Run(tc.mode, func(t *testing.T) {
+		t.Run(tt.mode, func(t *testing.T) {
 			var out bytes.Buffer
-			mode := tc.mode
-			if tc.tty {
+			mode := tt.mode
+			if tt.tty {
 				mode = "auto"
 			}
 			p, err := newProgress(&out, mode)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if tc.tty {
+			if tt.tty {
 				p.mode = "tty" // a bytes.Buffer is not a terminal; what auto picks on one
 			}
 			for _, m := range messages {
 				p.line(m)
 			}
 			p.done()
-			if !tc.want(out.String()) {
+			if !tt.want(out.String()) {
 				t.Errorf("wrote %q", out.String())
 			}
 		})

@@ -4,13 +4,11 @@ import (
 	"fmt"
 	"strings"
 
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
 
 	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config"
 	configscheme "github.com/pool-scheduler/pool-scheduler/pkg/apis/config/scheme"
-	configv1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/config/v1"
 	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config/validation"
 )
 
@@ -24,20 +22,11 @@ type Args struct {
 
 // DefaultArgs returns every plugin's v1 defaults, converted to the internal types.
 func DefaultArgs() Args {
-	var a Args
-	a.NodePoolReady = defaulted(&configv1.NodePoolReadyArgs{}, &config.NodePoolReadyArgs{})
-	a.SystemPoolGuard = defaulted(&configv1.SystemPoolGuardArgs{}, &config.SystemPoolGuardArgs{})
-	a.DomainSpread = defaulted(&configv1.DomainSpreadArgs{}, &config.DomainSpreadArgs{})
-	return a
-}
-
-func defaulted[T runtime.Object](versioned runtime.Object, internal T) T {
-	configscheme.Scheme.Default(versioned)
-	if err := configscheme.Scheme.Convert(versioned, internal, nil); err != nil {
-		// The scheme registers both types; a failure is a programming error.
-		panic(fmt.Sprintf("converting default %T: %v", versioned, err))
+	return Args{
+		NodePoolReady:   configscheme.DefaultNodePoolReadyArgs(),
+		SystemPoolGuard: configscheme.DefaultSystemPoolGuardArgs(),
+		DomainSpread:    configscheme.DefaultDomainSpreadArgs(),
 	}
-	return internal
 }
 
 // ArgsFromProfile returns the args a decoded scheduler profile holds; plugins without

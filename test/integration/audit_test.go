@@ -157,7 +157,7 @@ func TestAudit(t *testing.T) {
 	// --namespace narrows pods, services and endpoint slices to one namespace, and a context's
 	// own default namespace does not narrow anything.
 	multi := kubeconfigWithContexts(t, kubeconfig, "kube-system")
-	for _, tc := range []struct {
+	for _, tt := range []struct {
 		name     string
 		args     []string
 		findings int
@@ -168,11 +168,11 @@ func TestAudit(t *testing.T) {
 		{"--namespace of the findings", []string{"--context", "real", "--namespace", ns}, 4, ""},
 		{"-n of a namespace without findings", []string{"--context", "real", "-n", "kube-system"}, 0, ""},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			out, stderr, err := runPoolctl(t, append([]string{"audit", "--kubeconfig", multi, "-o", "json", "--max-findings", "100"}, tc.args...)...)
-			if tc.errText != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.errText) {
-					t.Errorf("error %v, want one containing %q", err, tc.errText)
+		t.Run(tt.name, func(t *testing.T) {
+			out, stderr, err := runPoolctl(t, append([]string{"audit", "--kubeconfig", multi, "-o", "json", "--max-findings", "100"}, tt.args...)...)
+			if tt.errText != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.errText) {
+					t.Errorf("error %v, want one containing %q", err, tt.errText)
 				}
 				return
 			}
@@ -183,8 +183,8 @@ func TestAudit(t *testing.T) {
 			if err := json.Unmarshal([]byte(out), &r); err != nil {
 				t.Fatal(err)
 			}
-			if r.NumFindings() != tc.findings {
-				t.Errorf("%d findings, want %d: %+v", r.NumFindings(), tc.findings, r)
+			if r.NumFindings() != tt.findings {
+				t.Errorf("%d findings, want %d: %+v", r.NumFindings(), tt.findings, r)
 			}
 		})
 	}

@@ -778,7 +778,7 @@ func TestHelmChartValuesCoverPluginArgs(t *testing.T) {
 		t.Fatal(err)
 	}
 	plugins := ch.Values["scheduler"].(map[string]any)["plugins"].(map[string]any)
-	for _, tc := range []struct {
+	for _, tt := range []struct {
 		plugin string
 		args   any // the v1 type, defaulted
 	}{
@@ -786,15 +786,15 @@ func TestHelmChartValuesCoverPluginArgs(t *testing.T) {
 		{plugin: "systemPoolGuard", args: defaulted(&configv1.SystemPoolGuardArgs{}, func(a *configv1.SystemPoolGuardArgs) { configv1.SetDefaults_SystemPoolGuardArgs(a) })},
 		{plugin: "domainSpread", args: defaulted(&configv1.DomainSpreadArgs{}, func(a *configv1.DomainSpreadArgs) { configv1.SetDefaults_DomainSpreadArgs(a) })},
 	} {
-		t.Run(tc.plugin, func(t *testing.T) {
-			values, _ := plugins[tc.plugin].(map[string]any)["args"].(map[string]any)
-			typ := reflect.TypeOf(tc.args).Elem()
+		t.Run(tt.plugin, func(t *testing.T) {
+			values, _ := plugins[tt.plugin].(map[string]any)["args"].(map[string]any)
+			typ := reflect.TypeOf(tt.args).Elem()
 			var fields []string
 			for i := 0; i < typ.NumField(); i++ {
 				name := strings.Split(typ.Field(i).Tag.Get("json"), ",")[0]
 				// Where NodePoolLabelSets are read is the top-level labelSets value (an install
 				// decision the labeler's RBAC follows); the 0.x labelSetNamespace is refused.
-				if tc.plugin == "nodePoolReady" && (name == "labelSetNamespaces" || name == "labelSetNamespace") {
+				if tt.plugin == "nodePoolReady" && (name == "labelSetNamespaces" || name == "labelSetNamespace") {
 					continue
 				}
 				if name != "" {
@@ -808,7 +808,7 @@ func TestHelmChartValuesCoverPluginArgs(t *testing.T) {
 			sort.Strings(fields)
 			sort.Strings(keys)
 			if diff := cmp.Diff(fields, keys); diff != "" {
-				t.Errorf("values.yaml scheduler.plugins.%s.args keys differ from the fields of %s (-fields +values):\n%s", tc.plugin, typ.Name(), diff)
+				t.Errorf("values.yaml scheduler.plugins.%s.args keys differ from the fields of %s (-fields +values):\n%s", tt.plugin, typ.Name(), diff)
 			}
 			// Defaults: the values, decoded into the v1 type, equal the type's own defaults.
 			data, err := yaml.Marshal(values)
@@ -824,7 +824,7 @@ func TestHelmChartValuesCoverPluginArgs(t *testing.T) {
 			if a, ok := got.(*configv1.SystemPoolGuardArgs); ok && a.SystemNodeSelector == nil {
 				a.SystemNodeSelector = configv1.DefaultSystemNodeSelector()
 			}
-			if diff := cmp.Diff(tc.args, got, cmpopts.EquateEmpty()); diff != "" {
+			if diff := cmp.Diff(tt.args, got, cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("values.yaml defaults differ from %s defaults (-type +values):\n%s", typ.Name(), diff)
 			}
 		})
@@ -1170,28 +1170,28 @@ func TestHelmChartLines(t *testing.T) {
 		t.Errorf("values.yaml image.digests: one key per release line (-want +got):\n%s", diff)
 	}
 
-	type tc struct {
+	type testCase struct {
 		name, kube, values string
 		want               string // the image every workload runs
 		wantErr            string
 	}
-	var tests []tc
+	var tests []testCase
 	for _, l := range lines {
 		for _, minor := range wantServes[l.Line] {
 			tests = append(tests,
-				tc{name: "cluster " + minor + " without digests", kube: "v" + minor + ".3", want: repo + ":" + app + "-k8s" + l.Line},
-				tc{name: "cluster " + minor + " with the release's digests", kube: "v" + minor + ".3-eks-1a2b3c", values: string(withDigests),
+				testCase{name: "cluster " + minor + " without digests", kube: "v" + minor + ".3", want: repo + ":" + app + "-k8s" + l.Line},
+				testCase{name: "cluster " + minor + " with the release's digests", kube: "v" + minor + ".3-eks-1a2b3c", values: string(withDigests),
 					want: repo + ":" + app + "-k8s" + l.Line + "@" + digest(l.Line)})
 		}
 	}
 	last := lines[len(lines)-1]
 	tests = append(tests,
-		tc{name: "image.line overrides the cluster's", kube: "v" + lines[0].Line + ".1", values: `image: {line: "` + last.Line + `"}`, want: repo + ":" + app + "-k8s" + last.Line},
-		tc{name: "image.tag is used as is", kube: "v" + last.Line + ".0", values: `image: {tag: v9.9.9-dev, digests: {"` + last.Line + `": "` + digest(last.Line) + `"}}`, want: repo + ":v9.9.9-dev"},
-		tc{name: "a newer cluster than every line", kube: fmt.Sprintf("v1.%d.0", maxMinor+1), wantErr: "no pool-scheduler release line serves this cluster"},
-		tc{name: "an older cluster than every line", kube: fmt.Sprintf("v1.%d.5", minMinor-1), wantErr: "the lines are " + lines[0].Line + " (Kubernetes " + lines[0].Line},
-		tc{name: "an unknown line", values: `image: {line: "1.33"}`, kube: chartKube, wantErr: `image.line "1.33": there is no such release line`},
-		tc{name: "a malformed line", values: `image: {line: "136"}`, kube: chartKube, wantErr: "/image/line"},
+		testCase{name: "image.line overrides the cluster's", kube: "v" + lines[0].Line + ".1", values: `image: {line: "` + last.Line + `"}`, want: repo + ":" + app + "-k8s" + last.Line},
+		testCase{name: "image.tag is used as is", kube: "v" + last.Line + ".0", values: `image: {tag: v9.9.9-dev, digests: {"` + last.Line + `": "` + digest(last.Line) + `"}}`, want: repo + ":v9.9.9-dev"},
+		testCase{name: "a newer cluster than every line", kube: fmt.Sprintf("v1.%d.0", maxMinor+1), wantErr: "no pool-scheduler release line serves this cluster"},
+		testCase{name: "an older cluster than every line", kube: fmt.Sprintf("v1.%d.5", minMinor-1), wantErr: "the lines are " + lines[0].Line + " (Kubernetes " + lines[0].Line},
+		testCase{name: "an unknown line", values: `image: {line: "1.33"}`, kube: chartKube, wantErr: `image.line "1.33": there is no such release line`},
+		testCase{name: "a malformed line", values: `image: {line: "136"}`, kube: chartKube, wantErr: "/image/line"},
 	)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

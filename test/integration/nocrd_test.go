@@ -16,8 +16,7 @@ import (
 	"k8s.io/kubernetes/test/utils/ktesting"
 
 	"github.com/pool-scheduler/pool-scheduler/internal/compat/framework"
-	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config"
-	configv1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/config/v1"
+	configscheme "github.com/pool-scheduler/pool-scheduler/pkg/apis/config/scheme"
 	"github.com/pool-scheduler/pool-scheduler/pkg/plugins/nodepoolready"
 	"github.com/pool-scheduler/pool-scheduler/test/util"
 )
@@ -51,8 +50,8 @@ func TestNodePoolReadyWithoutCRD(t *testing.T) {
 	}); err != nil {
 		t.Fatal("CRD still served")
 	}
-	args := &config.NodePoolReadyArgs{PoolLabelKeys: configv1.DefaultPoolLabelKeys, UnknownPoolPolicy: config.UnknownPoolAuto,
-		RequiredLabelKeys: []string{updateDomainKey}}
+	args := configscheme.DefaultNodePoolReadyArgs()
+	args.RequiredLabelKeys = []string{updateDomainKey}
 	ctx, cancel := context.WithCancel(tCtx)
 	defer cancel()
 	plugin, err := nodepoolready.New(ctx, args, kubeConfigHandle{cfg: cp.Config})

@@ -44,7 +44,7 @@ func TestHandler(t *testing.T) {
 		return b
 	}
 
-	for _, tc := range []struct {
+	for _, tt := range []struct {
 		name        string
 		raw         []byte
 		wantPatches []string
@@ -61,9 +61,9 @@ func TestHandler(t *testing.T) {
 		{name: "another scheduler: unchanged", raw: podJSON(st.MakePod().Name("batch").SchedulerName("volcano").Obj()), result: "unchanged"},
 		{name: "undecodable: allowed unchanged", raw: []byte(`{"spec": 7}`), result: "error"},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			before := testutil.ToFloat64(webhookRequests.WithLabelValues(tc.result))
-			resp := h.Handle(context.Background(), request(tc.raw))
+		t.Run(tt.name, func(t *testing.T) {
+			before := testutil.ToFloat64(webhookRequests.WithLabelValues(tt.result))
+			resp := h.Handle(context.Background(), request(tt.raw))
 			if !resp.Allowed {
 				t.Fatalf("denied: %+v (the webhook never blocks a pod)", resp.Result)
 			}
@@ -77,11 +77,11 @@ func TestHandler(t *testing.T) {
 					t.Errorf("patch %s %s: the webhook only adds (sets) what it changed", p.Operation, p.Path)
 				}
 			}
-			if got := strings.Join(paths, ","); got != strings.Join(tc.wantPatches, ",") {
-				t.Errorf("patches %v, want %v", paths, tc.wantPatches)
+			if got := strings.Join(paths, ","); got != strings.Join(tt.wantPatches, ",") {
+				t.Errorf("patches %v, want %v", paths, tt.wantPatches)
 			}
-			if after := testutil.ToFloat64(webhookRequests.WithLabelValues(tc.result)); after != before+1 {
-				t.Errorf("pool_scheduler_webhook_requests_total{result=%q} went %v -> %v, want +1", tc.result, before, after)
+			if after := testutil.ToFloat64(webhookRequests.WithLabelValues(tt.result)); after != before+1 {
+				t.Errorf("pool_scheduler_webhook_requests_total{result=%q} went %v -> %v, want +1", tt.result, before, after)
 			}
 		})
 	}

@@ -69,7 +69,7 @@ type filterer interface {
 	framework.FilterPlugin
 }
 
-func benchPlugins(b *testing.B, mode config.SpreadMode, pods []*v1.Pod, nodes []*v1.Node) (context.Context, *DomainSpread, framework.Plugin, []fwk.NodeInfo) {
+func benchPlugins(b testing.TB, mode config.SpreadMode, pods []*v1.Pod, nodes []*v1.Node) (context.Context, *DomainSpread, framework.Plugin, []fwk.NodeInfo) {
 	b.Helper()
 	// The replica index's informer logs through the global klog, which ktesting sets to -v=5 for
 	// tests; its lines would land in the benchmark output.
@@ -229,4 +229,55 @@ func benchmarkPerNode(b *testing.B, numNodes int) {
 		}
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(infos)), "ns/node")
 	})
+}
+
+// TestFilterAndScoreDoNotAllocate: once a node's domains are memoised (the steady state),
+// scoring a node allocates nothing, nor does accepting one; refusing a node allocates its Status
+// (the framework writes into it, so it cannot be shared), as in the other plugins.
+func TestFilterAndScoreDoNotAllocate(t *testing.T) {
+	nodes := make([]*v1.Node, 12)
+	for i := range nodes {
+		name := fmt.Sprintf("node-%d", i)
+		nodes[i] = st.MakeNode().Name(name).Label(v1.LabelHostname, name).
+			Label(zoneKey, fmt.Sprint(i%2)).Label(udKey, fmt.Sprint(i/2%3)).Obj()
+	}
+	// Three replicas in zone 0, update domain 0: Hard mode refuses that domain's nodes.
+	pods := []*v1.Pod{rsPod("r0", "rs-a", "node-0"), rsPod("r1", "rs-a", "node-6"), rsPod("r2", "rs-a", "node-0")}
+	pod := rsPod("incoming", "rs-a", "")
+	ctx, ds, _, infos := benchPlugins(t, config.SpreadHard, pods, nodes)
+	for range 2 { // the second cycle's PreFilter compacts the memo
+		state := framework.NewCycleState()
+		if _, s := ds.PreFilter(ctx, state, pod, infos); !s.IsSuccess() {
+			t.Fatal(s)
+		}
+		for _, ni := range infos {
+			ds.Filter(ctx, state, pod, ni)
+		}
+	}
+	state := framework.NewCycleState()
+	if _, s := ds.PreFilter(ctx, state, pod, infos); !s.IsSuccess() {
+		t.Fatal(s)
+	}
+	if s := ds.PreScore(ctx, state, pod, infos); !s.IsSuccess() {
+		t.Fatal(s)
+	}
+	var accepted, refused int
+	for _, ni := range infos {
+		rejected := !ds.Filter(ctx, state, pod, ni).IsSuccess()
+		if rejected {
+			refused++
+		} else {
+			accepted++
+		}
+		if n := testing.AllocsPerRun(50, func() { ds.Filter(ctx, state, pod, ni) }); n > map[bool]float64{false: 0, true: 2}[rejected] {
+			t.Errorf("Filter(%s, rejected=%v) allocates %v times per call", ni.Node().Name, rejected, n)
+		}
+		if n := testing.AllocsPerRun(50, func() { ds.Score(ctx, state, pod, ni) }); n != 0 {
+			t.Errorf("Score(%s) allocates %v times per call, want 0", ni.Node().Name, n)
+		}
+	}
+	// Both paths were measured.
+	if accepted == 0 || refused == 0 {
+		t.Fatalf("accepted %d nodes, refused %d: the cluster no longer exercises both", accepted, refused)
+	}
 }

@@ -2,8 +2,6 @@ package domainspread
 
 import (
 	"context"
-	"sort"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,12 +11,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/test/utils/ktesting"
 
 	"github.com/pool-scheduler/pool-scheduler/internal/compat/framework"
 	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config"
+	"github.com/pool-scheduler/pool-scheduler/test/util/plugintest"
 )
 
 // TestReplicaIndex replays informer events and the plugin's Reserve/Unreserve and checks the
@@ -72,12 +70,12 @@ func TestReplicaIndex(t *testing.T) {
 		{name: "orphaned pod uncounted", steps: []step{{add: bound}, {update: orphaned}}, want: map[string]int32{}},
 		{name: "adopted by another workload", steps: []step{{add: bound}, {update: adopted}}, want: map[string]int32{"rs-b/n1": 1}},
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
 			ctx := ktesting.Init(t)
 			pl := newTestPlugin(t, ctx, defaultArgs(), nil, nil)
 			h := pl.replicas.handler(ctx.Logger())
-			for _, s := range tc.steps {
+			for _, s := range tt.steps {
 				switch {
 				case s.add != nil:
 					h.OnAdd(s.add, false)
@@ -100,7 +98,7 @@ func TestReplicaIndex(t *testing.T) {
 				w, _ := workloadOf(rsPod("x", rs, ""))
 				pl.replicas.each(w, func(node string, n int32) { got[rs+"/"+node] = n })
 			}
-			if diff := cmp.Diff(tc.want, got); diff != "" {
+			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("replicas per workload/node (-want +got):\n%s", diff)
 			}
 		})
@@ -184,15 +182,15 @@ func TestHintLeavesTheIndexAlone(t *testing.T) {
 	pl := newTestPlugin(t, ctx, defaultArgs(), []*v1.Pod{replica}, grid(2, 1))
 	terminating := replica.DeepCopy()
 	terminating.DeletionTimestamp = &metav1.Time{}
-	for _, tc := range []struct {
+	for _, tt := range []struct {
 		name           string
 		oldObj, newObj any
 	}{
 		{name: "deleted", oldObj: replica},
 		{name: "terminating", oldObj: replica, newObj: terminating},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			hint, err := pl.isSchedulableAfterPodChange(ctx.Logger(), rsPod("p2", "rs-a", ""), tc.oldObj, tc.newObj)
+		t.Run(tt.name, func(t *testing.T) {
+			hint, err := pl.isSchedulableAfterPodChange(ctx.Logger(), rsPod("p2", "rs-a", ""), tt.oldObj, tt.newObj)
 			if err != nil || hint != fwk.Queue {
 				t.Fatalf("hint = %v, %v; want Queue", hint, err)
 			}
@@ -201,30 +199,6 @@ func TestHintLeavesTheIndexAlone(t *testing.T) {
 			}
 		})
 	}
-}
-
-// activator records Activate calls; the rest of the Handle is unused here.
-type activator struct {
-	framework.Handle
-	mu        sync.Mutex
-	activated []string
-}
-
-func (a *activator) Activate(_ klog.Logger, pods map[string]*v1.Pod) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	for k := range pods {
-		a.activated = append(a.activated, k)
-	}
-	sort.Strings(a.activated)
-}
-
-func (a *activator) take() []string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	out := a.activated
-	a.activated = nil
-	return out
 }
 
 // TestReplicaGoneActivatesWaitingPods: once the pod informer makes the index uncount a replica,
@@ -237,7 +211,7 @@ func TestReplicaGoneActivatesWaitingPods(t *testing.T) {
 	args.Mode = config.SpreadHard
 	replica := rsPod("r1", "rs-a", "fd0-ud0")
 	pl := newTestPlugin(t, ctx, args, []*v1.Pod{replica}, grid(2, 1))
-	h := &activator{}
+	h := &plugintest.Activator{}
 	pl.handle = h
 	handler := pl.replicas.handler(ctx.Logger())
 
@@ -252,16 +226,16 @@ func TestReplicaGoneActivatesWaitingPods(t *testing.T) {
 	}
 	// A replica that keeps counting (relabelled) activates nothing.
 	handler.OnUpdate(replica, replica.DeepCopy())
-	if got := h.take(); len(got) != 0 {
+	if got := h.Take(); len(got) != 0 {
 		t.Errorf("activated %v, want none", got)
 	}
 	handler.OnDelete(replica)
-	if diff := cmp.Diff([]string{"default/wa"}, h.take()); diff != "" {
+	if diff := cmp.Diff([]string{"default/wa"}, h.Take()); diff != "" {
 		t.Errorf("activated (-want +got):\n%s", diff)
 	}
 	// Once only: the workload's waiting pods were taken.
 	handler.OnDelete(replica)
-	if got := h.take(); len(got) != 0 {
+	if got := h.Take(); len(got) != 0 {
 		t.Errorf("activated again: %v", got)
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/pool-scheduler/pool-scheduler/internal/compat/framework"
 	labelsv1alpha1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/labels/v1alpha1"
 	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
+	"github.com/pool-scheduler/pool-scheduler/test/util/plugintest"
 )
 
 var (
@@ -134,7 +135,7 @@ func TestCensus(t *testing.T) {
 func TestSkippedFilterIsMadeGoodInReserve(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	pl := syncedPlugin(t, readyNode, otherNode)
-	h := &activator{}
+	h := &plugintest.Activator{}
 	pl.handle = h
 	pod := st.MakePod().Namespace("default").Name("p").Obj()
 	registerMetrics()
@@ -153,7 +154,7 @@ func TestSkippedFilterIsMadeGoodInReserve(t *testing.T) {
 	if diff := cmp.Diff(want, pl.Reserve(ctx, state, pod, "n1")); diff != "" {
 		t.Errorf("Reserve on the joining node (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff([]string{"default/p"}, h.take()); diff != "" {
+	if diff := cmp.Diff([]string{"default/p"}, h.Take()); diff != "" {
 		t.Errorf("activated pods (-want +got):\n%s", diff)
 	}
 

@@ -16,6 +16,7 @@ import (
 	"github.com/pool-scheduler/pool-scheduler/internal/compat/framework"
 	labelsv1alpha1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/labels/v1alpha1"
 	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
+	"github.com/pool-scheduler/pool-scheduler/test/util/plugintest"
 )
 
 func TestIsSchedulableAfterNodeChange(t *testing.T) {
@@ -154,7 +155,7 @@ func TestIsSchedulableAfterLabelSetChange(t *testing.T) {
 func TestPostFilterActivatesWhenSetsChangedDuringCycle(t *testing.T) {
 	logger, ctx := ktesting.NewTestContext(t)
 	pl := newTestPlugin(t, defaultArgs())
-	h := &activator{}
+	h := &plugintest.Activator{}
 	pl.handle = h
 	pod := st.MakePod().Namespace("default").Name("p").Obj()
 
@@ -163,7 +164,7 @@ func TestPostFilterActivatesWhenSetsChangedDuringCycle(t *testing.T) {
 		t.Fatal(status)
 	}
 	pl.PostFilter(ctx, state, pod, nil)
-	if got := h.take(); len(got) != 0 {
+	if got := h.Take(); len(got) != 0 {
 		t.Errorf("activated %v although the sets did not change", got)
 	}
 
@@ -173,7 +174,7 @@ func TestPostFilterActivatesWhenSetsChangedDuringCycle(t *testing.T) {
 	}
 	pl.labelSets.upsert(logger, labelSet("ns", "spot", "u1", 1, map[string]labelsv1alpha1.LabelValue{"example.com/a": "1"}))
 	pl.PostFilter(ctx, state, pod, nil)
-	if diff := cmp.Diff([]string{"default/p"}, h.take()); diff != "" {
+	if diff := cmp.Diff([]string{"default/p"}, h.Take()); diff != "" {
 		t.Errorf("activated (-want +got):\n%s", diff)
 	}
 }

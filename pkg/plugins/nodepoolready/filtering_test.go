@@ -3,10 +3,10 @@ package nodepoolready
 import (
 	"context"
 	"fmt"
-	appsv1 "k8s.io/api/apps/v1"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -20,7 +20,7 @@ import (
 
 	"github.com/pool-scheduler/pool-scheduler/internal/compat/framework"
 	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config"
-	configv1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/config/v1"
+	configscheme "github.com/pool-scheduler/pool-scheduler/pkg/apis/config/scheme"
 	labelsv1alpha1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/labels/v1alpha1"
 	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
 	"github.com/pool-scheduler/pool-scheduler/test/util/plugintest"
@@ -29,11 +29,7 @@ import (
 const poolKey = "nodepool.banzaicloud.io/name"
 
 func defaultArgs() *config.NodePoolReadyArgs {
-	return &config.NodePoolReadyArgs{
-		PoolLabelKeys:       configv1.DefaultPoolLabelKeys,
-		UnknownPoolPolicy:   config.UnknownPoolAuto,
-		IgnoreDaemonSetPods: true,
-	}
+	return configscheme.DefaultNodePoolReadyArgs()
 }
 
 func labelSet(namespace, name string, uid types.UID, generation int64, labels map[string]labelsv1alpha1.LabelValue) *labelsv1alpha1.NodePoolLabelSet {

@@ -2,50 +2,24 @@ package nodepoolready
 
 import (
 	"context"
-	"sort"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/klog/v2"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	"k8s.io/kubernetes/test/utils/ktesting"
 
 	"github.com/pool-scheduler/pool-scheduler/internal/compat/framework"
 	labelsv1alpha1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/labels/v1alpha1"
+	"github.com/pool-scheduler/pool-scheduler/test/util/plugintest"
 )
-
-// activator records Activate calls; the rest of the Handle is unused here.
-type activator struct {
-	framework.Handle
-	mu        sync.Mutex
-	activated []string
-}
-
-func (a *activator) Activate(_ klog.Logger, pods map[string]*v1.Pod) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	for k := range pods {
-		a.activated = append(a.activated, k)
-	}
-	sort.Strings(a.activated)
-}
-
-func (a *activator) take() []string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	out := a.activated
-	a.activated = nil
-	return out
-}
 
 func TestInformerChangeRetriesWaitingPods(t *testing.T) {
 	logger, ctx := ktesting.NewTestContext(t)
 	pl := newTestPlugin(t, defaultArgs())
-	h := &activator{}
+	h := &plugintest.Activator{}
 	pl.handle = h
 	pl.labelSets.onInformerChange = func() { pl.activateWaiting(logger) }
 
@@ -58,16 +32,15 @@ func TestInformerChangeRetriesWaitingPods(t *testing.T) {
 	if pl.labelSets.upsert(logger, set) {
 		pl.labelSets.informerChanged()
 	}
-	if diff := cmp.Diff([]string{"default/waiting"}, h.activated); diff != "" {
+	if diff := cmp.Diff([]string{"default/waiting"}, h.Take()); diff != "" {
 		t.Errorf("activated (-want +got):\n%s", diff)
 	}
-	h.activated = nil
 	if pl.labelSets.upsert(logger, set) {
 		pl.labelSets.informerChanged()
 	}
 	pl.activateWaiting(logger)
-	if len(h.activated) != 0 {
-		t.Errorf("pods activated twice: %v", h.activated)
+	if len(h.Activated()) != 0 {
+		t.Errorf("pods activated twice: %v", h.Activated())
 	}
 }
 
@@ -79,7 +52,7 @@ func TestNodeBecomingReadyRetriesWaitingPods(t *testing.T) {
 	set := labelSet("ns", "spot", "u1", 1, map[string]labelsv1alpha1.LabelValue{"example.com/a": "1"})
 	pl := newTestPlugin(t, defaultArgs(), set)
 	pl.reactivateAfter = 0 // TestNodeReadyActivatesTwice covers the second activation.
-	h := &activator{}
+	h := &plugintest.Activator{}
 	pl.handle = h
 	handler := pl.nodeReadyHandler(logger)
 
@@ -92,21 +65,21 @@ func TestNodeBecomingReadyRetriesWaitingPods(t *testing.T) {
 	ready := st.MakeNode().Name("spot-0").Label(poolKey, "spot").Label("example.com/a", "1").Obj()
 
 	handler.OnAdd(unlabelled, false)
-	if got := h.take(); len(got) != 0 {
+	if got := h.Take(); len(got) != 0 {
 		t.Fatalf("an unready node joining activated %v", got)
 	}
 	handler.OnUpdate(unlabelled, ready)
-	if diff := cmp.Diff([]string{"default/wants-spot"}, h.take()); diff != "" {
+	if diff := cmp.Diff([]string{"default/wants-spot"}, h.Take()); diff != "" {
 		t.Errorf("activated when the labels landed (-want +got):\n%s", diff)
 	}
 	// An update that leaves the labels alone changes nothing; a general node joining ready
 	// admits the pod that avoids spot.
 	handler.OnUpdate(ready, ready.DeepCopy())
-	if got := h.take(); len(got) != 0 {
+	if got := h.Take(); len(got) != 0 {
 		t.Errorf("a status-only update of a ready node activated %v", got)
 	}
 	handler.OnAdd(st.MakeNode().Name("general-0").Label(poolKey, "general").Obj(), false)
-	if diff := cmp.Diff([]string{"default/avoids-spot"}, h.take()); diff != "" {
+	if diff := cmp.Diff([]string{"default/avoids-spot"}, h.Take()); diff != "" {
 		t.Errorf("activated when a ready general node joined (-want +got):\n%s", diff)
 	}
 
@@ -116,7 +89,7 @@ func TestNodeBecomingReadyRetriesWaitingPods(t *testing.T) {
 	withGPU := ready.DeepCopy()
 	withGPU.Labels["example.com/gpu"] = "true"
 	handler.OnUpdate(ready, withGPU)
-	if diff := cmp.Diff([]string{"default/wants-gpu"}, h.take()); diff != "" {
+	if diff := cmp.Diff([]string{"default/wants-gpu"}, h.Take()); diff != "" {
 		t.Errorf("activated when a ready node gained the selected label (-want +got):\n%s", diff)
 	}
 }
@@ -127,19 +100,17 @@ func TestNodeReadyActivatesTwice(t *testing.T) {
 	logger, ctx := ktesting.NewTestContext(t)
 	pl := newTestPlugin(t, defaultArgs())
 	pl.reactivateAfter = 10 * time.Millisecond
-	h := &activator{}
+	h := &plugintest.Activator{}
 	pl.handle = h
 	pl.PostFilter(ctx, framework.NewCycleState(), st.MakePod().Namespace("default").Name("p").Obj(), nil)
 	pl.nodeReadyHandler(logger).OnAdd(st.MakeNode().Name("n").Label(poolKey, "general").Obj(), false)
 	err := wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		return len(h.activated) == 2, nil
+		return len(h.Activated()) == 2, nil
 	})
 	if err != nil {
-		t.Fatalf("activations: %v, want the pod twice", h.take())
+		t.Fatalf("activations: %v, want the pod twice", h.Take())
 	}
-	if diff := cmp.Diff([]string{"default/p", "default/p"}, h.take()); diff != "" {
+	if diff := cmp.Diff([]string{"default/p", "default/p"}, h.Take()); diff != "" {
 		t.Errorf("activations (-want +got):\n%s", diff)
 	}
 }

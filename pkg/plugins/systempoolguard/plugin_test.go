@@ -3,13 +3,13 @@ package systempoolguard
 import (
 	"context"
 	"fmt"
-	appsv1 "k8s.io/api/apps/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/component-base/metrics/testutil"
 	"k8s.io/klog/v2"
 	klogtesting "k8s.io/klog/v2/ktesting"
@@ -20,20 +20,13 @@ import (
 
 	"github.com/pool-scheduler/pool-scheduler/internal/compat/framework"
 	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config"
-	configv1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/config/v1"
+	configscheme "github.com/pool-scheduler/pool-scheduler/pkg/apis/config/scheme"
 	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
 	"github.com/pool-scheduler/pool-scheduler/test/util/plugintest"
 )
 
 func defaultArgs() *config.SystemPoolGuardArgs {
-	return &config.SystemPoolGuardArgs{
-		PoolLabelKeys:              configv1.DefaultPoolLabelKeys,
-		SystemPools:                configv1.DefaultSystemPools,
-		SystemNamespaces:           configv1.DefaultSystemNamespaces,
-		SystemPriorityClasses:      configv1.DefaultSystemPriorityClasses,
-		SystemTolerationKeys:       configv1.DefaultSystemTolerationKeys,
-		DaemonSetPodsAreSystemPods: true,
-	}
+	return configscheme.DefaultSystemPoolGuardArgs()
 }
 
 func newTestPlugin(t testing.TB, modify func(*config.SystemPoolGuardArgs)) *SystemPoolGuard {
@@ -67,6 +60,8 @@ func TestFilter(t *testing.T) {
 	aksSelector := func(a *config.SystemPoolGuardArgs) {
 		a.SystemNodeSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.azure.com/mode": "system"}}
 	}
+	// The default systemNodeSelector is AKS's system mode; nil switches it off.
+	noSelector := func(a *config.SystemPoolGuardArgs) { a.SystemNodeSelector = nil }
 	rejected := fwk.NewStatus(fwk.UnschedulableAndUnresolvable, ErrReasonSystemPool).WithPlugin(Name)
 	skip := fwk.NewStatus(fwk.Skip)
 	tests := []struct {
@@ -82,7 +77,8 @@ func TestFilter(t *testing.T) {
 		{name: "user pod on a node without pool", pod: st.MakePod().Namespace("default").Obj(), node: noPoolNode},
 		{name: "wildcard toleration on system pool", pod: wildcardPod(), node: banzaiSystem, wantFilter: rejected},
 		{name: "wildcard toleration on AKS PreferNoSchedule system pool", args: aksSelector, pod: wildcardPod(), node: aksSystem, wantFilter: rejected},
-		{name: "AKS mode label ignored without selector", pod: st.MakePod().Namespace("default").Obj(), node: aksSystem},
+		{name: "AKS mode label ignored without selector", args: noSelector, pod: st.MakePod().Namespace("default").Obj(), node: aksSystem},
+		{name: "AKS system mode is a system node by default", pod: st.MakePod().Namespace("default").Obj(), node: aksSystem, wantFilter: rejected},
 		{name: "kube-system pod skips the filter", pod: st.MakePod().Namespace("kube-system").Obj(), node: banzaiSystem, wantPreFilter: skip},
 		{
 			name: "DaemonSet pod skips the filter",

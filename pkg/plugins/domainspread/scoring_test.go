@@ -1,0 +1,363 @@
+package domainspread
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	appsv1 "k8s.io/api/apps/v1"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/backend/cache"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
+	"k8s.io/kubernetes/test/utils/ktesting"
+
+	"github.com/pool-scheduler/pool-scheduler/internal/compat/framework"
+	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config"
+)
+
+// scores runs PreScore, Score and NormalizeScore over nodes.
+func scores(t *testing.T, ctx context.Context, pl *DomainSpread, pod *v1.Pod, nodes []*v1.Node) (map[string]int64, *fwk.Status) {
+	t.Helper()
+	state := framework.NewCycleState()
+	var infos []fwk.NodeInfo
+	for _, n := range nodes {
+		ni, err := pl.sharedLister.NodeInfos().Get(n.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		infos = append(infos, ni)
+	}
+	if st := pl.PreScore(ctx, state, pod, infos); st.IsSkip() {
+		// The framework then leaves the plugin out: it adds nothing to any node.
+		out := map[string]int64{}
+		for _, n := range nodes {
+			out[n.Name] = 0
+		}
+		return out, nil
+	} else if !st.IsSuccess() {
+		return nil, st
+	}
+	var list framework.NodeScoreList
+	for _, ni := range infos {
+		n := ni.Node()
+		s, status := pl.Score(ctx, state, pod, ni)
+		if !status.IsSuccess() {
+			t.Fatal(status)
+		}
+		list = append(list, framework.NodeScore{Name: n.Name, Score: s})
+	}
+	if status := pl.NormalizeScore(ctx, state, pod, list); !status.IsSuccess() {
+		t.Fatal(status)
+	}
+	out := map[string]int64{}
+	for _, s := range list {
+		out[s.Name] = s.Score
+	}
+	return out, nil
+}
+
+// best returns the names of the nodes with the top score.
+func best(scores map[string]int64) []string {
+	var top int64 = -1
+	var names []string
+	for n, s := range scores {
+		switch {
+		case s > top:
+			top, names = s, []string{n}
+		case s == top:
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	return names
+}
+
+func TestScoreGroupsByOwner(t *testing.T) {
+	nodes := grid(2, 3)
+	tests := []struct {
+		name     string
+		existing []*v1.Pod
+		pod      *v1.Pod
+		wantBest []string
+	}{
+		{
+			name:     "first replica: every node ties",
+			pod:      rsPod("new", "rs-a", ""),
+			wantBest: []string{"fd0-ud0", "fd0-ud1", "fd0-ud2", "fd1-ud0", "fd1-ud1", "fd1-ud2"},
+		},
+		{
+			name:     "second replica goes to the other fault domain and another update domain",
+			existing: []*v1.Pod{rsPod("a1", "rs-a", "fd0-ud0")},
+			pod:      rsPod("new", "rs-a", ""),
+			wantBest: []string{"fd1-ud1", "fd1-ud2"},
+		},
+		{
+			name:     "other workloads' pods do not count",
+			existing: []*v1.Pod{rsPod("b1", "rs-b", "fd0-ud0"), rsPod("b2", "rs-b", "fd0-ud1")},
+			pod:      rsPod("new", "rs-a", ""),
+			wantBest: []string{"fd0-ud0", "fd0-ud1", "fd0-ud2", "fd1-ud0", "fd1-ud1", "fd1-ud2"},
+		},
+		{
+			name: "old revision's replicas (another ReplicaSet) do not skew the new one",
+			existing: []*v1.Pod{
+				rsPod("old1", "rs-old", "fd0-ud0"), rsPod("old2", "rs-old", "fd0-ud1"), rsPod("old3", "rs-old", "fd0-ud2"),
+				rsPod("new1", "rs-new", "fd1-ud0"),
+			},
+			pod:      rsPod("new", "rs-new", ""),
+			wantBest: []string{"fd0-ud1", "fd0-ud2"},
+		},
+		{
+			name: "terminating replicas do not count",
+			existing: []*v1.Pod{
+				func() *v1.Pod {
+					p := rsPod("gone", "rs-a", "fd1-ud1")
+					p.DeletionTimestamp = &metav1.Time{}
+					return p
+				}(),
+				rsPod("a1", "rs-a", "fd0-ud0"),
+			},
+			pod:      rsPod("new", "rs-a", ""),
+			wantBest: []string{"fd1-ud1", "fd1-ud2"},
+		},
+		{
+			name: "same controller UID in another namespace does not count",
+			existing: []*v1.Pod{func() *v1.Pod {
+				p := rsPod("a1", "rs-a", "fd0-ud0")
+				p.Namespace = "other"
+				return p
+			}()},
+			pod:      rsPod("new", "rs-a", ""),
+			wantBest: []string{"fd0-ud0", "fd0-ud1", "fd0-ud2", "fd1-ud0", "fd1-ud1", "fd1-ud2"},
+		},
+		{
+			name: "fault domain dominates, update domain breaks ties",
+			existing: []*v1.Pod{
+				rsPod("a1", "rs-a", "fd0-ud0"), rsPod("a2", "rs-a", "fd1-ud1"), rsPod("a3", "rs-a", "fd0-ud2"),
+			},
+			pod: rsPod("new", "rs-a", ""),
+			// fd1 has fewer replicas; in fd1, ud0 and ud2... ud2 holds one (fd0-ud2), ud0 one: tie on ud; host breaks nothing.
+			wantBest: []string{"fd1-ud0", "fd1-ud2"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, ctx := ktesting.NewTestContext(t)
+			pl := newTestPlugin(t, ctx, defaultArgs(), tt.existing, nodes)
+			got, status := scores(t, ctx, pl, tt.pod, nodes)
+			if status != nil {
+				t.Fatal(status)
+			}
+			if diff := cmp.Diff(tt.wantBest, best(got)); diff != "" {
+				t.Errorf("best nodes (-want +got):\n%s\nscores: %v", diff, got)
+			}
+		})
+	}
+}
+
+func TestPreScoreSkips(t *testing.T) {
+	tsc := rsPod("p", "rs-a", "")
+	tsc.Spec.TopologySpreadConstraints = []v1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: zoneKey, WhenUnsatisfiable: v1.ScheduleAnyway}}
+	ds := st.MakePod().Namespace("default").Name("ds").OwnerReference("agent", appsv1.SchemeGroupVersion.WithKind("DaemonSet")).Obj()
+	placed := []*v1.Pod{rsPod("a1", "rs-a", "fd0-ud0")}
+	tests := []struct {
+		name     string
+		args     func(*config.DomainSpreadArgs)
+		existing []*v1.Pod
+		pod      *v1.Pod
+		wantSkip bool
+	}{
+		{name: "no controller", existing: placed, pod: st.MakePod().Namespace("default").Name("bare").Obj(), wantSkip: true},
+		{name: "own spread constraints", existing: placed, pod: tsc, wantSkip: true},
+		{name: "own spread constraints, configured to spread anyway", args: func(a *config.DomainSpreadArgs) { a.SpreadPodsWithConstraints = true }, existing: placed, pod: tsc},
+		{name: "DaemonSet pod", existing: placed, pod: ds, wantSkip: true},
+		{name: "ReplicaSet pod", existing: placed, pod: rsPod("p", "rs-a", "")},
+		// Every node would score the same.
+		{name: "first replica of its workload", existing: []*v1.Pod{rsPod("b1", "rs-b", "fd0-ud0")}, pod: rsPod("p", "rs-a", ""), wantSkip: true},
+		{name: "first replica, Hard mode", args: func(a *config.DomainSpreadArgs) { a.Mode = config.SpreadHard }, pod: rsPod("p", "rs-a", ""), wantSkip: true},
+		{name: "replica placed, Hard mode", args: func(a *config.DomainSpreadArgs) { a.Mode = config.SpreadHard }, existing: placed, pod: rsPod("p", "rs-a", "")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, ctx := ktesting.NewTestContext(t)
+			args := defaultArgs()
+			if tt.args != nil {
+				tt.args(args)
+			}
+			pl := newTestPlugin(t, ctx, args, tt.existing, grid(1, 1))
+			state := framework.NewCycleState()
+			if args.Mode == config.SpreadHard {
+				if _, status := pl.PreFilter(ctx, state, tt.pod, nil); !status.IsSuccess() && !status.IsSkip() {
+					t.Fatal(status)
+				}
+			}
+			status := pl.PreScore(ctx, state, tt.pod, nil)
+			if status.IsSkip() != tt.wantSkip {
+				t.Errorf("PreScore = %v, want skip %v", status, tt.wantSkip)
+			}
+		})
+	}
+}
+
+func TestScoreMissingKeysAndJointDimensions(t *testing.T) {
+	// Two zones whose update domains are both numbered 0 and 1: without joint, "ud 0" of zone a
+	// and "ud 0" of zone b are one domain.
+	nodes := []*v1.Node{
+		st.MakeNode().Name("a0").Label(zoneKey, "a").Label(udKey, "0").Label(v1.LabelHostname, "a0").Obj(),
+		st.MakeNode().Name("a1").Label(zoneKey, "a").Label(udKey, "1").Label(v1.LabelHostname, "a1").Obj(),
+		st.MakeNode().Name("b0").Label(zoneKey, "b").Label(udKey, "0").Label(v1.LabelHostname, "b0").Obj(),
+		st.MakeNode().Name("b1").Label(zoneKey, "b").Label(udKey, "1").Label(v1.LabelHostname, "b1").Obj(),
+	}
+	existing := []*v1.Pod{rsPod("r1", "rs-a", "a0"), rsPod("r2", "rs-a", "b1"), rsPod("r3", "rs-a", "a1")}
+	dims := func(joint bool) func(*config.DomainSpreadArgs) {
+		return func(a *config.DomainSpreadArgs) {
+			a.Dimensions = []config.SpreadDimension{
+				{Name: "zone", LabelKeys: []string{zoneKey}},
+				{Name: "update-domain", LabelKeys: []string{udKey}, Joint: joint},
+			}
+		}
+	}
+	tests := []struct {
+		name     string
+		args     func(*config.DomainSpreadArgs)
+		nodes    []*v1.Node
+		wantBest []string
+	}{
+		// Zone b has 1, zone a 2. Separate ud: ud0 has 1 (a0), ud1 has 2 (b1, a1) -> b0.
+		{name: "separate dimensions", args: dims(false), nodes: nodes, wantBest: []string{"b0"}},
+		// Joint: (b,0) holds 0, (b,1) holds 1 -> b0 as well; and a tie-free check below.
+		{name: "joint dimension", args: dims(true), nodes: nodes, wantBest: []string{"b0"}},
+		{
+			name: "node without the update-domain label: dimension ignored",
+			args: dims(false),
+			nodes: append(nodes[:4:4],
+				st.MakeNode().Name("b-unlabelled").Label(zoneKey, "b").Label(v1.LabelHostname, "b-unlabelled").Obj()),
+			wantBest: []string{"b-unlabelled", "b0"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, ctx := ktesting.NewTestContext(t)
+			args := defaultArgs()
+			tt.args(args)
+			pl := newTestPlugin(t, ctx, args, existing, tt.nodes)
+			got, _ := scores(t, ctx, pl, rsPod("new", "rs-a", ""), tt.nodes)
+			if diff := cmp.Diff(tt.wantBest, best(got)); diff != "" {
+				t.Errorf("best nodes (-want +got):\n%s\nscores: %v", diff, got)
+			}
+		})
+	}
+}
+
+func TestJointDomainKeys(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	args := defaultArgs()
+	args.Dimensions = []config.SpreadDimension{
+		{Name: "zone", LabelKeys: []string{zoneKey}},
+		{Name: "fault-domain", LabelKeys: []string{fdKey}, Joint: true},
+	}
+	pl := newTestPlugin(t, ctx, args, nil, nil)
+	a, _ := pl.domainKeyOf(1, map[string]string{zoneKey: "a", fdKey: "0"})
+	b, _ := pl.domainKeyOf(1, map[string]string{zoneKey: "b", fdKey: "0"})
+	if a == b {
+		t.Errorf("joint domains of zones a and b are equal: %v", a)
+	}
+	if _, ok := pl.domainKeyOf(1, map[string]string{fdKey: "0"}); ok {
+		t.Error("joint domain without the previous dimension's key was accepted")
+	}
+}
+
+func TestNormalizeScore(t *testing.T) {
+	tests := []struct {
+		name string
+		raw  []int64
+		want []int64
+	}{
+		{name: "all equal", raw: []int64{5, 5, 5}, want: []int64{100, 100, 100}},
+		{name: "two levels", raw: []int64{0, 7}, want: []int64{100, 0}},
+		{name: "ranks, not magnitudes", raw: []int64{1 << 30, 0, 1, 1 << 30, 2}, want: []int64{0, 100, 33, 0, 16}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var list framework.NodeScoreList
+			for i, r := range tt.raw {
+				list = append(list, framework.NodeScore{Name: fmt.Sprint(i), Score: r})
+			}
+			(&DomainSpread{}).NormalizeScore(context.Background(), nil, nil, list)
+			var got []int64
+			for _, s := range list {
+				got = append(got, s.Score)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// scoreAll runs a scoring cycle for pod and returns the raw score per node name.
+func scoreAll(t *testing.T, ctx context.Context, pl *DomainSpread, pod *v1.Pod) map[string]int64 {
+	t.Helper()
+	infos, err := pl.sharedLister.NodeInfos().List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := framework.NewCycleState()
+	if s := pl.PreScore(ctx, state, pod, infos); !s.IsSuccess() {
+		t.Fatal(s)
+	}
+	out := map[string]int64{}
+	for _, ni := range infos {
+		raw, s := pl.Score(ctx, state, pod, ni)
+		if !s.IsSuccess() {
+			t.Fatal(s)
+		}
+		out[ni.Node().Name] = raw
+	}
+	return out
+}
+
+// TestNodeUpdatesAndDomainChurn: domains are remembered per node object, so a node that moves
+// to another domain (a new object, as the scheduler's cache delivers it) is counted in its new
+// domain; and when far more domains were seen than nodes exist (hosts that came and went), the
+// domain table starts over without changing any score.
+func TestNodeUpdatesAndDomainChurn(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	nodes := []*v1.Node{node("a", "0", "0"), node("b", "0", "1"), node("c", "1", "0")}
+	pods := []*v1.Pod{replica("r1", "rs", "a")}
+	args := defaultArgs()
+	args.Dimensions = args.Dimensions[:2] // fault and update domain
+	pl := newTestPlugin(t, ctx, args, pods, nodes)
+	pod := replica("new", "rs", "")
+
+	before := scoreAll(t, ctx, pl, pod)
+	// a holds the replica: its FD and UD are loaded; c shares neither, b shares the FD.
+	if !(before["c"] < before["b"] && before["b"] < before["a"]) {
+		t.Fatalf("scores before the update: %v, want c < b < a", before)
+	}
+
+	// Node a moves to fault domain 1 and update domain 1: c now shares its FD, b its UD.
+	moved := nodes[0].DeepCopy()
+	moved.Labels[zoneKey], moved.Labels[udKey] = "1", "1"
+	pl.sharedLister = cache.NewSnapshot(pods, []*v1.Node{moved, nodes[1], nodes[2]})
+	after := scoreAll(t, ctx, pl, pod)
+	if !(after["b"] < after["c"]) {
+		t.Errorf("scores after node a moved to FD 1: %v, want b (FD 0) < c (FD 1)", after)
+	}
+
+	// Resolve hundreds of short-lived hosts: the next cycle starts a new epoch of domain IDs.
+	epoch := pl.domains.epoch
+	for i := range 500 {
+		pl.domainIDs(node(fmt.Sprintf("gone-%d", i), "0", fmt.Sprint(i)), epoch)
+	}
+	again := scoreAll(t, ctx, pl, pod)
+	if pl.domains.epoch == epoch {
+		t.Errorf("domain table not reset after %d update domains for 3 nodes", pl.domains.len(1))
+	}
+	if diff := cmp.Diff(after, again); diff != "" {
+		t.Errorf("scores changed by the reset (-before +after):\n%s", diff)
+	}
+}
