@@ -1,85 +1,10 @@
-# pool-scheduler. `make help` lists the targets.
-SHELL := /usr/bin/env bash
-.SHELLFLAGS := -euo pipefail -c
-
-GO      ?= go
-BIN     := $(CURDIR)/bin
-MODULE  := github.com/pool-scheduler/pool-scheduler
-include hack/versions.env
-# The default release line, the minor of go.mod's Kubernetes (before LINE overrides KUBE_VERSION).
-DEFAULT_LINE := 1.$(word 2,$(subst ., ,$(KUBE_VERSION)))
-
-# Release lines, one per supported Kubernetes minor, built from this tree (docs/compatibility.md).
-# The default line (1.34) is go.mod with hack/versions.env's pins. LINE=<minor> (e.g.
-# `make build LINE=1.36`) builds another: lines/k8s-<minor>/go.mod through -modfile (the same
-# module path, so packages, patterns and build info stay as they are), its versions.env (read
-# after hack/versions.env: KUBE_VERSION, GO_TAGS, ...) and its build tags, into bin/k8s-<minor>/.
-# Exported, GOFLAGS reaches every go command of the recipes and the go commands that tests start;
-# -modfile is absolute because those may run in another directory. etcd is the default line's
-# (bin/etcd) for every line. Without LINE nothing here applies.
-LINE ?=
-DEFAULT_GOFLAGS := $(GOFLAGS)
-ETCD_BIN := $(CURDIR)/bin/etcd
-GOMOD_FILES := go.mod go.sum
-ifneq ($(LINE),)
-LINE_DIR := $(CURDIR)/lines/k8s-$(LINE)
-ifeq ($(wildcard $(LINE_DIR)/versions.env),)
-$(error LINE=$(LINE): there is no lines/k8s-$(LINE)/versions.env; lines: default (no LINE) $(patsubst $(CURDIR)/lines/k8s-%,%,$(wildcard $(CURDIR)/lines/k8s-*)))
-endif
-include $(LINE_DIR)/versions.env
-# (A nested make of the same line inherits them: filtered out first, so they are not doubled.)
-export GOFLAGS := $(strip $(filter-out -modfile=% -tags=%,$(GOFLAGS)) -modfile=$(LINE_DIR)/go.mod $(if $(GO_TAGS),-tags=$(GO_TAGS)))
-BIN := $(CURDIR)/bin/k8s-$(LINE)
-GOMOD_FILES := $(LINE_DIR)/go.mod $(LINE_DIR)/go.sum
-endif
-
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo v0.0.0-dev)
-COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
-KUBE_MINOR := $(word 2,$(subst ., ,$(KUBE_VERSION)))
-LDFLAGS := -s -w \
-  -X $(MODULE)/pkg/version.Version=$(VERSION) \
-  -X $(MODULE)/pkg/version.GitCommit=$(COMMIT) \
-  -X k8s.io/component-base/version.gitVersion=$(KUBE_VERSION) \
-  -X k8s.io/component-base/version.gitMajor=1 \
-  -X k8s.io/component-base/version.gitMinor=$(KUBE_MINOR)
-IMAGE_REPO ?= ghcr.io/pool-scheduler/pool-scheduler
-# One image per release line, tagged <VERSION>-k8s<line> (the line LINE builds; make docker-image).
-IMAGE   ?= $(IMAGE_REPO):$(VERSION)-k8s1.$(KUBE_MINOR)
-# The full commit (OCI revision label) and its time: image layers, labels and SBOMs are stamped
-# with it, so the same commit gives the same image digest.
-REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
-SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
-# Test and tool builds skip inlining and DWARF (-gcflags='all=-l -dwarf=false'): compiling
-# Kubernetes dominates their cost, and both add to it (binaries are linked with -s -w, which
-# drops DWARF anyway; stack traces and pprof do not need it). Shipped binaries (make build) and
-# benchmarks (make bench) are compiled normally. GOFLAGS takes the quoted value as one flag.
-DEV_GOFLAGS := $(strip $(GOFLAGS) '-gcflags=all=-l -dwarf=false')
-# The compiler is a Go program: with GOGC=400 it collects garbage less often, and compiles
-# faster for a little more memory. Only `go build` gets it: test binaries and benchmarks run
-# with the default GOGC.
-BUILD_GOGC ?= 400
-# Tests that start kube-apiserver find etcd on PATH.
-TEST_ENV := PATH="$(if $(LINE),$(BIN):)$(CURDIR)/bin:$$PATH" GOFLAGS="$(DEV_GOFLAGS)"
-GOTEST_FLAGS ?=
-# The unit and integration suites run under the race detector (it needs cgo: a C compiler).
-# RACE= runs them without it.
-RACE ?= -race
-# The integration suite runs the whole kube-scheduler, and v1.34.10's has a data race of its own:
-# the backoff queue updates a queued pod's PodInfo (PodInfo.Update, from the pod informer) while
-# handleSchedulingFailure hands the same PodInfo to the nominator (PodInfo.GetPod), whenever
-# DefaultPreemption finds no candidate; both accesses are in k8s.io/kubernetes/pkg/scheduler/framework
-# (types.go). It failed a CI run on 2026-11-23. Upstream tracks this family of races in
-# kubernetes/kubernetes#132025 and #139340 (fixed on master in 2026; v1.34.10 has no fix) and runs its own
-# integration suite under -race only in a separate job for that reason. So that one package is
-# compiled without race instrumentation (for a package, the last -gcflags pattern that matches wins;
-# the compiler's -race=false undoes the go command's -race): ours, client-go and the rest of
-# Kubernetes stay instrumented. RACE= turns the detector off for both suites.
-RACE_UNINSTRUMENTED := k8s.io/kubernetes/pkg/scheduler/framework
-INTEGRATION_RACE ?= $(if $(RACE),$(RACE) '-gcflags=$(RACE_UNINSTRUMENTED)=-l -dwarf=false -race=false')
-
+# pool-scheduler. `make help` lists the targets; `make demo` and `make test` are the two a
+# newcomer needs (README). Settings and why they are what they are: hack/make/settings.mk.
 .PHONY: help
 help: ## Show this help.
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+
+include hack/make/settings.mk
 
 .PHONY: build
 build: binaries poolctl ## Build bin/pool-scheduler, bin/pool-labeler and bin/poolctl.
@@ -163,9 +88,8 @@ FUZZ_TARGETS := \
 FUZZTIME ?= 10s
 # make test's smoke budget is a count of executions, not a duration: with a duration, Go's fuzz
 # coordinator (before Go 1.27) can report the deadline itself as a failure ("context deadline
-# exceeded", no crasher) when a worker is mid-input as -fuzztime expires, golang/go#75804; it
-# failed FuzzParseScenario (~20 inputs/s) in a CI run on 2026-11-23 with Go 1.26.8. A count has no
-# deadline to race. 500 inputs: ~10-25 s for the slowest target here, under a second for the others.
+# exceeded", no crasher) when a worker is mid-input as -fuzztime expires, golang/go#75804, which
+# slow targets (FuzzParseScenario, ~20 inputs/s) hit. A count has no deadline to race. 500 inputs: ~10-25 s for the slowest target here, under a second for the others.
 FUZZ_SMOKE_TIME ?= 500x
 
 .PHONY: fuzz
@@ -200,8 +124,9 @@ bench: etcd binaries kube-scheduler ## Plugin microbenchmarks and memory per nod
 	hack/bench.sh
 
 .PHONY: generate
-generate: ## Regenerate deepcopy, conversions, defaults and CRDs.
+generate: ## Regenerate deepcopy, conversions, defaults, CRDs and docs/architecture.md's diagram.
 	hack/update-codegen.sh
+	GOFLAGS="$(DEV_GOFLAGS)" $(GO) test ./test/static -run '^TestArchitectureDoc$$' -count=1 -args -update
 
 .PHONY: verify
 verify: ## gofmt, go vet, generated files and go.mod replaces up to date, actionlint, Helm chart lint.

@@ -241,7 +241,7 @@ func distCmd(args []string) error {
 		archives = append(archives, release.PluginPlatform{OS: goos, Arch: arch, URI: *downloads + "/" + *version + "/" + name, SHA256: sum})
 	}
 	if len(archives) > 0 {
-		manifest, err := release.KrewManifest(filepath.Join(*root, "plugins", "pool.yaml"), *version, archives)
+		manifest, err := release.KrewManifest(filepath.Join(*root, "manifests", "krew", "pool.yaml.tmpl"), *version, archives)
 		if err != nil {
 			return err
 		}

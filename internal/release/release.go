@@ -536,7 +536,7 @@ func copyTree(mem filesys.FileSystem, root, dir string) error {
 
 // PluginArchive packages a kubectl-pool binary as krew expects: a .tar.gz holding the binary and
 // the project's LICENSE (krew's submission checklist: the license in the archive, extracted on
-// install; plugins/pool.yaml's files). Entries carry the given time, so the same input gives
+// install; manifests/krew/pool.yaml.tmpl's files). Entries carry the given time, so the same input gives
 // the same archive.
 func PluginArchive(binary, license, out string, modTime time.Time) error {
 	var buf bytes.Buffer
@@ -577,7 +577,7 @@ type PluginPlatform struct {
 	OS, Arch, URI, SHA256 string
 }
 
-// KrewManifest fills the krew plugin manifest template (plugins/pool.yaml) for a release.
+// KrewManifest fills the krew plugin manifest template (manifests/krew/pool.yaml.tmpl) for a release.
 func KrewManifest(templateFile, version string, platforms []PluginPlatform) ([]byte, error) {
 	if !versionRE.MatchString(version) {
 		return nil, fmt.Errorf("version %q: want vMAJOR.MINOR.PATCH", version)

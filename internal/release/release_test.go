@@ -544,7 +544,7 @@ type krewPlugin struct {
 	} `json:"spec"`
 }
 
-// TestKrewManifest fills plugins/pool.yaml and checks it against the rules of krew's own
+// TestKrewManifest fills manifests/krew/pool.yaml.tmpl and checks it against the rules of krew's own
 // validation (internal/index/validation/validate.go in sigs.k8s.io/krew v0.4.4, not importable):
 // apiVersion, kind, a safe name, a one-line short description, a SemVer version, and per
 // platform a selector on os/arch only, a uri, a sha256 of 64 hex digits and bin; and that each
@@ -554,7 +554,7 @@ func TestKrewManifest(t *testing.T) {
 		{OS: "linux", Arch: "amd64", URI: "https://example.com/v1.2.3/kubectl-pool_v1.2.3_linux_amd64.tar.gz", SHA256: strings.Repeat("a", 64)},
 		{OS: "darwin", Arch: "arm64", URI: "https://example.com/v1.2.3/kubectl-pool_v1.2.3_darwin_arm64.tar.gz", SHA256: strings.Repeat("b", 64)},
 	}
-	data, err := KrewManifest(filepath.Join(repoRoot(), "plugins", "pool.yaml"), "v1.2.3", platforms)
+	data, err := KrewManifest(filepath.Join(repoRoot(), "manifests", "krew", "pool.yaml.tmpl"), "v1.2.3", platforms)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -596,7 +596,7 @@ func TestKrewManifest(t *testing.T) {
 			t.Errorf("platform %d extracts %v, want kubectl-pool and LICENSE", i, from)
 		}
 	}
-	if _, err := KrewManifest(filepath.Join(repoRoot(), "plugins", "pool.yaml"), "latest", platforms); err == nil {
+	if _, err := KrewManifest(filepath.Join(repoRoot(), "manifests", "krew", "pool.yaml.tmpl"), "latest", platforms); err == nil {
 		t.Error("a manifest for version latest was made")
 	}
 }

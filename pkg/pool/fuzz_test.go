@@ -305,8 +305,8 @@ func TestCRDRulesAreTheFuzzReference(t *testing.T) {
 	if !found {
 		t.Errorf("the CRD has no root rule %q: update crdIdentityKeys", want)
 	}
-	if !reflect.DeepEqual(crdIdentityKeys, configv1.DefaultPoolLabelKeys) {
-		t.Errorf("the CRD's identity keys %q are not the default pool label keys %q", crdIdentityKeys, configv1.DefaultPoolLabelKeys)
+	if diff := cmp.Diff(configv1.DefaultPoolLabelKeys, crdIdentityKeys); diff != "" {
+		t.Errorf("the CRD's identity keys are not the default pool label keys (-defaults +CRD):\n%s", diff)
 	}
 }
 

@@ -193,24 +193,7 @@ func BenchmarkPerNode(b *testing.B) {
 func benchmarkPerNode(b *testing.B, numNodes int) {
 	pods, nodes, pod := benchCluster(numNodes)
 	ctx, ds, _, infos := benchPlugins(b, config.SpreadHard, pods, nodes)
-	// Steady state: a first cycle resolves every node's domains, the next one's PreFilter
-	// compacts them into the memo's read map.
-	for range 2 {
-		state := framework.NewCycleState()
-		if _, s := ds.PreFilter(ctx, state, pod, infos); !s.IsSuccess() {
-			b.Fatal(s)
-		}
-		for _, ni := range infos {
-			ds.Filter(ctx, state, pod, ni)
-		}
-	}
-	state := framework.NewCycleState()
-	if _, s := ds.PreFilter(ctx, state, pod, infos); !s.IsSuccess() {
-		b.Fatal(s)
-	}
-	if s := ds.PreScore(ctx, state, pod, infos); !s.IsSuccess() {
-		b.Fatal(s)
-	}
+	state := steadyState(b, ctx, ds, pod, infos)
 	b.Run("Filter", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
@@ -231,6 +214,30 @@ func benchmarkPerNode(b *testing.B, numNodes int) {
 	})
 }
 
+// steadyState runs two cycles (the first resolves every node's domains, the second's PreFilter
+// compacts them into the memo's read map) and returns a third cycle's state after PreFilter and
+// PreScore: what Filter and Score see once a cluster has been scheduled on.
+func steadyState(tb testing.TB, ctx context.Context, ds *DomainSpread, pod *v1.Pod, infos []fwk.NodeInfo) fwk.CycleState {
+	tb.Helper()
+	for range 2 {
+		state := framework.NewCycleState()
+		if _, s := ds.PreFilter(ctx, state, pod, infos); !s.IsSuccess() {
+			tb.Fatal(s)
+		}
+		for _, ni := range infos {
+			ds.Filter(ctx, state, pod, ni)
+		}
+	}
+	state := framework.NewCycleState()
+	if _, s := ds.PreFilter(ctx, state, pod, infos); !s.IsSuccess() {
+		tb.Fatal(s)
+	}
+	if s := ds.PreScore(ctx, state, pod, infos); !s.IsSuccess() {
+		tb.Fatal(s)
+	}
+	return state
+}
+
 // TestFilterAndScoreDoNotAllocate: once a node's domains are memoised (the steady state),
 // scoring a node allocates nothing, nor does accepting one; refusing a node allocates its Status
 // (the framework writes into it, so it cannot be shared), as in the other plugins.
@@ -245,22 +252,7 @@ func TestFilterAndScoreDoNotAllocate(t *testing.T) {
 	pods := []*v1.Pod{rsPod("r0", "rs-a", "node-0"), rsPod("r1", "rs-a", "node-6"), rsPod("r2", "rs-a", "node-0")}
 	pod := rsPod("incoming", "rs-a", "")
 	ctx, ds, _, infos := benchPlugins(t, config.SpreadHard, pods, nodes)
-	for range 2 { // the second cycle's PreFilter compacts the memo
-		state := framework.NewCycleState()
-		if _, s := ds.PreFilter(ctx, state, pod, infos); !s.IsSuccess() {
-			t.Fatal(s)
-		}
-		for _, ni := range infos {
-			ds.Filter(ctx, state, pod, ni)
-		}
-	}
-	state := framework.NewCycleState()
-	if _, s := ds.PreFilter(ctx, state, pod, infos); !s.IsSuccess() {
-		t.Fatal(s)
-	}
-	if s := ds.PreScore(ctx, state, pod, infos); !s.IsSuccess() {
-		t.Fatal(s)
-	}
+	state := steadyState(t, ctx, ds, pod, infos)
 	var accepted, refused int
 	for _, ni := range infos {
 		rejected := !ds.Filter(ctx, state, pod, ni).IsSuccess()
