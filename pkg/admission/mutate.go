@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -71,7 +72,8 @@ func (m *Mutator) SchedulerName() string { return m.schedulerName }
 func (m *Mutator) AvoidSystem() [][]v1.NodeSelectorRequirement { return m.avoidSystem }
 
 // Mutate changes pod in place. It leaves alone pods already bound (spec.nodeName: no scheduler
-// sees them), mirror pods, pods labelled profile.NamespaceLabel=false, and pods that name a scheduler
+// sees them), mirror pods, DaemonSet pods (node agents gain nothing from pool-scheduler and must
+// not depend on it), pods labelled profile.NamespaceLabel=false, and pods that name a scheduler
 // other than the default one or ours.
 // The affinity goes to pods scheduled by pool-scheduler that are not system pods.
 func (m *Mutator) Mutate(pod *v1.Pod) Result {
@@ -82,7 +84,7 @@ func (m *Mutator) Mutate(pod *v1.Pod) Result {
 	if _, mirror := pod.Annotations[v1.MirrorPodAnnotationKey]; mirror {
 		return r
 	}
-	if pod.Labels[profile.NamespaceLabel] == "false" {
+	if pod.Labels[profile.NamespaceLabel] == "false" || isDaemonSetPod(pod) {
 		return r
 	}
 	switch pod.Spec.SchedulerName {
@@ -229,4 +231,11 @@ func holdsAlternative(t v1.NodeSelectorTerm, alts [][]v1.NodeSelectorRequirement
 		}
 	}
 	return false
+}
+
+// isDaemonSetPod reports whether an apps DaemonSet controls pod (any apps/ version, as the
+// match condition DaemonSetPodCEL says).
+func isDaemonSetPod(pod *v1.Pod) bool {
+	ref := metav1.GetControllerOf(pod)
+	return ref != nil && ref.Kind == "DaemonSet" && strings.HasPrefix(ref.APIVersion, "apps/")
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
@@ -142,6 +143,16 @@ func TestMutate(t *testing.T) {
 			want: Result{SchedulerName: true}, wantName: "pool-scheduler"},
 		{name: "another scheduler", pod: st.MakePod().Namespace("a").SchedulerName("volcano").Obj(), wantName: "volcano"},
 		{name: "bound", pod: st.MakePod().Namespace("a").Node("n").Obj()},
+		// A DaemonSet's pods stay with the default scheduler, without the affinity.
+		{name: "DaemonSet pod", pod: st.MakePod().Namespace("a").OwnerReference("agent", appsv1.SchemeGroupVersion.WithKind("DaemonSet")).Obj()},
+		// Owned by a DaemonSet without controlling it (or by another kind): not a node agent.
+		{name: "DaemonSet reference without controller", pod: func() *v1.Pod {
+			p := st.MakePod().Namespace("a").OwnerReference("agent", appsv1.SchemeGroupVersion.WithKind("DaemonSet")).Obj()
+			p.OwnerReferences[0].Controller = nil
+			return p
+		}(), want: Result{SchedulerName: true, NodeAffinity: true}, wantName: "pool-scheduler", wantAff: terms(alt1, alt2)},
+		{name: "ReplicaSet pod", pod: st.MakePod().Namespace("a").OwnerReference("web", appsv1.SchemeGroupVersion.WithKind("ReplicaSet")).Obj(),
+			want: Result{SchedulerName: true, NodeAffinity: true}, wantName: "pool-scheduler", wantAff: terms(alt1, alt2)},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			pod := tt.pod.DeepCopy()

@@ -17,16 +17,23 @@ import (
 )
 
 // Match conditions shared by the policy and the webhook configuration: the apiserver skips
-// pods no scheduler sees (bound), kubelet's mirror pods, and pods of other schedulers, so
-// neither the policy nor the webhook is asked about them.
+// pods no scheduler sees (bound), kubelet's mirror pods, pods of other schedulers, and
+// DaemonSet pods, so neither the policy nor the webhook is asked about them. A DaemonSet's pods
+// are node agents placed per node: handed to pool-scheduler they would gain nothing and depend
+// on it being up.
 func MatchConditions(schedulerName string) []admissionv1beta1.MatchCondition {
 	return []admissionv1beta1.MatchCondition{
+		{Name: "not-daemonset", Expression: DaemonSetPodCEL},
 		{Name: "not-bound", Expression: `!has(object.spec.nodeName) || object.spec.nodeName == ""`},
 		{Name: "not-mirror", Expression: `!has(object.metadata.annotations) || !(` + strconv.Quote(v1.MirrorPodAnnotationKey) + ` in object.metadata.annotations)`},
 		{Name: "default-or-ours", Expression: `!has(object.spec.schedulerName) || object.spec.schedulerName in ["", ` +
 			strconv.Quote(DefaultSchedulerName) + `, ` + strconv.Quote(schedulerName) + `]`},
 	}
 }
+
+// DaemonSetPodCEL is true for a pod that no apps DaemonSet controls (Mutator.Mutate's
+// isDaemonSetPod, in CEL).
+const DaemonSetPodCEL = `!has(object.metadata.ownerReferences) || !object.metadata.ownerReferences.exists(r, r.kind == "DaemonSet" && r.apiVersion.startsWith("apps/") && has(r.controller) && r.controller)`
 
 // PolicyOptions name what RenderPolicy writes.
 type PolicyOptions struct {

@@ -104,7 +104,7 @@ func admissionCases(m *admission.Mutator) []admissionCase {
 		{name: "pod affinity only", enabled: true, pod: podAffinity, wantSchedulerName: true, wantAffinity: true},
 		{name: "system toleration", enabled: true, pod: st.MakePod().Name("critical").Container("pause").Toleration("CriticalAddonsOnly").Obj(), wantSchedulerName: true},
 		{name: "system priority class", enabled: true, pod: prio, wantSchedulerName: true},
-		{name: "daemonset pod", enabled: true, pod: daemon, wantSchedulerName: true},
+		{name: "daemonset pod: untouched (node agents stay with the default scheduler)", enabled: true, pod: daemon},
 		{name: "namespace not opted in", pod: st.MakePod().Name("elsewhere").Container("pause").Obj()},
 		{name: "terms with our keys, other values", enabled: true, pod: lookalike, wantSchedulerName: true, wantAffinity: true},
 		{name: "opted out by the pod's label", enabled: true, pod: st.MakePod().Name("opted-out").Label(profile.NamespaceLabel, "false").Container("pause").Obj()},

@@ -101,8 +101,10 @@ minAvailable: {{ $min | default 1 }}
 {{ join ", " $out }}
 {{- end -}}
 
-{{/* pkg/admission.MatchConditions: no bound pods, no mirror pods, only the default scheduler's and ours. */}}
+{{/* pkg/admission.MatchConditions: no DaemonSet pods, no bound pods, no mirror pods, only the default scheduler's and ours. */}}
 {{- define "pool-scheduler.admissionMatchConditions" -}}
+- name: not-daemonset
+  expression: '!has(object.metadata.ownerReferences) || !object.metadata.ownerReferences.exists(r, r.kind == "DaemonSet" && r.apiVersion.startsWith("apps/") && has(r.controller) && r.controller)'
 - name: not-bound
   expression: '!has(object.spec.nodeName) || object.spec.nodeName == ""'
 - name: not-mirror
