@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/utils/ptr"
@@ -22,10 +23,13 @@ const (
 
 // Generated manifests, relative to the repository root.
 const (
-	PolicyManifest  = "manifests/admission/policy/policy.yaml"
-	WebhookManifest = "manifests/admission/webhook/mutatingwebhookconfiguration.yaml"
-	ChartPatchCEL   = "manifests/charts/pool-scheduler/files/affinity-patch.cel"
-	shippedConfig   = "manifests/scheduler/config.yaml"
+	PolicyManifest = "manifests/admission/policy/policy.yaml"
+	// PolicyManifestGA is PolicyManifest in admissionregistration.k8s.io/v1, the version
+	// Kubernetes 1.36+ serves by default (v1beta1, off by default there, has the same spec).
+	PolicyManifestGA = "manifests/admission/policy-ga/policy.yaml"
+	WebhookManifest  = "manifests/admission/webhook/mutatingwebhookconfiguration.yaml"
+	ChartPatchCEL    = "manifests/charts/pool-scheduler/files/affinity-patch.cel"
+	shippedConfig    = "manifests/scheduler/config.yaml"
 )
 
 // GeneratedManifests renders the generated admission manifests from the shipped scheduler
@@ -57,11 +61,15 @@ func GeneratedManifests(root string) (map[string][]byte, error) {
 		return nil, err
 	}
 	return map[string][]byte{
-		PolicyManifest:  append([]byte(header), policyYAML...),
-		WebhookManifest: append([]byte(header), whcYAML...),
-		ChartPatchCEL:   []byte(AffinityPatchTemplate() + "\n"),
+		PolicyManifest:   append([]byte(header), policyYAML...),
+		PolicyManifestGA: append([]byte(header), betaAPIVersion.ReplaceAll(policyYAML, []byte("apiVersion: admissionregistration.k8s.io/v1"))...),
+		WebhookManifest:  append([]byte(header), whcYAML...),
+		ChartPatchCEL:    []byte(AffinityPatchTemplate() + "\n"),
 	}, nil
 }
+
+// betaAPIVersion is the apiVersion line of the policy and its binding in v1beta1.
+var betaAPIVersion = regexp.MustCompile(`(?m)^apiVersion: admissionregistration\.k8s\.io/v1beta1$`)
 
 func yamlDocs(objs ...any) ([]byte, error) {
 	var b bytes.Buffer

@@ -13,11 +13,13 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
@@ -137,4 +139,14 @@ func ServiceAccountConfig(ctx context.Context, t *testing.T, cp *controlplane.Co
 		t.Fatal(err)
 	}
 	return cfg, path
+}
+
+// RESTMapper maps kinds to resources by the control plane's discovery, as kubectl does: a kind
+// of an API version the server does not serve has no mapping (meta.IsNoMatchError).
+func RESTMapper(cp *controlplane.ControlPlane) (meta.RESTMapper, error) {
+	groups, err := restmapper.GetAPIGroupResources(cp.Client.Discovery())
+	if err != nil {
+		return nil, err
+	}
+	return restmapper.NewDiscoveryRESTMapper(groups), nil
 }

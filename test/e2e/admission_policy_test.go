@@ -1,0 +1,97 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
+	"k8s.io/kubernetes/test/utils/ktesting"
+
+	"github.com/pool-scheduler/pool-scheduler/pkg/controlplane"
+	"github.com/pool-scheduler/pool-scheduler/pkg/profile"
+	"github.com/pool-scheduler/pool-scheduler/test/util"
+)
+
+// mutatingAdmissionPolicyGA is the first Kubernetes minor serving MutatingAdmissionPolicy as
+// admissionregistration.k8s.io/v1 by default (and v1beta1 no longer by default).
+const mutatingAdmissionPolicyGA = 36
+
+// TestAdmissionPolicyPathOfThisLine: the kustomize path for the MutatingAdmissionPolicy that the
+// docs give for this line's clusters (1.36+: manifests/admission/policy-ga; 1.34/1.35:
+// manifests/admission/policy, with the beta API enabled as its comment says) applies to an API
+// server of this line and gives new pods of an opted-in namespace to pool-scheduler; the other
+// path is refused there, because its API version is not served.
+func TestAdmissionPolicyPathOfThisLine(t *testing.T) {
+	tCtx := ktesting.Init(t)
+	cp := util.StartControlPlane(t) // the beta API enabled, as on a 1.34/1.35 cluster set up for it
+	sv, err := cp.Client.Discovery().ServerVersion()
+	if err != nil {
+		t.Fatal(err)
+	}
+	minor, err := strconv.Atoi(strings.TrimSuffix(sv.Minor, "+"))
+	if err != nil {
+		t.Fatalf("server minor %q: %v", sv.Minor, err)
+	}
+	own, other := "manifests/admission/policy", "manifests/admission/policy-ga"
+	if minor >= mutatingAdmissionPolicyGA {
+		// As a 1.36+ cluster comes: no runtime-config, v1 served by default.
+		cp = util.StartControlPlaneWithGates(t, "--feature-gates=MutatingAdmissionPolicy=true")
+		own, other = other, own
+	}
+	t.Logf("Kubernetes 1.%d: %s applies, %s is refused", minor, own, other)
+
+	if err := createAll(tCtx, cp, util.KustomizeBuild(t, other)); !apierrors.IsNotFound(err) && !meta.IsNoMatchError(err) {
+		t.Errorf("%s on a 1.%d API server: %v, want its API version not served", other, minor, err)
+	}
+	if err := createAll(tCtx, cp, util.KustomizeBuild(t, own)); err != nil {
+		t.Fatalf("%s on a 1.%d API server: %v", own, minor, err)
+	}
+	ns, err := cp.Client.CoreV1().Namespaces().Create(tCtx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{
+		GenerateName: "opted-in-", Labels: map[string]string{profile.NamespaceLabel: "true"}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The policy takes effect once the API server's admission informers have it.
+	i := 0
+	if err := wait.PollUntilContextTimeout(tCtx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		i++
+		p, err := cp.Client.CoreV1().Pods(ns.Name).Create(ctx, st.MakePod().Name(fmt.Sprintf("probe-%d", i)).Container("pause").Obj(), metav1.CreateOptions{})
+		if err != nil {
+			return false, err
+		}
+		return p.Spec.SchedulerName == util.SchedulerName && p.Spec.Affinity != nil, nil
+	}); err != nil {
+		t.Fatalf("%s: no pod of an opted-in namespace got schedulerName %s and the system-node affinity: %v", own, util.SchedulerName, err)
+	}
+}
+
+// createAll creates objs through the API server's discovery (RESTMapper), so an object of an API
+// version the server does not serve fails with a no-match error.
+func createAll(ctx context.Context, cp *controlplane.ControlPlane, objs []*unstructured.Unstructured) error {
+	mapper, err := util.RESTMapper(cp)
+	if err != nil {
+		return err
+	}
+	for _, u := range objs {
+		gvk := schema.FromAPIVersionAndKind(u.GetAPIVersion(), u.GetKind())
+		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			return err
+		}
+		if _, err := cp.Dynamic.Resource(m.Resource).Create(ctx, u, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("creating %s %s: %w", u.GetKind(), u.GetName(), err)
+		}
+	}
+	return nil
+}
