@@ -76,7 +76,15 @@ func (m *Mutator) AvoidSystem() [][]v1.NodeSelectorRequirement { return m.avoidS
 // not depend on it), pods labelled profile.NamespaceLabel=false, and pods that name a scheduler
 // other than the default one or ours.
 // The affinity goes to pods scheduled by pool-scheduler that are not system pods.
-func (m *Mutator) Mutate(pod *v1.Pod) Result {
+func (m *Mutator) Mutate(pod *v1.Pod) Result { return m.mutate(pod, true) }
+
+// MutateDegraded is Mutate while no healthy pool-scheduler runs (the webhook's hand-off check):
+// the pod keeps the default scheduler, which the pod would otherwise wait for in vain, and gets
+// what the default scheduler's in-tree plugins can enforce: the system-node affinity, for user
+// pods. A pod that names pool-scheduler itself keeps it.
+func (m *Mutator) MutateDegraded(pod *v1.Pod) Result { return m.mutate(pod, false) }
+
+func (m *Mutator) mutate(pod *v1.Pod, handOff bool) Result {
 	var r Result
 	if pod.Spec.NodeName != "" {
 		return r
@@ -89,8 +97,10 @@ func (m *Mutator) Mutate(pod *v1.Pod) Result {
 	}
 	switch pod.Spec.SchedulerName {
 	case "", DefaultSchedulerName:
-		pod.Spec.SchedulerName = m.schedulerName
-		r.SchedulerName = true
+		if handOff {
+			pod.Spec.SchedulerName = m.schedulerName
+			r.SchedulerName = true
+		}
 	case m.schedulerName:
 	default:
 		return r

@@ -63,15 +63,25 @@ func LoadArgs(data []byte, schedulerName string) (Args, error) {
 	return a, err
 }
 
-// LoadProfileArgs is LoadArgs that also returns the profile's schedulerName.
-func LoadProfileArgs(data []byte, schedulerName string) (string, Args, error) {
+// LoadConfiguration decodes a KubeSchedulerConfiguration strictly and defaults it, as
+// kube-scheduler does.
+func LoadConfiguration(data []byte) (*schedconfig.KubeSchedulerConfiguration, error) {
 	obj, _, err := configscheme.Codecs.UniversalDecoder().Decode(data, nil, nil)
 	if err != nil {
-		return "", Args{}, err
+		return nil, err
 	}
 	cfg, ok := obj.(*schedconfig.KubeSchedulerConfiguration)
 	if !ok {
-		return "", Args{}, fmt.Errorf("not a KubeSchedulerConfiguration: %T", obj)
+		return nil, fmt.Errorf("not a KubeSchedulerConfiguration: %T", obj)
+	}
+	return cfg, nil
+}
+
+// LoadProfileArgs is LoadArgs that also returns the profile's schedulerName.
+func LoadProfileArgs(data []byte, schedulerName string) (string, Args, error) {
+	cfg, err := LoadConfiguration(data)
+	if err != nil {
+		return "", Args{}, err
 	}
 	var names []string
 	for i := range cfg.Profiles {

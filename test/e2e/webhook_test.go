@@ -10,14 +10,17 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	"k8s.io/kubernetes/test/utils/ktesting"
+	"k8s.io/utils/ptr"
 
 	"github.com/pool-scheduler/pool-scheduler/pkg/admission"
 	"github.com/pool-scheduler/pool-scheduler/pkg/profile"
@@ -80,7 +83,11 @@ func TestWebhookAsInstalled(t *testing.T) {
 		{Verb: "update", Resource: "secrets", Namespace: ns, Name: s.Name},
 		{Verb: "watch", Group: "admissionregistration.k8s.io", Resource: "mutatingwebhookconfigurations", Name: cfg.Name},
 		{Verb: "update", Group: "admissionregistration.k8s.io", Resource: "mutatingwebhookconfigurations", Name: cfg.Name},
+		{Verb: "watch", Group: "coordination.k8s.io", Resource: "leases", Namespace: ns, Name: "pool-scheduler"},
 	})
+	// pool-scheduler's leader, as far as the webhook can tell: the shipped configuration's Lease,
+	// renewed as kube-scheduler renews it (every retryPeriod, 2 s) until stopLeader.
+	stopLeader := renewLease(tCtx, t, admin, ns, "pool-scheduler")
 
 	// The Deployment's arguments, with what a pod has and a process here does not.
 	containers, _, _ := unstructured.NestedSlice(deployment.Object, "spec", "template", "spec", "containers")
@@ -122,6 +129,35 @@ func TestWebhookAsInstalled(t *testing.T) {
 	}
 	if pod.Spec.Affinity == nil || pod.Spec.Affinity.NodeAffinity == nil || pod.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
 		t.Errorf("mutated pod has no required node affinity: %+v", pod.Spec.Affinity)
+	}
+	// The leader stops renewing (every replica down): once the lease duration (15 s) has passed,
+	// new pods keep the default scheduler and still get the system-node affinity.
+	stopLeader()
+	err = wait.PollUntilContextTimeout(tCtx, 500*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		i++
+		p, err := admin.CoreV1().Pods(opted.Name).Create(ctx, st.MakePod().Name(fmt.Sprintf("web-%d", i)).Container("pause").Obj(), metav1.CreateOptions{})
+		if err != nil {
+			return false, err
+		}
+		pod = p
+		return p.Spec.SchedulerName == admission.DefaultSchedulerName, nil
+	})
+	if err != nil {
+		t.Fatalf("with no healthy leader, pods still go to pool-scheduler: %v\n%s", err, proc.Output())
+	}
+	if pod.Spec.Affinity == nil || pod.Spec.Affinity.NodeAffinity == nil || pod.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+		t.Errorf("a pod left with the default scheduler has no required node affinity: %+v", pod.Spec.Affinity)
+	}
+	// The leader back: pods are handed over again.
+	stopLeader = renewLease(tCtx, t, admin, ns, "pool-scheduler")
+	defer stopLeader()
+	err = wait.PollUntilContextTimeout(tCtx, 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		i++
+		p, err := admin.CoreV1().Pods(opted.Name).Create(ctx, st.MakePod().Name(fmt.Sprintf("web-%d", i)).Container("pause").Obj(), metav1.CreateOptions{})
+		return err == nil && p.Spec.SchedulerName == util.SchedulerName, err
+	})
+	if err != nil {
+		t.Fatalf("the leader back, pods are not handed over again: %v\n%s", err, proc.Output())
 	}
 	filled, err := admin.CoreV1().Secrets(ns).Get(tCtx, s.Name, metav1.GetOptions{})
 	if err != nil {
@@ -175,4 +211,46 @@ func TestWebhookAsInstalled(t *testing.T) {
 			t.Errorf("%s: %v, want Forbidden", name, err)
 		}
 	}
+}
+
+// renewLease holds the Lease namespace/name for a leader and renews it every 2 s, as
+// kube-scheduler's leader does, until the returned func is called.
+func renewLease(ctx context.Context, t *testing.T, cs kubernetes.Interface, namespace, name string) (stop func()) {
+	t.Helper()
+	renew := func(ctx context.Context) error {
+		now := metav1.NowMicro()
+		l, err := cs.CoordinationV1().Leases(namespace).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			_, err = cs.CoordinationV1().Leases(namespace).Create(ctx, &coordinationv1.Lease{
+				ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+				Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("test-leader"), LeaseDurationSeconds: ptr.To[int32](15),
+					AcquireTime: &now, RenewTime: &now},
+			}, metav1.CreateOptions{})
+			return err
+		} else if err != nil {
+			return err
+		}
+		l.Spec.HolderIdentity, l.Spec.RenewTime = ptr.To("test-leader"), &now
+		_, err = cs.CoordinationV1().Leases(namespace).Update(ctx, l, metav1.UpdateOptions{})
+		return err
+	}
+	if err := renew(ctx); err != nil {
+		t.Fatalf("holding the Lease %s/%s: %v", namespace, name, err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(2 * time.Second):
+				if err := renew(ctx); err != nil && ctx.Err() == nil {
+					t.Logf("renewing the Lease %s/%s: %v", namespace, name, err)
+				}
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
 }

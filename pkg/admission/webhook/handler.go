@@ -6,17 +6,18 @@ package webhook
 
 import (
 	"context"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"gomodules.xyz/jsonpatch/v2"
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/klog/v2"
-
-	admissionpkg "github.com/pool-scheduler/pool-scheduler/pkg/admission"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/klog/v2"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	admissionpkg "github.com/pool-scheduler/pool-scheduler/pkg/admission"
 )
 
 var (
@@ -35,14 +36,20 @@ func init() {
 }
 
 // serveMutations registers the Handler at admission.WebhookPath.
-func serveMutations(server webhook.Server, m *admissionpkg.Mutator, scheme *runtime.Scheme) {
-	server.Register(admissionpkg.WebhookPath, &webhook.Admission{Handler: &Handler{Mutator: m, Decoder: admission.NewDecoder(scheme)}})
+func serveMutations(server webhook.Server, m *admissionpkg.Mutator, scheme *runtime.Scheme, handoff func(context.Context) (bool, string)) {
+	server.Register(admissionpkg.WebhookPath, &webhook.Admission{Handler: &Handler{Mutator: m, Decoder: admission.NewDecoder(scheme), Handoff: handoff}})
 }
 
 // Handler is the mutating webhook: it applies admission.Mutator to pods being created.
 type Handler struct {
 	Mutator *admissionpkg.Mutator
 	Decoder admission.Decoder
+	// Handoff says whether pool-scheduler runs, and if not why; pods are handed to it only
+	// then (Mutate), else they keep the default scheduler (MutateDegraded). nil: always.
+	Handoff func(context.Context) (bool, string)
+
+	mu       sync.Mutex
+	degraded bool
 }
 
 var _ admission.Handler = &Handler{}
@@ -62,7 +69,12 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 		pod.Namespace = req.Namespace
 	}
 	hadAffinity, hadNodeAffinity := pod.Spec.Affinity != nil, pod.Spec.Affinity != nil && pod.Spec.Affinity.NodeAffinity != nil
-	res := h.Mutator.Mutate(pod)
+	var res admissionpkg.Result
+	if h.handOff(ctx, logger) {
+		res = h.Mutator.Mutate(pod)
+	} else {
+		res = h.Mutator.MutateDegraded(pod)
+	}
 	if !res.Changed() {
 		webhookRequests.WithLabelValues("unchanged").Inc()
 		return admission.Allowed("")
@@ -76,6 +88,30 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	}
 	logger.V(4).Info("Mutated pod", "schedulerName", res.SchedulerName, "nodeAffinity", res.NodeAffinity)
 	return admission.Patched("", patchOps(pod, res, hadAffinity, hadNodeAffinity)...)
+}
+
+// handOff asks Handoff, keeps the mode metric and logs each change of mode.
+func (h *Handler) handOff(ctx context.Context, logger klog.Logger) bool {
+	if h.Handoff == nil {
+		handoffMode.Set(1)
+		return true
+	}
+	ok, why := h.Handoff(ctx)
+	h.mu.Lock()
+	changed := h.degraded == ok
+	h.degraded = !ok
+	h.mu.Unlock()
+	if ok {
+		handoffMode.Set(1)
+	} else {
+		handoffMode.Set(0)
+	}
+	if changed && !ok {
+		logger.Info("No healthy pool-scheduler: new pods keep the default scheduler, with the system-node affinity", "reason", why)
+	} else if changed {
+		logger.Info("pool-scheduler is healthy again: new pods are handed to it")
+	}
+	return ok
 }
 
 // patchOps writes exactly the fields Mutate changed. A diff of the whole re-encoded pod would

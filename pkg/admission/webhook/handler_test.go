@@ -47,9 +47,15 @@ func TestHandler(t *testing.T) {
 	for _, tt := range []struct {
 		name        string
 		raw         []byte
+		degraded    bool // Handoff says pool-scheduler is not healthy
 		wantPatches []string
 		result      string
 	}{
+		// No healthy pool-scheduler: the pod keeps the default scheduler, with the affinity.
+		{name: "degraded: affinity only", raw: podJSON(st.MakePod().Name("web").Obj()), degraded: true,
+			wantPatches: []string{"/spec/affinity"}, result: "mutated"},
+		{name: "degraded: a pod naming pool-scheduler keeps it", raw: podJSON(st.MakePod().Name("own").SchedulerName("pool-scheduler").Obj()), degraded: true,
+			wantPatches: []string{"/spec/affinity"}, result: "mutated"},
 		{name: "user pod: name and affinity", raw: podJSON(st.MakePod().Name("web").Obj()),
 			wantPatches: []string{"/spec/affinity", "/spec/schedulerName"}, result: "mutated"},
 		// A field this build does not know (a newer apiserver's) must survive: no remove patch.
@@ -63,7 +69,11 @@ func TestHandler(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			before := testutil.ToFloat64(webhookRequests.WithLabelValues(tt.result))
+			h.Handoff = func(context.Context) (bool, string) { return !tt.degraded, "test" }
 			resp := h.Handle(context.Background(), request(tt.raw))
+			if got, want := testutil.ToFloat64(handoffMode), map[bool]float64{false: 1, true: 0}[tt.degraded]; tt.result != "error" && got != want {
+				t.Errorf("pool_scheduler_webhook_handoff = %v, want %v", got, want)
+			}
 			if !resp.Allowed {
 				t.Fatalf("denied: %+v (the webhook never blocks a pod)", resp.Result)
 			}

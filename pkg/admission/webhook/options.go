@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -32,8 +34,11 @@ type WebhookOptions struct {
 	SchedulerName string
 	// SystemNodeAffinity adds the node affinity that keeps user pods off system nodes.
 	SystemNodeAffinity bool
-	Port               int
-	CertDir            string
+	// Handoff, when set, is the Lease of pool-scheduler's leader: pods are handed over only
+	// while it is renewed (HandoffFromConfig); nil: always.
+	Handoff *HandoffLease
+	Port    int
+	CertDir string
 	// CertRotation: generate and rotate the CA and serving certificate in Secret and inject
 	// the CA into WebhookConfiguration. Off: CertDir holds tls.crt and tls.key (cert-manager).
 	CertRotation         bool
@@ -96,20 +101,38 @@ func MutatorFromConfig(path, schedulerName string, systemNodeAffinity bool) (*ad
 	return m, nil
 }
 
+// HandoffFromFile is HandoffFromConfig for the scheduler configuration file path (--config).
+func HandoffFromFile(path, mode string) (*HandoffLease, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--config: %w", err)
+	}
+	h, err := HandoffFromConfig(data, mode)
+	if err != nil {
+		return nil, fmt.Errorf("--config %s: %w", path, err)
+	}
+	return h, nil
+}
+
 // RunWebhook serves the webhook until ctx ends.
 func RunWebhook(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, m *admissionpkg.Mutator, o WebhookOptions) error {
-	cacheOpts := cache.Options{}
+	// The manager's cache holds the certificate Secret, the webhook configuration and the
+	// scheduler's Lease only (field selectors by name, which RBAC resourceNames allow for list
+	// and watch).
+	cacheOpts := cache.Options{ByObject: map[client.Object]cache.ByObject{}}
 	if o.CertRotation {
-		// The manager's cache holds the certificate Secret and the webhook configuration only
-		// (field selectors by name, which RBAC resourceNames allow for list and watch).
-		cacheOpts.ByObject = map[client.Object]cache.ByObject{
-			&corev1.Secret{}: {
-				Namespaces: map[string]cache.Config{o.Secret.Namespace: {}},
-				Field:      fields.OneTermEqualSelector("metadata.name", o.Secret.Name),
-			},
-			&admissionregistrationv1.MutatingWebhookConfiguration{}: {
-				Field: fields.OneTermEqualSelector("metadata.name", o.WebhookConfiguration),
-			},
+		cacheOpts.ByObject[&corev1.Secret{}] = cache.ByObject{
+			Namespaces: map[string]cache.Config{o.Secret.Namespace: {}},
+			Field:      fields.OneTermEqualSelector("metadata.name", o.Secret.Name),
+		}
+		cacheOpts.ByObject[&admissionregistrationv1.MutatingWebhookConfiguration{}] = cache.ByObject{
+			Field: fields.OneTermEqualSelector("metadata.name", o.WebhookConfiguration),
+		}
+	}
+	if o.Handoff != nil {
+		cacheOpts.ByObject[&coordinationv1.Lease{}] = cache.ByObject{
+			Namespaces: map[string]cache.Config{o.Handoff.Lease.Namespace: {}},
+			Field:      fields.OneTermEqualSelector("metadata.name", o.Handoff.Lease.Name),
 		}
 	}
 	metrics := metricsserver.Options{BindAddress: o.MetricsAddr}
@@ -126,7 +149,16 @@ func RunWebhook(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, m
 		return err
 	}
 	server := webhook.NewServer(webhook.Options{Port: o.Port, CertDir: o.CertDir})
-	serveMutations(server, m, scheme)
+	var handoff func(context.Context) (bool, string)
+	if o.Handoff != nil {
+		// Registered before the manager starts, so the cache has synced the Lease by the time
+		// the server (a runnable started after the caches) answers its first request.
+		if _, err := mgr.GetCache().GetInformer(ctx, &coordinationv1.Lease{}); err != nil {
+			return err
+		}
+		handoff = leaseHandoff(mgr.GetCache(), *o.Handoff, time.Now)
+	}
+	serveMutations(server, m, scheme, handoff)
 
 	// ready: the certificate is on disk (the server reads it when it starts) and, when this
 	// process keeps it, the apiserver trusts it.

@@ -1,0 +1,95 @@
+package webhook
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/pool-scheduler/pool-scheduler/pkg/profile"
+)
+
+// Hand-off modes (--handoff).
+const (
+	// HandoffLeader hands pods to pool-scheduler only while its leader renews its Lease.
+	HandoffLeader = "leader"
+	// HandoffAlways hands pods over whether or not pool-scheduler runs.
+	HandoffAlways = "always"
+)
+
+// HandoffLease is the Lease pool-scheduler's leader renews (the scheduler configuration's
+// leaderElection) and how long a renewal counts: its leaseDuration, the time after which a
+// standby replica takes the Lease over. A leader that renewed within it is healthy.
+type HandoffLease struct {
+	Lease    types.NamespacedName
+	Duration time.Duration
+}
+
+// HandoffFromConfig returns the Lease that tells whether pool-scheduler runs, from the scheduler
+// configuration document, for --handoff=mode; nil for HandoffAlways.
+func HandoffFromConfig(data []byte, mode string) (*HandoffLease, error) {
+	switch mode {
+	case HandoffAlways:
+		return nil, nil
+	case HandoffLeader:
+	default:
+		return nil, fmt.Errorf("--handoff: %q is not %s or %s", mode, HandoffLeader, HandoffAlways)
+	}
+	cfg, err := profile.LoadConfiguration(data)
+	if err != nil {
+		return nil, err
+	}
+	le := cfg.LeaderElection
+	if !le.LeaderElect {
+		return nil, fmt.Errorf("--handoff=%s: the scheduler configuration has leaderElection.leaderElect false, so no Lease tells whether pool-scheduler runs; turn leader election on, or use --handoff=%s", HandoffLeader, HandoffAlways)
+	}
+	if le.ResourceLock != "leases" {
+		return nil, fmt.Errorf("--handoff=%s: leaderElection.resourceLock is %q; only leases are read", HandoffLeader, le.ResourceLock)
+	}
+	return &HandoffLease{Lease: types.NamespacedName{Namespace: le.ResourceNamespace, Name: le.ResourceName}, Duration: le.LeaseDuration.Duration}, nil
+}
+
+var handoffMode = prometheus.NewGauge(prometheus.GaugeOpts{
+	Name: "pool_scheduler_webhook_handoff",
+	Help: "1 while the webhook hands pods to pool-scheduler (its leader renewed its Lease within the lease duration, or --handoff=always), 0 while it leaves them with the default scheduler (degraded).",
+})
+
+func init() {
+	ctrlmetrics.Registry.MustRegister(handoffMode)
+}
+
+// leaderHealthy reports whether lease shows a leader that renewed it within d of now, and if not,
+// why.
+func leaderHealthy(lease *coordinationv1.Lease, d time.Duration, now time.Time) (bool, string) {
+	switch {
+	case lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == "":
+		return false, "the Lease has no holder"
+	case lease.Spec.RenewTime == nil:
+		return false, "the Lease was never renewed"
+	}
+	if age := now.Sub(lease.Spec.RenewTime.Time); age > d {
+		return false, fmt.Sprintf("the leader %s last renewed the Lease %s ago (lease duration %s)", *lease.Spec.HolderIdentity, age.Round(time.Second), d)
+	}
+	return true, ""
+}
+
+// leaseHandoff returns the Handler's hand-off check: reads the Lease from c (the manager's
+// cache, which watches that one Lease).
+func leaseHandoff(c client.Reader, h HandoffLease, now func() time.Time) func(context.Context) (bool, string) {
+	return func(ctx context.Context) (bool, string) {
+		var lease coordinationv1.Lease
+		if err := c.Get(ctx, h.Lease, &lease); err != nil {
+			if apierrors.IsNotFound(err) {
+				return false, fmt.Sprintf("no Lease %s: pool-scheduler has not run", h.Lease)
+			}
+			return false, fmt.Sprintf("reading the Lease %s: %v", h.Lease, err)
+		}
+		return leaderHealthy(&lease, h.Duration, now())
+	}
+}
