@@ -48,7 +48,7 @@ func newCommand(name string) *cobra.Command {
 		Long:         version.String(),
 		SilenceUsage: true,
 	}
-	cmd.AddCommand(newSimulateCommand(), newAuditCommand(), newStatusCommand())
+	cmd.AddCommand(newSimulateCommand(), newAuditCommand(), newStatusCommand(), newHandbackCommand())
 	return cmd
 }
 
