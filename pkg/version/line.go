@@ -2,6 +2,7 @@ package version
 
 import (
 	"fmt"
+	"strings"
 
 	k8sversion "k8s.io/component-base/version"
 )
@@ -29,4 +30,23 @@ func Line() string {
 		sp = "none"
 	}
 	return fmt.Sprintf("Kubernetes %s (line %s, scheduler-plugins %s)", k8sversion.Get().GitVersion, KubernetesLine(), sp)
+}
+
+// ServesServer reports whether this line may run against a kube-apiserver of version
+// major.minor (as discovery gives them; a trailing "+" is ignored). Kubernetes' version-skew
+// policy lets kube-scheduler be at most one minor older than kube-apiserver and never newer, so
+// a line serves its own minor and the next. The error says which line to run instead.
+func ServesServer(major, minor string) error {
+	var lineMajor, lineMinor, serverMajor, serverMinor int
+	if _, err := fmt.Sscanf(KubernetesLine(), "%d.%d", &lineMajor, &lineMinor); err != nil {
+		return fmt.Errorf("this build's line %q: %w", KubernetesLine(), err)
+	}
+	if _, err := fmt.Sscanf(major+"."+strings.TrimSuffix(minor, "+"), "%d.%d", &serverMajor, &serverMinor); err != nil {
+		return fmt.Errorf("kube-apiserver version %q.%q: %w", major, minor, err)
+	}
+	if serverMajor != lineMajor || serverMinor < lineMinor || serverMinor > lineMinor+1 {
+		return fmt.Errorf("kube-apiserver is %d.%d, outside this line's %d.%d and %d.%d (the version-skew policy): run the release line of %d.%d (docs/compatibility.md)",
+			serverMajor, serverMinor, lineMajor, lineMinor, lineMajor, lineMinor+1, serverMajor, serverMinor)
+	}
+	return nil
 }

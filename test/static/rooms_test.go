@@ -37,7 +37,7 @@ var rooms = []room{
 	{name: "registry", prefixes: []string{"pkg/plugins"}, purpose: "the plugins' registry", doors: []string{"apis", "compat", "manifests", "plugin"}},
 	{name: "profile", prefixes: []string{"pkg/profile"}, purpose: "the scheduler profile as tools read it: config file or ConfigMap, args defaulted and validated", doors: []string{"apis"}},
 	{name: "report", prefixes: []string{"pkg/report"}, purpose: "placement measurements: readiness, system pools, spread, load balancers", doors: []string{"apis", "pool", "profile"}},
-	{name: "admission", prefixes: []string{"pkg/admission"}, purpose: "the admission path: mutator, policies, webhook", doors: []string{"apis", "compat", "pool", "profile"}},
+	{name: "admission", prefixes: []string{"pkg/admission"}, purpose: "the admission path: mutator, policies, webhook", doors: []string{"apis", "compat", "pool", "profile", "version"}},
 	{name: "labeler", prefixes: []string{"pkg/labeler"}, purpose: "NodePoolLabelSet reconciler and Azure domain labels", doors: []string{"apis", "pool", "profile"}},
 	{name: "simulate", prefixes: []string{"pkg/simulate"}, purpose: "scenarios run under both schedulers", doors: []string{"admission", "apis", "controlplane", "manifests", "pool", "profile", "registry", "report"}},
 	{name: "poolctl", prefixes: []string{"pkg/poolctl"}, purpose: "status, audit and simulate commands", doors: []string{"apis", "pool", "profile", "report", "simulate", "version"}},

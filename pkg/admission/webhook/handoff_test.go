@@ -1,15 +1,25 @@
 package webhook
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	k8sversion "k8s.io/apimachinery/pkg/version"
+	fakediscovery "k8s.io/client-go/discovery/fake"
+	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
+
+	"github.com/pool-scheduler/pool-scheduler/pkg/version"
 )
 
 // TestLeaderHealthy: a leader is healthy while it renewed its Lease within the lease duration.
@@ -84,5 +94,48 @@ func TestHandoffFromConfig(t *testing.T) {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestSkewStopsTheHandoff: a kube-apiserver minor this line does not serve stops the hand-off
+// (whatever the leader), a failed read keeps the last verdict, and a served minor resumes it.
+func TestSkewStopsTheHandoff(t *testing.T) {
+	ctx := context.Background()
+	var major, minor int
+	if _, err := fmt.Sscanf(version.KubernetesLine(), "%d.%d", &major, &minor); err != nil {
+		t.Fatal(err)
+	}
+	fake := &fakediscovery.FakeDiscovery{Fake: &clienttesting.Fake{}}
+	setServer := func(minor int) {
+		fake.FakedServerVersion = &k8sversion.Info{Major: fmt.Sprint(major), Minor: fmt.Sprint(minor), GitVersion: fmt.Sprintf("v%d.%d.0", major, minor)}
+	}
+	skew := &skewCheck{}
+	check := handoffCheck(skew, func(context.Context) (bool, string) { return true, "" })
+
+	setServer(minor + 1)
+	skew.check(ctx, fake)
+	if ok, why := check(ctx); !ok {
+		t.Errorf("the next minor: hand-off stopped (%s)", why)
+	}
+	setServer(minor + 2)
+	skew.check(ctx, fake)
+	if ok, why := check(ctx); ok || !strings.Contains(why, "outside this line's") {
+		t.Errorf("two minors newer: hand-off %v (%q), want stopped", ok, why)
+	}
+	if got := testutil.ToFloat64(apiserverSupported); got != 0 {
+		t.Errorf("pool_scheduler_webhook_apiserver_supported = %v, want 0", got)
+	}
+	fake.PrependReactor("get", "version", func(clienttesting.Action) (bool, runtime.Object, error) {
+		return true, nil, errors.New("unreachable")
+	})
+	skew.check(ctx, fake)
+	if ok, _ := check(ctx); ok {
+		t.Error("a failed read resumed the hand-off; want the last verdict kept")
+	}
+	fake.ReactionChain = nil
+	setServer(minor)
+	skew.check(ctx, fake)
+	if ok, why := check(ctx); !ok {
+		t.Errorf("its own minor again: hand-off stopped (%s)", why)
 	}
 }

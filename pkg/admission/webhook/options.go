@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -149,16 +151,30 @@ func RunWebhook(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, m
 		return err
 	}
 	server := webhook.NewServer(webhook.Options{Port: o.Port, CertDir: o.CertDir})
-	var handoff func(context.Context) (bool, string)
+	// The hand-off stops while kube-apiserver runs a version this line does not serve: checked
+	// now and every 10 minutes (a control-plane upgrade happens under a running webhook).
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	skew := &skewCheck{}
+	skew.check(ctx, dc)
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		wait.UntilWithContext(ctx, func(ctx context.Context) { skew.check(ctx, dc) }, 10*time.Minute)
+		return nil
+	})); err != nil {
+		return err
+	}
+	var leader func(context.Context) (bool, string)
 	if o.Handoff != nil {
 		// Registered before the manager starts, so the cache has synced the Lease by the time
 		// the server (a runnable started after the caches) answers its first request.
 		if _, err := mgr.GetCache().GetInformer(ctx, &coordinationv1.Lease{}); err != nil {
 			return err
 		}
-		handoff = leaseHandoff(mgr.GetCache(), *o.Handoff, time.Now)
+		leader = leaseHandoff(mgr.GetCache(), *o.Handoff, time.Now)
 	}
-	serveMutations(server, m, scheme, handoff)
+	serveMutations(server, m, scheme, handoffCheck(skew, leader))
 
 	// ready: the certificate is on disk (the server reads it when it starts) and, when this
 	// process keeps it, the apiserver trusts it.
