@@ -31,31 +31,36 @@ func (s *configSource) addFlags(f *pflag.FlagSet) {
 	f.StringVar(&s.schedulerName, "scheduler-name", "pool-scheduler", "the profile of the configuration to judge by")
 }
 
+// read returns the deployed configuration document and where it came from.
+func (s *configSource) read(ctx context.Context, cs kubernetes.Interface, host string) ([]byte, string, error) {
+	if s.file != "" {
+		data, err := os.ReadFile(s.file)
+		if err != nil {
+			return nil, "", fmt.Errorf("--config: %w", err)
+		}
+		return data, "file " + s.file, nil
+	}
+	ns, name, ok := strings.Cut(s.configMap, "/")
+	if !ok || ns == "" || name == "" {
+		return nil, "", fmt.Errorf("--config-map: %q is not NAMESPACE/NAME", s.configMap)
+	}
+	data, cm, err := profile.ReadConfigMap(ctx, cs, ns, name)
+	switch {
+	case errors.Is(err, profile.ErrConfigMapNotFound):
+		return nil, "", fmt.Errorf("%w at %s: pass --config-map NAMESPACE/NAME, or --config with the deployed configuration file", err, host)
+	case err != nil && cm != nil:
+		return nil, "", err
+	case err != nil:
+		return nil, "", explain(host, err)
+	}
+	return data, "ConfigMap " + cm.Namespace + "/" + cm.Name, nil
+}
+
 // load returns the scheduler's plugin args and a description of where they came from.
 func (s *configSource) load(ctx context.Context, cs kubernetes.Interface, host string) (profile.Args, string, error) {
-	var data []byte
-	var source string
-	if s.file != "" {
-		var err error
-		if data, err = os.ReadFile(s.file); err != nil {
-			return profile.Args{}, "", fmt.Errorf("--config: %w", err)
-		}
-		source = "file " + s.file
-	} else {
-		ns, name, ok := strings.Cut(s.configMap, "/")
-		if !ok || ns == "" || name == "" {
-			return profile.Args{}, "", fmt.Errorf("--config-map: %q is not NAMESPACE/NAME", s.configMap)
-		}
-		d, cm, err := profile.ReadConfigMap(ctx, cs, ns, name)
-		switch {
-		case errors.Is(err, profile.ErrConfigMapNotFound):
-			return profile.Args{}, "", fmt.Errorf("%w at %s: pass --config-map NAMESPACE/NAME, or --config with the deployed configuration file", err, host)
-		case err != nil && cm != nil:
-			return profile.Args{}, "", err
-		case err != nil:
-			return profile.Args{}, "", explain(host, err)
-		}
-		data, source = d, "ConfigMap "+cm.Namespace+"/"+cm.Name
+	data, source, err := s.read(ctx, cs, host)
+	if err != nil {
+		return profile.Args{}, "", err
 	}
 	args, err := profile.LoadArgs(data, s.schedulerName)
 	if err != nil {

@@ -12,12 +12,15 @@ import (
 
 	"github.com/spf13/cobra"
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
 
 	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
+	"github.com/pool-scheduler/pool-scheduler/pkg/profile"
 	"github.com/pool-scheduler/pool-scheduler/pkg/report"
 )
 
@@ -47,6 +50,26 @@ type Status struct {
 	PodsWaiting int `json:"podsWaiting"`
 	// WaitingPods are the first of them (namespace/name), with the scheduler's last message.
 	WaitingPods []WaitingPod `json:"waitingPods"`
+	// Scheduler is pool-scheduler's leader and what the webhook's hand-off makes of it.
+	Scheduler SchedulerStatus `json:"scheduler"`
+}
+
+// SchedulerStatus is pool-scheduler's leader as the webhook's hand-off judges it
+// (profile.LeaderHealthy) and kube-apiserver's version.
+type SchedulerStatus struct {
+	// Lease is the leader-election Lease of the configuration (namespace/name); "" when the
+	// configuration elects no leader.
+	Lease string `json:"lease,omitempty"`
+	// Leader holds the Lease; LeaseAgeSeconds is the time since its last renewal.
+	Leader          string   `json:"leader,omitempty"`
+	LeaseAgeSeconds *float64 `json:"leaseAgeSeconds,omitempty"`
+	// Healthy: the leader renewed within the lease duration, so new pods are handed over
+	// (--handoff=leader); else Reason says why they keep the default scheduler.
+	Healthy bool   `json:"healthy"`
+	Reason  string `json:"reason,omitempty"`
+	// APIServer is kube-apiserver's version (pool-scheduler's line must serve its minor:
+	// docs/compatibility.md).
+	APIServer string `json:"apiServer,omitempty"`
 }
 
 // PoolStatus is one pool ("" for nodes without a pool label).
@@ -122,9 +145,18 @@ func status(ctx context.Context, o statusOptions) (*Status, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
-	args, source, err := o.config.load(ctx, cs, cfg.Host)
+	data, source, err := o.config.read(ctx, cs, cfg.Host)
 	if err != nil {
 		return nil, err
+	}
+	args, err := profile.LoadArgs(data, o.config.schedulerName)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", source, err)
+	}
+	source = fmt.Sprintf("%s, profile %s", source, o.config.schedulerName)
+	schedCfg, err := profile.LoadConfiguration(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", source, err)
 	}
 	gate := pool.NewGate(args.NodePoolReady)
 	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
@@ -155,7 +187,41 @@ func status(ctx context.Context, o statusOptions) (*Status, error) {
 		nodePtrs[i] = &nodes.Items[i]
 	}
 	s.LabelSetMismatches = report.LabelSetFindings(gate.Identity, s.LabelSetNamespaces, unread, compiled, nodePtrs)
+	s.Scheduler = schedulerStatus(ctx, cs, schedCfg, time.Now())
 	return s, nil
+}
+
+// schedulerStatus reads the leader's Lease and kube-apiserver's version. What it cannot read
+// is said in Reason, never an error: the rest of the status stands without it.
+func schedulerStatus(ctx context.Context, cs kubernetes.Interface, cfg *schedconfig.KubeSchedulerConfiguration, now time.Time) SchedulerStatus {
+	var st SchedulerStatus
+	if v, err := cs.Discovery().ServerVersion(); err == nil {
+		st.APIServer = v.GitVersion
+	}
+	key, d, ok := profile.LeaderLease(cfg)
+	if !ok {
+		st.Reason = "the configuration elects no leader: no Lease tells whether pool-scheduler runs (the webhook needs --handoff=always)"
+		return st
+	}
+	st.Lease = key.String()
+	lease, err := cs.CoordinationV1().Leases(key.Namespace).Get(ctx, key.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		st.Reason = "no Lease " + key.String() + ": pool-scheduler has not run"
+		return st
+	case err != nil:
+		st.Reason = "cannot read the Lease " + key.String() + ": " + err.Error()
+		return st
+	}
+	if h := lease.Spec.HolderIdentity; h != nil {
+		st.Leader = *h
+	}
+	if r := lease.Spec.RenewTime; r != nil {
+		age := now.Sub(r.Time).Seconds()
+		st.LeaseAgeSeconds = &age
+	}
+	st.Healthy, st.Reason = profile.LeaderHealthy(lease, d, now)
+	return st
 }
 
 // judge applies the gate to every node, as the scheduler does (with the pools a labeler labelled
@@ -225,7 +291,9 @@ func writeStatusTable(w io.Writer, s *Status) {
 	if ns == "" {
 		ns = "every namespace"
 	}
-	fmt.Fprintf(w, "Judged by %s; NodePoolLabelSets of %s.\n\n", s.Config, ns)
+	fmt.Fprintf(w, "Judged by %s; NodePoolLabelSets of %s.\n", s.Config, ns)
+	writeSchedulerLine(w, s.Scheduler)
+	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "POOL\tNODES\tREADY\tHELD\tHELD BY REASON")
 	for _, p := range s.Pools {
@@ -266,4 +334,17 @@ func poolName(p string) string {
 		return "(no pool)"
 	}
 	return p
+}
+
+// writeSchedulerLine says whether pool-scheduler runs, as the webhook's hand-off judges it.
+func writeSchedulerLine(w io.Writer, st SchedulerStatus) {
+	api := st.APIServer
+	if api == "" {
+		api = "unknown"
+	}
+	if !st.Healthy {
+		fmt.Fprintf(w, "Scheduler: NOT RUNNING as far as the hand-off can tell (%s): new pods keep the default scheduler. kube-apiserver %s.\n", st.Reason, api)
+		return
+	}
+	fmt.Fprintf(w, "Scheduler: leader %s, Lease %s renewed %.0fs ago: new pods are handed over. kube-apiserver %s.\n", st.Leader, st.Lease, *st.LeaseAgeSeconds, api)
 }

@@ -7,11 +7,14 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/kubernetes/test/utils/ktesting"
+	"k8s.io/utils/ptr"
 
 	"github.com/pool-scheduler/pool-scheduler/pkg/controlplane"
 	"github.com/pool-scheduler/pool-scheduler/pkg/poolctl"
@@ -129,4 +132,52 @@ func TestPoolctlStatus(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestPoolctlStatusScheduler: `poolctl status` says whether pool-scheduler runs as the webhook's
+// hand-off judges it: the Lease of the deployed configuration's leaderElection, renewed within
+// its lease duration.
+func TestPoolctlStatusScheduler(t *testing.T) {
+	tCtx := ktesting.Init(t)
+	cp := util.StartControlPlane(t)
+	installShippedConfigMap(tCtx, t, cp)
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := controlplane.WriteKubeconfig(cp.Config, kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	run := func(t *testing.T) poolctl.SchedulerStatus {
+		t.Helper()
+		stdout, stderr, err := runPoolctl(t, "status", "--kubeconfig", kubeconfig, "-o", "json")
+		if err != nil {
+			t.Fatalf("status: %v\n%s", err, stderr)
+		}
+		var s poolctl.Status
+		if err := json.Unmarshal([]byte(stdout), &s); err != nil {
+			t.Fatal(err)
+		}
+		return s.Scheduler
+	}
+	if st := run(t); st.Healthy || !strings.Contains(st.Reason, "no Lease pool-scheduler/pool-scheduler") || st.APIServer == "" {
+		t.Errorf("before pool-scheduler ran: %+v, want not healthy for want of the Lease, and the API server's version", st)
+	}
+	renewed := func(ago time.Duration) *coordinationv1.Lease {
+		at := metav1.NewMicroTime(time.Now().Add(-ago))
+		return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "pool-scheduler", Name: "pool-scheduler"},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("scheduler-0"), RenewTime: &at}}
+	}
+	lease, err := cp.Client.CoordinationV1().Leases("pool-scheduler").Create(tCtx, renewed(time.Minute), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := run(t); st.Healthy || st.Leader != "scheduler-0" || !strings.Contains(st.Reason, "last renewed the Lease") {
+		t.Errorf("a leader gone for a minute: %+v, want not healthy", st)
+	}
+	fresh := renewed(0)
+	fresh.ResourceVersion = lease.ResourceVersion
+	if _, err := cp.Client.CoordinationV1().Leases("pool-scheduler").Update(tCtx, fresh, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if st := run(t); !st.Healthy || st.Leader != "scheduler-0" || st.LeaseAgeSeconds == nil {
+		t.Errorf("a leader renewing: %+v, want healthy", st)
+	}
 }

@@ -49,14 +49,11 @@ func HandoffFromConfig(data []byte, mode string) (*HandoffLease, error) {
 	if err != nil {
 		return nil, err
 	}
-	le := cfg.LeaderElection
-	if !le.LeaderElect {
-		return nil, fmt.Errorf("--handoff=%s: the scheduler configuration has leaderElection.leaderElect false, so no Lease tells whether pool-scheduler runs; turn leader election on, or use --handoff=%s", HandoffLeader, HandoffAlways)
+	lease, d, ok := profile.LeaderLease(cfg)
+	if !ok {
+		return nil, fmt.Errorf("--handoff=%s: the scheduler configuration elects no leader through a Lease (leaderElection.leaderElect false, or resourceLock not leases), so nothing tells whether pool-scheduler runs; turn leader election on, or use --handoff=%s", HandoffLeader, HandoffAlways)
 	}
-	if le.ResourceLock != "leases" {
-		return nil, fmt.Errorf("--handoff=%s: leaderElection.resourceLock is %q; only leases are read", HandoffLeader, le.ResourceLock)
-	}
-	return &HandoffLease{Lease: types.NamespacedName{Namespace: le.ResourceNamespace, Name: le.ResourceName}, Duration: le.LeaseDuration.Duration}, nil
+	return &HandoffLease{Lease: lease, Duration: d}, nil
 }
 
 var handoffMode = prometheus.NewGauge(prometheus.GaugeOpts{
@@ -66,21 +63,6 @@ var handoffMode = prometheus.NewGauge(prometheus.GaugeOpts{
 
 func init() {
 	ctrlmetrics.Registry.MustRegister(handoffMode)
-}
-
-// leaderHealthy reports whether lease shows a leader that renewed it within d of now, and if not,
-// why.
-func leaderHealthy(lease *coordinationv1.Lease, d time.Duration, now time.Time) (bool, string) {
-	switch {
-	case lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == "":
-		return false, "the Lease has no holder"
-	case lease.Spec.RenewTime == nil:
-		return false, "the Lease was never renewed"
-	}
-	if age := now.Sub(lease.Spec.RenewTime.Time); age > d {
-		return false, fmt.Sprintf("the leader %s last renewed the Lease %s ago (lease duration %s)", *lease.Spec.HolderIdentity, age.Round(time.Second), d)
-	}
-	return true, ""
 }
 
 // leaseHandoff returns the Handler's hand-off check: reads the Lease from c (the manager's
@@ -94,7 +76,7 @@ func leaseHandoff(c client.Reader, h HandoffLease, now func() time.Time) func(co
 			}
 			return false, fmt.Sprintf("reading the Lease %s: %v", h.Lease, err)
 		}
-		return leaderHealthy(&lease, h.Duration, now())
+		return profile.LeaderHealthy(&lease, h.Duration, now())
 	}
 }
 
