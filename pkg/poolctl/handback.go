@@ -14,18 +14,20 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/flowcontrol"
 )
 
 // recreatingOwners are the controllers known to create a replacement for a deleted pod (by
-// group/kind): a pending pod they control can be handed back by deleting it. Others (a bare
-// pod, a custom controller) are only reported: deleting them could lose work.
+// group/kind) at no cost: a pending pod they control can be handed back by deleting it. Others
+// are only reported: a bare pod or a custom controller's could be lost, and a Job counts a pod
+// deleted before it succeeded as a failure against its backoffLimit (or its podFailurePolicy
+// may fail the Job), so its pods are left to you.
 var recreatingOwners = map[string]bool{
 	"apps/ReplicaSet":        true,
 	"apps/StatefulSet":       true,
-	"batch/Job":              true,
 	"/ReplicationController": true,
 }
 
@@ -50,7 +52,7 @@ func newHandbackCommand() *cobra.Command {
 	o := handbackOptions{cluster: genericclioptions.NewConfigFlags(false)}
 	cmd := &cobra.Command{
 		Use:   "handback",
-		Short: "Hand pods waiting for pool-scheduler back to the default scheduler: delete the pending ones a ReplicaSet, StatefulSet, Job or ReplicationController recreates (before removing pool-scheduler)",
+		Short: "Hand pods waiting for pool-scheduler back to the default scheduler: delete the pending ones a ReplicaSet, StatefulSet or ReplicationController recreates (before removing pool-scheduler)",
 		Long: "Lists the pods that name --scheduler-name and are not bound (pending, not terminating) and deletes those whose " +
 			"controller recreates them, so the replacement goes through admission again: with the admission path removed " +
 			"(or the webhook's hand-off degraded) it gets the default scheduler. Bare pods and pods of other controllers are " +
@@ -104,7 +106,8 @@ func newHandbackCommand() *cobra.Command {
 // (not bound, not terminating) and that a recreating controller owns, at most as fast as limiter
 // allows, and reports every waiting pod.
 func Handback(ctx context.Context, cs kubernetes.Interface, namespace, schedulerName string, dryRun bool, limiter flowcontrol.RateLimiter) ([]HandbackResult, error) {
-	pods, err := cs.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{FieldSelector: "spec.schedulerName=" + schedulerName + ",spec.nodeName="})
+	selector := fields.AndSelectors(fields.OneTermEqualSelector("spec.schedulerName", schedulerName), fields.OneTermEqualSelector("spec.nodeName", ""))
+	pods, err := cs.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{FieldSelector: selector.String()})
 	if err != nil {
 		return nil, err
 	}
@@ -122,6 +125,8 @@ func Handback(ctx context.Context, cs kubernetes.Interface, namespace, scheduler
 		switch {
 		case ref == nil:
 			r.Action, r.Detail = "reported", "a bare pod: no controller recreates it; delete and recreate it yourself"
+		case groupOf(ref.APIVersion) == "batch" && ref.Kind == "Job":
+			r.Action, r.Detail = "reported", "a Job's pod: deleting it counts as a failure against the Job's backoffLimit; recreate it by hand if the Job allows"
 		case !recreatingOwners[groupOf(ref.APIVersion)+"/"+ref.Kind]:
 			r.Action, r.Detail = "reported", fmt.Sprintf("its controller (%s) is not known to recreate deleted pods", ref.APIVersion)
 		case dryRun:

@@ -346,5 +346,5 @@ func writeSchedulerLine(w io.Writer, st SchedulerStatus) {
 		fmt.Fprintf(w, "Scheduler: NOT RUNNING as far as the hand-off can tell (%s): new pods keep the default scheduler. kube-apiserver %s.\n", st.Reason, api)
 		return
 	}
-	fmt.Fprintf(w, "Scheduler: leader %s, Lease %s renewed %.0fs ago: new pods are handed over. kube-apiserver %s.\n", st.Leader, st.Lease, *st.LeaseAgeSeconds, api)
+	fmt.Fprintf(w, "Scheduler: leader %s, Lease %s renewed %.0fs ago by its clock: running; the webhook hands new pods over while kube-apiserver (%s) is in its line.\n", st.Leader, st.Lease, *st.LeaseAgeSeconds, api)
 }

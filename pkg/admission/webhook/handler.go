@@ -6,7 +6,6 @@ package webhook
 
 import (
 	"context"
-	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"gomodules.xyz/jsonpatch/v2"
@@ -36,7 +35,7 @@ func init() {
 }
 
 // serveMutations registers the Handler at admission.WebhookPath.
-func serveMutations(server webhook.Server, m *admissionpkg.Mutator, scheme *runtime.Scheme, handoff func(context.Context) (bool, string)) {
+func serveMutations(server webhook.Server, m *admissionpkg.Mutator, scheme *runtime.Scheme, handoff *handoffState) {
 	server.Register(admissionpkg.WebhookPath, &webhook.Admission{Handler: &Handler{Mutator: m, Decoder: admission.NewDecoder(scheme), Handoff: handoff}})
 }
 
@@ -44,12 +43,9 @@ func serveMutations(server webhook.Server, m *admissionpkg.Mutator, scheme *runt
 type Handler struct {
 	Mutator *admissionpkg.Mutator
 	Decoder admission.Decoder
-	// Handoff says whether pool-scheduler runs, and if not why; pods are handed to it only
-	// then (Mutate), else they keep the default scheduler (MutateDegraded). nil: always.
-	Handoff func(context.Context) (bool, string)
-
-	mu       sync.Mutex
-	degraded bool
+	// Handoff says whether pods are handed to pool-scheduler (Mutate), or keep the default
+	// scheduler (MutateDegraded). nil: always handed over.
+	Handoff *handoffState
 }
 
 var _ admission.Handler = &Handler{}
@@ -70,7 +66,7 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	}
 	hadAffinity, hadNodeAffinity := pod.Spec.Affinity != nil, pod.Spec.Affinity != nil && pod.Spec.Affinity.NodeAffinity != nil
 	var res admissionpkg.Result
-	if h.handOff(ctx, logger) {
+	if h.Handoff == nil || h.Handoff.evaluate(ctx) {
 		res = h.Mutator.Mutate(pod)
 	} else {
 		res = h.Mutator.MutateDegraded(pod)
@@ -88,30 +84,6 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	}
 	logger.V(4).Info("Mutated pod", "schedulerName", res.SchedulerName, "nodeAffinity", res.NodeAffinity)
 	return admission.Patched("", patchOps(pod, res, hadAffinity, hadNodeAffinity)...)
-}
-
-// handOff asks Handoff, keeps the mode metric and logs each change of mode.
-func (h *Handler) handOff(ctx context.Context, logger klog.Logger) bool {
-	if h.Handoff == nil {
-		handoffMode.Set(1)
-		return true
-	}
-	ok, why := h.Handoff(ctx)
-	h.mu.Lock()
-	changed := h.degraded == ok
-	h.degraded = !ok
-	h.mu.Unlock()
-	if ok {
-		handoffMode.Set(1)
-	} else {
-		handoffMode.Set(0)
-	}
-	if changed && !ok {
-		logger.Info("No healthy pool-scheduler: new pods keep the default scheduler, with the system-node affinity", "reason", why)
-	} else if changed {
-		logger.Info("pool-scheduler is healthy again: new pods are handed to it")
-	}
-	return ok
 }
 
 // patchOps writes exactly the fields Mutate changed. A diff of the whole re-encoded pod would

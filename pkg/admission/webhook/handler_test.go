@@ -69,7 +69,7 @@ func TestHandler(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			before := testutil.ToFloat64(webhookRequests.WithLabelValues(tt.result))
-			h.Handoff = func(context.Context) (bool, string) { return !tt.degraded, "test" }
+			h.Handoff = &handoffState{check: func(context.Context) (bool, string) { return !tt.degraded, "test" }}
 			resp := h.Handle(context.Background(), request(tt.raw))
 			if got, want := testutil.ToFloat64(handoffMode), map[bool]float64{false: 1, true: 0}[tt.degraded]; tt.result != "error" && got != want {
 				t.Errorf("pool_scheduler_webhook_handoff = %v, want %v", got, want)

@@ -8,11 +8,14 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	coordinationv1 "k8s.io/api/coordination/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/pool-scheduler/pool-scheduler/pkg/profile"
@@ -65,19 +68,74 @@ func init() {
 	ctrlmetrics.Registry.MustRegister(handoffMode)
 }
 
-// leaseHandoff returns the Handler's hand-off check: reads the Lease from c (the manager's
-// cache, which watches that one Lease).
-func leaseHandoff(c client.Reader, h HandoffLease, now func() time.Time) func(context.Context) (bool, string) {
-	return func(ctx context.Context) (bool, string) {
-		var lease coordinationv1.Lease
-		if err := c.Get(ctx, h.Lease, &lease); err != nil {
-			if apierrors.IsNotFound(err) {
-				return false, fmt.Sprintf("no Lease %s: pool-scheduler has not run", h.Lease)
-			}
-			return false, fmt.Sprintf("reading the Lease %s: %v", h.Lease, err)
-		}
-		return profile.LeaderHealthy(&lease, h.Duration, now())
+// leaseWatch watches the leader's Lease with an informer of its own, which the webhook server
+// does not wait for: a Lease it may not read (RBAC naming another Lease) leaves the hand-off
+// degraded with a reason, never the webhook down. A renewal counts from when this process saw
+// it (as client-go's leader election times a lease), so the leader's clock does not matter.
+type leaseWatch struct {
+	lease    HandoffLease
+	informer cache.SharedIndexInformer
+	now      func() time.Time
+
+	mu       sync.Mutex
+	holder   string
+	renew    *metav1.MicroTime // the RenewTime last seen
+	observed time.Time         // local time it was first seen
+}
+
+func newLeaseWatch(cs kubernetes.Interface, h HandoffLease, now func() time.Time) (*leaseWatch, error) {
+	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(h.Lease.Namespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", h.Lease.Name).String()
+		}))
+	w := &leaseWatch{lease: h, informer: factory.Coordination().V1().Leases().Informer(), now: now}
+	_, err := w.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { w.observe(obj) },
+		UpdateFunc: func(_, obj any) { w.observe(obj) },
+		DeleteFunc: func(any) { w.observe(nil) },
+	})
+	return w, err
+}
+
+func (w *leaseWatch) run(ctx context.Context) { w.informer.Run(ctx.Done()) }
+
+func (w *leaseWatch) observe(obj any) {
+	lease, _ := obj.(*coordinationv1.Lease)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if lease == nil {
+		w.holder, w.renew = "", nil
+		return
 	}
+	w.holder = ""
+	if lease.Spec.HolderIdentity != nil {
+		w.holder = *lease.Spec.HolderIdentity
+	}
+	if r := lease.Spec.RenewTime; r != nil && (w.renew == nil || !r.Equal(w.renew)) {
+		w.renew, w.observed = r.DeepCopy(), w.now()
+	}
+}
+
+// healthy: a holder renewed the Lease, and this process saw the last renewal within the lease
+// duration.
+func (w *leaseWatch) healthy(context.Context) (bool, string) {
+	if !w.informer.HasSynced() {
+		return false, fmt.Sprintf("the Lease %s is not read yet (the webhook's Role must allow get, list and watch on it)", w.lease.Lease)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case w.renew == nil && w.holder == "":
+		return false, fmt.Sprintf("no Lease %s, or no holder: pool-scheduler does not run", w.lease.Lease)
+	case w.holder == "":
+		return false, "the Lease has no holder"
+	case w.renew == nil:
+		return false, "the Lease was never renewed"
+	}
+	if age := w.now().Sub(w.observed); age > w.lease.Duration {
+		return false, fmt.Sprintf("the leader %s has not renewed the Lease for %s (lease duration %s)", w.holder, age.Round(time.Second), w.lease.Duration)
+	}
+	return true, ""
 }
 
 var apiserverSupported = prometheus.NewGauge(prometheus.GaugeOpts{
@@ -145,4 +203,37 @@ func handoffCheck(skew *skewCheck, leader func(context.Context) (bool, string)) 
 		}
 		return leader(ctx)
 	}
+}
+
+// handoffState is the hand-off verdict: asked per admission and every few seconds, so the mode
+// metric and the log follow it even while no pod is created.
+type handoffState struct {
+	check func(context.Context) (bool, string)
+
+	mu       sync.Mutex
+	known    bool
+	handOver bool
+}
+
+// evaluate asks check, sets pool_scheduler_webhook_handoff and logs each change of verdict.
+func (s *handoffState) evaluate(ctx context.Context) bool {
+	ok, why := s.check(ctx)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	changed := !s.known || s.handOver != ok
+	s.known, s.handOver = true, ok
+	if ok {
+		handoffMode.Set(1)
+	} else {
+		handoffMode.Set(0)
+	}
+	if changed {
+		logger := klog.FromContext(ctx)
+		if ok {
+			logger.Info("Handing new pods to pool-scheduler")
+		} else {
+			logger.Info("Not handing new pods to pool-scheduler: they keep the default scheduler, with the system-node affinity", "reason", why)
+		}
+	}
+	return ok
 }

@@ -5,16 +5,23 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	k8sversion "k8s.io/apimachinery/pkg/version"
 	fakediscovery "k8s.io/client-go/discovery/fake"
+	"k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
 
 	"github.com/pool-scheduler/pool-scheduler/pkg/version"
 )
@@ -79,6 +86,15 @@ func TestSkewStopsTheHandoff(t *testing.T) {
 	if ok, why := check(ctx); !ok {
 		t.Errorf("the next minor: hand-off stopped (%s)", why)
 	}
+	// A failed read while supported keeps the hand-off on.
+	fake.PrependReactor("get", "version", func(clienttesting.Action) (bool, runtime.Object, error) {
+		return true, nil, errors.New("unreachable")
+	})
+	skew.check(ctx, fake)
+	if ok, why := check(ctx); !ok {
+		t.Errorf("a failed read stopped the hand-off (%s); want the last verdict kept", why)
+	}
+	fake.ReactionChain = nil
 	setServer(minor + 2)
 	skew.check(ctx, fake)
 	if ok, why := check(ctx); ok || !strings.Contains(why, "outside this line's") {
@@ -100,4 +116,64 @@ func TestSkewStopsTheHandoff(t *testing.T) {
 	if ok, why := check(ctx); !ok {
 		t.Errorf("its own minor again: hand-off stopped (%s)", why)
 	}
+}
+
+// TestLeaseWatch: the leader is healthy while this process saw it renew within the lease
+// duration, whatever the leader's clock says; a Lease without holder, or gone, is not.
+func TestLeaseWatch(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cs := fake.NewClientset()
+	clock := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	var mu sync.Mutex
+	now := func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
+	advance := func(d time.Duration) { mu.Lock(); clock = clock.Add(d); mu.Unlock() }
+	key := types.NamespacedName{Namespace: "pool-scheduler", Name: "pool-scheduler"}
+	w, err := newLeaseWatch(cs, HandoffLease{Lease: key, Duration: 15 * time.Second}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go w.run(ctx)
+	if !toolscache.WaitForCacheSync(ctx.Done(), w.informer.HasSynced) {
+		t.Fatal("informer not synced")
+	}
+	expect := func(t *testing.T, want bool, wantWhy string) {
+		t.Helper()
+		var ok bool
+		var why string
+		// The informer delivers the fake's changes asynchronously.
+		err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+			ok, why = w.healthy(ctx)
+			return ok == want && strings.Contains(why, wantWhy), nil
+		})
+		if err != nil {
+			t.Errorf("healthy %v (%q), want %v (%q)", ok, why, want, wantWhy)
+		}
+	}
+	expect(t, false, "no Lease pool-scheduler/pool-scheduler")
+
+	// The leader's clock is an hour behind: what counts is when this process saw the renewal.
+	renewed := func(holder string, at time.Time) *coordinationv1.Lease {
+		return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(holder), RenewTime: &metav1.MicroTime{Time: at}}}
+	}
+	leaderClock := clock.Add(-time.Hour)
+	if _, err := cs.CoordinationV1().Leases(key.Namespace).Create(ctx, renewed("scheduler-0", leaderClock), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, true, "")
+	advance(16 * time.Second)
+	expect(t, false, "has not renewed the Lease for 16s")
+	if _, err := cs.CoordinationV1().Leases(key.Namespace).Update(ctx, renewed("scheduler-0", leaderClock.Add(16*time.Second)), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, true, "")
+	if _, err := cs.CoordinationV1().Leases(key.Namespace).Update(ctx, renewed("", leaderClock.Add(18*time.Second)), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, false, "no holder")
+	if err := cs.CoordinationV1().Leases(key.Namespace).Delete(ctx, key.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, false, "no Lease")
 }

@@ -9,13 +9,13 @@ import (
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -118,9 +118,8 @@ func HandoffFromFile(path, mode string) (*HandoffLease, error) {
 
 // RunWebhook serves the webhook until ctx ends.
 func RunWebhook(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, m *admissionpkg.Mutator, o WebhookOptions) error {
-	// The manager's cache holds the certificate Secret, the webhook configuration and the
-	// scheduler's Lease only (field selectors by name, which RBAC resourceNames allow for list
-	// and watch).
+	// The manager's cache holds the certificate Secret and the webhook configuration only
+	// (field selectors by name, which RBAC resourceNames allow for list and watch).
 	cacheOpts := cache.Options{ByObject: map[client.Object]cache.ByObject{}}
 	if o.CertRotation {
 		cacheOpts.ByObject[&corev1.Secret{}] = cache.ByObject{
@@ -129,12 +128,6 @@ func RunWebhook(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, m
 		}
 		cacheOpts.ByObject[&admissionregistrationv1.MutatingWebhookConfiguration{}] = cache.ByObject{
 			Field: fields.OneTermEqualSelector("metadata.name", o.WebhookConfiguration),
-		}
-	}
-	if o.Handoff != nil {
-		cacheOpts.ByObject[&coordinationv1.Lease{}] = cache.ByObject{
-			Namespaces: map[string]cache.Config{o.Handoff.Lease.Namespace: {}},
-			Field:      fields.OneTermEqualSelector("metadata.name", o.Handoff.Lease.Name),
 		}
 	}
 	metrics := metricsserver.Options{BindAddress: o.MetricsAddr}
@@ -167,14 +160,28 @@ func RunWebhook(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, m
 	}
 	var leader func(context.Context) (bool, string)
 	if o.Handoff != nil {
-		// Registered before the manager starts, so the cache has synced the Lease by the time
-		// the server (a runnable started after the caches) answers its first request.
-		if _, err := mgr.GetCache().GetInformer(ctx, &coordinationv1.Lease{}); err != nil {
+		cs, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
 			return err
 		}
-		leader = leaseHandoff(mgr.GetCache(), *o.Handoff, time.Now)
+		w, err := newLeaseWatch(cs, *o.Handoff, time.Now)
+		if err != nil {
+			return err
+		}
+		if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { w.run(ctx); return nil })); err != nil {
+			return err
+		}
+		leader = w.healthy
 	}
-	serveMutations(server, m, scheme, handoffCheck(skew, leader))
+	state := &handoffState{check: handoffCheck(skew, leader)}
+	// The mode metric and log follow the verdict even while no pod is created.
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		wait.UntilWithContext(ctx, func(ctx context.Context) { state.evaluate(ctx) }, 5*time.Second)
+		return nil
+	})); err != nil {
+		return err
+	}
+	serveMutations(server, m, scheme, state)
 
 	// ready: the certificate is on disk (the server reads it when it starts) and, when this
 	// process keeps it, the apiserver trusts it.
