@@ -105,12 +105,16 @@ fuzz-smoke: ## A short fuzz of every target (FUZZ_SMOKE_TIME, 500 inputs each), 
 
 .PHONY: integration
 integration: etcd ## Plugins in process against kube-apiserver + etcd (race detector on, but for one upstream package: see INTEGRATION_RACE).
-	$(TEST_ENV) $(GO) test $(INTEGRATION_RACE) $(GOTEST_FLAGS) -timeout=30m ./test/integration/...
+	@mkdir -p _output
+	status=0; $(TEST_ENV) $(GO) test $(INTEGRATION_RACE) $(GOTEST_FLAGS) -timeout=30m ./test/integration/... 2>&1 | tee _output/integration.log || status=$$?; \
+	  $(FAILURE_SUMMARY) _output/integration.log; exit $$status
 
 .PHONY: e2e
 e2e: etcd build kubectl ## bin/pool-scheduler as a child process against kube-apiserver + etcd; kubectl pool (bin/poolctl as a kubectl plugin).
-	$(TEST_ENV) POOL_SCHEDULER_BINARY=$(BIN)/pool-scheduler POOL_LABELER_BINARY=$(BIN)/pool-labeler POOLCTL_BINARY=$(BIN)/poolctl KUBECTL_BINARY=$(BIN)/kubectl \
-	  $(GO) test $(GOTEST_FLAGS) -timeout=20m ./test/e2e/...
+	@mkdir -p $(CURDIR)/_output
+	status=0; $(TEST_ENV) POOL_SCHEDULER_BINARY=$(BIN)/pool-scheduler POOL_LABELER_BINARY=$(BIN)/pool-labeler POOLCTL_BINARY=$(BIN)/poolctl KUBECTL_BINARY=$(BIN)/kubectl \
+	  $(GO) test $(GOTEST_FLAGS) -timeout=20m ./test/e2e/... 2>&1 | tee $(CURDIR)/_output/e2e$(if $(LINE),-k8s$(LINE)).log || status=$$?; \
+	  $(FAILURE_SUMMARY) $(CURDIR)/_output/e2e$(if $(LINE),-k8s$(LINE)).log; exit $$status
 
 .PHONY: perf-smoke
 perf-smoke: etcd binaries kube-scheduler ## scheduler_perf's short workload for every test case, and the installed benchmark's smoke workload: the harnesses and our profile work.

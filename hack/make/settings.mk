@@ -77,3 +77,9 @@ RACE ?= -race
 # Kubernetes stay instrumented. RACE= turns the detector off for both suites.
 RACE_UNINSTRUMENTED := k8s.io/kubernetes/pkg/scheduler/framework
 INTEGRATION_RACE ?= $(if $(RACE),$(RACE) '-gcflags=$(RACE_UNINSTRUMENTED)=-l -dwarf=false -race=false')
+
+# The suites that start control planes print thousands of log lines after a failing test, so
+# its "--- FAIL" and its messages end far above the output's tail (which is all a CI summary
+# keeps). Their output is also written to _output/<suite>.log, and on failure this repeats the
+# failed tests and their messages last.
+FAILURE_SUMMARY = summarize() { if [ "$$status" -ne 0 ]; then echo "== failed tests and their messages (full output: $$1):"; grep -E -- '--- FAIL|^\s+[A-Za-z0-9_]+_test\.go:[0-9]+: |^panic: |^FAIL' "$$1" | tail -80; fi; }; summarize
