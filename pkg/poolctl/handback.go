@@ -66,14 +66,9 @@ func newHandbackCommand() *cobra.Command {
 			if o.qps <= 0 {
 				return fmt.Errorf("--rate must be positive, got %v", o.qps)
 			}
-			cfg, err := o.cluster.ToRESTConfig()
+			cfg, cs, err := clientFor(o.cluster, o.timeout)
 			if err != nil {
-				return fmt.Errorf("kubeconfig: %w", err)
-			}
-			cfg.Timeout = o.timeout
-			cs, err := kubernetes.NewForConfig(cfg)
-			if err != nil {
-				return fmt.Errorf("kubeconfig: %w", err)
+				return err
 			}
 			ns := ""
 			if o.cluster.Namespace != nil {

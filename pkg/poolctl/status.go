@@ -17,6 +17,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
 
 	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
@@ -134,14 +135,9 @@ func newStatusCommand() *cobra.Command {
 }
 
 func status(ctx context.Context, o statusOptions) (*Status, error) {
-	cfg, err := o.cluster.ToRESTConfig()
+	cfg, cs, err := clientFor(o.cluster, o.timeout)
 	if err != nil {
-		return nil, fmt.Errorf("kubeconfig: %w", err)
-	}
-	cfg.Timeout = o.timeout
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("kubeconfig: %w", err)
+		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
@@ -347,4 +343,18 @@ func writeSchedulerLine(w io.Writer, st SchedulerStatus) {
 		return
 	}
 	fmt.Fprintf(w, "Scheduler: leader %s, Lease %s renewed %.0fs ago by its clock: running; the webhook hands new pods over while kube-apiserver (%s) is in its line.\n", st.Leader, st.Lease, *st.LeaseAgeSeconds, api)
+}
+
+// clientFor builds the client of kubectl's connection flags, each request bounded by timeout.
+func clientFor(cluster *genericclioptions.ConfigFlags, timeout time.Duration) (*rest.Config, kubernetes.Interface, error) {
+	cfg, err := cluster.ToRESTConfig()
+	if err != nil {
+		return nil, nil, fmt.Errorf("kubeconfig: %w", err)
+	}
+	cfg.Timeout = timeout
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("kubeconfig: %w", err)
+	}
+	return cfg, cs, nil
 }
