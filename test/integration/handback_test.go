@@ -16,7 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/pool-scheduler/pool-scheduler/pkg/controlplane"
-	"github.com/pool-scheduler/pool-scheduler/pkg/poolctl"
+	"github.com/pool-scheduler/pool-scheduler/pkg/handoff"
 	"github.com/pool-scheduler/pool-scheduler/test/util"
 )
 
@@ -53,19 +53,19 @@ func TestPoolctlHandback(t *testing.T) {
 	if err := controlplane.WriteKubeconfig(cp.Config, kubeconfig); err != nil {
 		t.Fatal(err)
 	}
-	run := func(t *testing.T, args ...string) []poolctl.HandbackResult {
+	run := func(t *testing.T, args ...string) []handoff.Result {
 		t.Helper()
 		stdout, stderr, err := runPoolctl(t, append([]string{"handback", "--kubeconfig", kubeconfig, "-o", "json", "--rate", "100"}, args...)...)
 		if err != nil {
 			t.Fatalf("handback: %v\n%s", err, stderr)
 		}
-		var r []poolctl.HandbackResult
+		var r []handoff.Result
 		if err := json.Unmarshal([]byte(stdout), &r); err != nil {
 			t.Fatalf("%v\n%s", err, stdout)
 		}
 		return r
 	}
-	actions := func(rs []poolctl.HandbackResult) map[string]string {
+	actions := func(rs []handoff.Result) map[string]string {
 		out := map[string]string{}
 		for _, r := range rs {
 			out[r.Pod] = r.Action

@@ -7,13 +7,14 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/pool-scheduler/pool-scheduler/pkg/admission/webhook"
+	"github.com/pool-scheduler/pool-scheduler/pkg/handoff"
 	"github.com/pool-scheduler/pool-scheduler/pkg/labeler"
 )
 
 // newWebhookCommand returns `webhook`: the mutating admission webhook.
 func newWebhookCommand(kubeconfig *string) *cobra.Command {
 	o := webhook.WebhookOptions{Metrics: metricsOptions}
-	var handoff string
+	var mode string
 	cmd := &cobra.Command{
 		Use:   "webhook",
 		Short: "Serve the mutating admission webhook that gives pods of opted-in namespaces to pool-scheduler (Deployment)",
@@ -25,11 +26,11 @@ func newWebhookCommand(kubeconfig *string) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if o.Handoff, err = webhook.HandoffFromFile(o.Config, handoff); err != nil {
+			if o.Handoff, err = handoff.LeaseFromFile(o.Config, mode); err != nil {
 				return err
 			}
 			ctx, cfg, err := start(*kubeconfig, "webhook", "schedulerName", m.SchedulerName(),
-				"systemNodeAffinity", m.AvoidSystem() != nil, "handoff", handoff)
+				"systemNodeAffinity", m.AvoidSystem() != nil, "handoff", mode)
 			if err != nil {
 				return err
 			}
@@ -39,7 +40,7 @@ func newWebhookCommand(kubeconfig *string) *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&o.Config, "config", "", "the scheduler's KubeSchedulerConfiguration file (the mounted ConfigMap), so the webhook mutates for what the scheduler enforces")
 	f.StringVar(&o.SchedulerName, "scheduler-name", "", "profile of --config to set on pods; empty: the first profile")
-	f.StringVar(&handoff, "handoff", webhook.HandoffLeader, "when pods are given to pool-scheduler: leader (only while its leader renews the Lease of --config's leaderElection, within its leaseDuration; otherwise they keep the default scheduler, with the system-node affinity) or always")
+	f.StringVar(&mode, "handoff", handoff.ModeLeader, "when pods are given to pool-scheduler: leader (only while its leader renews the Lease of --config's leaderElection, within its leaseDuration; otherwise they keep the default scheduler, with the system-node affinity) or always")
 	f.BoolVar(&o.SystemNodeAffinity, "system-node-affinity", true, "add a required node-affinity term keeping user pods off system nodes (visible to cluster-autoscaler and Karpenter)")
 	f.IntVar(&o.Port, "port", 10250, "HTTPS port of the webhook (10250: open from the control plane to nodes on GKE private clusters and others that firewall other ports, as for kubelets; cert-manager uses it too)")
 	f.StringVar(&o.CertDir, "cert-dir", filepath.Join(os.TempDir(), "pool-scheduler-webhook"), "directory of tls.crt and tls.key")

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	admissionpkg "github.com/pool-scheduler/pool-scheduler/pkg/admission"
+	"github.com/pool-scheduler/pool-scheduler/pkg/handoff"
 )
 
 var (
@@ -35,8 +36,8 @@ func init() {
 }
 
 // serveMutations registers the Handler at admission.WebhookPath.
-func serveMutations(server webhook.Server, m *admissionpkg.Mutator, scheme *runtime.Scheme, handoff *handoffState) {
-	server.Register(admissionpkg.WebhookPath, &webhook.Admission{Handler: &Handler{Mutator: m, Decoder: admission.NewDecoder(scheme), Handoff: handoff}})
+func serveMutations(server webhook.Server, m *admissionpkg.Mutator, scheme *runtime.Scheme, judge *handoff.Judge) {
+	server.Register(admissionpkg.WebhookPath, &webhook.Admission{Handler: &Handler{Mutator: m, Decoder: admission.NewDecoder(scheme), Handoff: judge}})
 }
 
 // Handler is the mutating webhook: it applies admission.Mutator to pods being created.
@@ -45,7 +46,7 @@ type Handler struct {
 	Decoder admission.Decoder
 	// Handoff says whether pods are handed to pool-scheduler (Mutate), or keep the default
 	// scheduler (MutateDegraded). nil: always handed over.
-	Handoff *handoffState
+	Handoff *handoff.Judge
 }
 
 var _ admission.Handler = &Handler{}
@@ -66,7 +67,7 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	}
 	hadAffinity, hadNodeAffinity := pod.Spec.Affinity != nil, pod.Spec.Affinity != nil && pod.Spec.Affinity.NodeAffinity != nil
 	var res admissionpkg.Result
-	if h.Handoff == nil || h.Handoff.evaluate(ctx) {
+	if h.Handoff == nil || h.Handoff.Evaluate(ctx) {
 		res = h.Mutator.Mutate(pod)
 	} else {
 		res = h.Mutator.MutateDegraded(pod)

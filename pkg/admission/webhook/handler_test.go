@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	admissionpkg "github.com/pool-scheduler/pool-scheduler/pkg/admission"
+	"github.com/pool-scheduler/pool-scheduler/pkg/handoff"
 	"github.com/pool-scheduler/pool-scheduler/pkg/profile"
 )
 
@@ -69,7 +70,7 @@ func TestHandler(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			before := testutil.ToFloat64(webhookRequests.WithLabelValues(tt.result))
-			h.Handoff = &handoffState{check: func(context.Context) (bool, string) { return !tt.degraded, "test" }}
+			h.Handoff = &handoff.Judge{Gauge: handoffMode, Leader: func(context.Context) (bool, string) { return !tt.degraded, "test" }}
 			resp := h.Handle(context.Background(), request(tt.raw))
 			if got, want := testutil.ToFloat64(handoffMode), map[bool]float64{false: 1, true: 0}[tt.degraded]; tt.result != "error" && got != want {
 				t.Errorf("pool_scheduler_webhook_handoff = %v, want %v", got, want)

@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	admissionpkg "github.com/pool-scheduler/pool-scheduler/pkg/admission"
+	"github.com/pool-scheduler/pool-scheduler/pkg/handoff"
 	"github.com/pool-scheduler/pool-scheduler/pkg/profile"
 )
 
@@ -37,8 +38,8 @@ type WebhookOptions struct {
 	// SystemNodeAffinity adds the node affinity that keeps user pods off system nodes.
 	SystemNodeAffinity bool
 	// Handoff, when set, is the Lease of pool-scheduler's leader: pods are handed over only
-	// while it is renewed (HandoffFromConfig); nil: always.
-	Handoff *HandoffLease
+	// while it is renewed (handoff.LeaseFromConfig); nil: always.
+	Handoff *handoff.Lease
 	Port    int
 	CertDir string
 	// CertRotation: generate and rotate the CA and serving certificate in Secret and inject
@@ -103,19 +104,6 @@ func MutatorFromConfig(path, schedulerName string, systemNodeAffinity bool) (*ad
 	return m, nil
 }
 
-// HandoffFromFile is HandoffFromConfig for the scheduler configuration file path (--config).
-func HandoffFromFile(path, mode string) (*HandoffLease, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("--config: %w", err)
-	}
-	h, err := HandoffFromConfig(data, mode)
-	if err != nil {
-		return nil, fmt.Errorf("--config %s: %w", path, err)
-	}
-	return h, nil
-}
-
 // RunWebhook serves the webhook until ctx ends.
 func RunWebhook(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, m *admissionpkg.Mutator, o WebhookOptions) error {
 	// The manager's cache holds the certificate Secret and the webhook configuration only
@@ -150,10 +138,10 @@ func RunWebhook(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, m
 	if err != nil {
 		return err
 	}
-	skew := &skewCheck{}
-	skew.check(ctx, dc)
+	skew := &handoff.SkewCheck{Gauge: apiserverSupported}
+	skew.Check(ctx, dc)
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
-		wait.UntilWithContext(ctx, func(ctx context.Context) { skew.check(ctx, dc) }, 10*time.Minute)
+		wait.UntilWithContext(ctx, func(ctx context.Context) { skew.Check(ctx, dc) }, 10*time.Minute)
 		return nil
 	})); err != nil {
 		return err
@@ -164,19 +152,19 @@ func RunWebhook(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, m
 		if err != nil {
 			return err
 		}
-		w, err := newLeaseWatch(cs, *o.Handoff, time.Now)
+		w, err := handoff.NewLeaseWatch(cs, *o.Handoff, time.Now)
 		if err != nil {
 			return err
 		}
-		if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { w.run(ctx); return nil })); err != nil {
+		if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { w.Run(ctx); return nil })); err != nil {
 			return err
 		}
-		leader = w.healthy
+		leader = w.Healthy
 	}
-	state := &handoffState{check: handoffCheck(skew, leader)}
+	state := &handoff.Judge{Skew: skew, Leader: leader, Gauge: handoffMode}
 	// The mode metric and log follow the verdict even while no pod is created.
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
-		wait.UntilWithContext(ctx, func(ctx context.Context) { state.evaluate(ctx) }, 5*time.Second)
+		wait.UntilWithContext(ctx, func(ctx context.Context) { state.Evaluate(ctx) }, 5*time.Second)
 		return nil
 	})); err != nil {
 		return err

@@ -1,4 +1,4 @@
-package webhook
+package handoff
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,30 +27,30 @@ import (
 	"github.com/pool-scheduler/pool-scheduler/pkg/version"
 )
 
-// TestHandoffFromConfig: the Lease comes from the scheduler configuration's leaderElection;
+// TestLeaseFromConfig: the Lease comes from the scheduler configuration's leaderElection;
 // leader mode without leader election is refused with the way out.
-func TestHandoffFromConfig(t *testing.T) {
+func TestLeaseFromConfig(t *testing.T) {
 	const head = "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
 	tests := []struct {
 		name    string
 		config  string
 		mode    string
-		want    *HandoffLease
+		want    *Lease
 		wantErr string
 	}{
-		{name: "leader: the configured Lease and duration", mode: HandoffLeader,
+		{name: "leader: the configured Lease and duration", mode: ModeLeader,
 			config: head + "leaderElection: {leaderElect: true, resourceName: ps, resourceNamespace: ns, leaseDuration: 20s}\n",
-			want:   &HandoffLease{Lease: types.NamespacedName{Namespace: "ns", Name: "ps"}, Duration: 20 * time.Second}},
-		{name: "leader: kube-scheduler's defaults", mode: HandoffLeader, config: head,
-			want: &HandoffLease{Lease: types.NamespacedName{Namespace: "kube-system", Name: "kube-scheduler"}, Duration: 15 * time.Second}},
-		{name: "leader without leader election", mode: HandoffLeader, config: head + "leaderElection: {leaderElect: false}\n",
+			want:   &Lease{Lease: types.NamespacedName{Namespace: "ns", Name: "ps"}, Duration: 20 * time.Second}},
+		{name: "leader: kube-scheduler's defaults", mode: ModeLeader, config: head,
+			want: &Lease{Lease: types.NamespacedName{Namespace: "kube-system", Name: "kube-scheduler"}, Duration: 15 * time.Second}},
+		{name: "leader without leader election", mode: ModeLeader, config: head + "leaderElection: {leaderElect: false}\n",
 			wantErr: "use --handoff=always"},
-		{name: "always", mode: HandoffAlways, config: head + "leaderElection: {leaderElect: false}\n"},
+		{name: "always", mode: ModeAlways, config: head + "leaderElection: {leaderElect: false}\n"},
 		{name: "unknown mode", mode: "sometimes", config: head, wantErr: `--handoff: "sometimes"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := HandoffFromConfig([]byte(tt.config), tt.mode)
+			got, err := LeaseFromConfig([]byte(tt.config), tt.mode)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("error %v, want one containing %q", err, tt.wantErr)
@@ -78,11 +79,13 @@ func TestSkewStopsTheHandoff(t *testing.T) {
 	setServer := func(minor int) {
 		fake.FakedServerVersion = &k8sversion.Info{Major: fmt.Sprint(major), Minor: fmt.Sprint(minor), GitVersion: fmt.Sprintf("v%d.%d.0", major, minor)}
 	}
-	skew := &skewCheck{}
-	check := handoffCheck(skew, func(context.Context) (bool, string) { return true, "" })
+	gauge := prometheus.NewGauge(prometheus.GaugeOpts{Name: "supported"})
+	skew := &SkewCheck{Gauge: gauge}
+	judge := &Judge{Skew: skew, Leader: func(context.Context) (bool, string) { return true, "" }}
+	check := judge.check
 
 	setServer(minor + 1)
-	skew.check(ctx, fake)
+	skew.Check(ctx, fake)
 	if ok, why := check(ctx); !ok {
 		t.Errorf("the next minor: hand-off stopped (%s)", why)
 	}
@@ -90,29 +93,29 @@ func TestSkewStopsTheHandoff(t *testing.T) {
 	fake.PrependReactor("get", "version", func(clienttesting.Action) (bool, runtime.Object, error) {
 		return true, nil, errors.New("unreachable")
 	})
-	skew.check(ctx, fake)
+	skew.Check(ctx, fake)
 	if ok, why := check(ctx); !ok {
 		t.Errorf("a failed read stopped the hand-off (%s); want the last verdict kept", why)
 	}
 	fake.ReactionChain = nil
 	setServer(minor + 2)
-	skew.check(ctx, fake)
+	skew.Check(ctx, fake)
 	if ok, why := check(ctx); ok || !strings.Contains(why, "outside this line's") {
 		t.Errorf("two minors newer: hand-off %v (%q), want stopped", ok, why)
 	}
-	if got := testutil.ToFloat64(apiserverSupported); got != 0 {
-		t.Errorf("pool_scheduler_webhook_apiserver_supported = %v, want 0", got)
+	if got := testutil.ToFloat64(gauge); got != 0 {
+		t.Errorf("the supported gauge = %v, want 0", got)
 	}
 	fake.PrependReactor("get", "version", func(clienttesting.Action) (bool, runtime.Object, error) {
 		return true, nil, errors.New("unreachable")
 	})
-	skew.check(ctx, fake)
+	skew.Check(ctx, fake)
 	if ok, _ := check(ctx); ok {
 		t.Error("a failed read resumed the hand-off; want the last verdict kept")
 	}
 	fake.ReactionChain = nil
 	setServer(minor)
-	skew.check(ctx, fake)
+	skew.Check(ctx, fake)
 	if ok, why := check(ctx); !ok {
 		t.Errorf("its own minor again: hand-off stopped (%s)", why)
 	}
@@ -129,12 +132,12 @@ func TestLeaseWatch(t *testing.T) {
 	now := func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
 	advance := func(d time.Duration) { mu.Lock(); clock = clock.Add(d); mu.Unlock() }
 	key := types.NamespacedName{Namespace: "pool-scheduler", Name: "pool-scheduler"}
-	w, err := newLeaseWatch(cs, HandoffLease{Lease: key, Duration: 15 * time.Second}, now)
+	w, err := NewLeaseWatch(cs, Lease{Lease: key, Duration: 15 * time.Second}, now)
 	if err != nil {
 		t.Fatal(err)
 	}
-	go w.run(ctx)
-	if !toolscache.WaitForCacheSync(ctx.Done(), w.informer.HasSynced) {
+	go w.Run(ctx)
+	if !toolscache.WaitForCacheSync(ctx.Done(), w.HasSynced) {
 		t.Fatal("informer not synced")
 	}
 	expect := func(t *testing.T, want bool, wantWhy string) {
@@ -143,7 +146,7 @@ func TestLeaseWatch(t *testing.T) {
 		var why string
 		// The informer delivers the fake's changes asynchronously.
 		err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
-			ok, why = w.healthy(ctx)
+			ok, why = w.Healthy(ctx)
 			return ok == want && strings.Contains(why, wantWhy), nil
 		})
 		if err != nil {
