@@ -32,16 +32,20 @@ type Mutator struct {
 	// avoidSystem are alternatives (ORed) of requirements (ANDed) that a node matches only when
 	// it is not a system node; nil when no system node can be told by labels, or when disabled.
 	avoidSystem [][]v1.NodeSelectorRequirement
+	// spread is DegradedSpread of the profile's DomainSpread args (nil: none).
+	spread []v1.TopologySpreadConstraint
 }
 
 // Result says what Mutate changed.
 type Result struct {
 	SchedulerName bool
 	NodeAffinity  bool
+	// TopologySpread: the degraded spread was added (MutateDegraded only).
+	TopologySpread bool
 }
 
 // Changed reports whether the pod was changed.
-func (r Result) Changed() bool { return r.SchedulerName || r.NodeAffinity }
+func (r Result) Changed() bool { return r.SchedulerName || r.NodeAffinity || r.TopologySpread }
 
 // NewMutator builds the mutation for the profile schedulerName whose SystemPoolGuard has args
 // guard (defaulted and validated). With systemNodeAffinity false, or guard nil (the guard is
@@ -65,6 +69,13 @@ func NewMutator(schedulerName string, guard *config.SystemPoolGuardArgs, systemN
 	return m, nil
 }
 
+// WithDegradedSpread makes MutateDegraded give pods of a workload DegradedSpread(args): the
+// spread the default scheduler can keep while pool-scheduler does not run.
+func (m *Mutator) WithDegradedSpread(args *config.DomainSpreadArgs) *Mutator {
+	m.spread = DegradedSpread(args)
+	return m
+}
+
 // SchedulerName is the name Mutate sets.
 func (m *Mutator) SchedulerName() string { return m.schedulerName }
 
@@ -81,7 +92,8 @@ func (m *Mutator) Mutate(pod *v1.Pod) Result { return m.mutate(pod, true) }
 // MutateDegraded is Mutate while no healthy pool-scheduler runs (the webhook's hand-off check):
 // the pod keeps the default scheduler, which the pod would otherwise wait for in vain, and gets
 // what the default scheduler's in-tree plugins can enforce: the system-node affinity, for user
-// pods. A pod that names pool-scheduler itself keeps it.
+// pods, and the workload's spread over DomainSpread's dimensions (WithDegradedSpread). A pod
+// that names pool-scheduler itself keeps it, and gets no spread (DomainSpread spreads it).
 func (m *Mutator) MutateDegraded(pod *v1.Pod) Result { return m.mutate(pod, false) }
 
 func (m *Mutator) mutate(pod *v1.Pod, handOff bool) Result {
@@ -100,6 +112,8 @@ func (m *Mutator) mutate(pod *v1.Pod, handOff bool) Result {
 		if handOff {
 			pod.Spec.SchedulerName = m.schedulerName
 			r.SchedulerName = true
+		} else {
+			r.TopologySpread = addSpread(pod, m.spread)
 		}
 	case m.schedulerName:
 	default:

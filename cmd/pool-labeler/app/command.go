@@ -1,6 +1,6 @@
-// Package app assembles the pool-labeler command and its three modes, as cmd/pool-scheduler/app
+// Package app assembles the pool-labeler command and its modes, as cmd/pool-scheduler/app
 // assembles pool-scheduler: controller (pkg/labeler's reconciler of NodePoolLabelSets), domain
-// (pkg/labeler's Azure fault- and update-domain labels) and webhook (pkg/admission/webhook).
+// (pkg/labeler's Azure fault- and update-domain labels) and webhook (pkg/admission/webhook), handoff and handback (pkg/handoff).
 // Flags, validation and process start-up (kubeconfig, logger, metrics server) live here once;
 // the packages below are libraries that tests run in process.
 package app
@@ -26,7 +26,7 @@ func NewCommand() *cobra.Command {
 	var kubeconfig string
 	cmd := &cobra.Command{
 		Use:          "pool-labeler",
-		Short:        "Applies NodePoolLabelSets to nodes (controller), labels a node with its Azure fault and update domain (domain), and serves the mutating admission webhook (webhook)",
+		Short:        "Applies NodePoolLabelSets to nodes (controller), labels a node with its Azure fault and update domain (domain), serves the mutating admission webhook (webhook), judges and repairs the hand-off to pool-scheduler (handoff) and hands pods back before removal (handback)",
 		Long:         version.String(),
 		Version:      version.Version,
 		SilenceUsage: true,
@@ -36,7 +36,7 @@ func NewCommand() *cobra.Command {
 	cmd.PersistentFlags().StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file; empty: in-cluster")
 	klogFlags := goFlagSet()
 	cmd.PersistentFlags().AddGoFlagSet(klogFlags)
-	cmd.AddCommand(newControllerCommand(&kubeconfig), newDomainCommand(&kubeconfig), newWebhookCommand(&kubeconfig))
+	cmd.AddCommand(newControllerCommand(&kubeconfig), newDomainCommand(&kubeconfig), newWebhookCommand(&kubeconfig), newHandoffCommand(&kubeconfig), newHandbackCommand(&kubeconfig))
 	return cmd
 }
 

@@ -83,7 +83,10 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	if res.NodeAffinity {
 		webhookMutations.WithLabelValues("nodeAffinity").Inc()
 	}
-	logger.V(4).Info("Mutated pod", "schedulerName", res.SchedulerName, "nodeAffinity", res.NodeAffinity)
+	if res.TopologySpread {
+		webhookMutations.WithLabelValues("topologySpreadConstraints").Inc()
+	}
+	logger.V(4).Info("Mutated pod", "schedulerName", res.SchedulerName, "nodeAffinity", res.NodeAffinity, "topologySpread", res.TopologySpread)
 	return admission.Patched("", patchOps(pod, res, hadAffinity, hadNodeAffinity)...)
 }
 
@@ -107,6 +110,10 @@ func patchOps(pod *v1.Pod, res admissionpkg.Result, hadAffinity, hadNodeAffinity
 		default:
 			ops = append(ops, jsonpatch.NewOperation("add", "/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution", required))
 		}
+	}
+	if res.TopologySpread {
+		// Added only to a pod that had none.
+		ops = append(ops, jsonpatch.NewOperation("add", "/spec/topologySpreadConstraints", pod.Spec.TopologySpreadConstraints))
 	}
 	return ops
 }

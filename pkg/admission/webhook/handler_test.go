@@ -11,6 +11,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
@@ -30,7 +31,7 @@ func TestHandler(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &Handler{Mutator: m, Decoder: admission.NewDecoder(scheme)}
+	h := &Handler{Mutator: m.WithDegradedSpread(profile.DefaultArgs().DomainSpread), Decoder: admission.NewDecoder(scheme)}
 	request := func(raw []byte) admission.Request {
 		return admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
 			UID: types.UID("1"), Namespace: "shop", Operation: admissionv1.Create,
@@ -55,6 +56,12 @@ func TestHandler(t *testing.T) {
 		// No healthy pool-scheduler: the pod keeps the default scheduler, with the affinity.
 		{name: "degraded: affinity only", raw: podJSON(st.MakePod().Name("web").Obj()), degraded: true,
 			wantPatches: []string{"/spec/affinity"}, result: "mutated"},
+		{name: "degraded: a ReplicaSet's pod also gets the spread", raw: podJSON(st.MakePod().Name("web-1").Label("pod-template-hash", "5d8f").
+			OwnerReference("web", schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "ReplicaSet"}).Obj()), degraded: true,
+			wantPatches: []string{"/spec/affinity", "/spec/topologySpreadConstraints"}, result: "mutated"},
+		{name: "handed over: a ReplicaSet's pod gets no spread (DomainSpread spreads it)", raw: podJSON(st.MakePod().Name("web-1").Label("pod-template-hash", "5d8f").
+			OwnerReference("web", schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "ReplicaSet"}).Obj()),
+			wantPatches: []string{"/spec/affinity", "/spec/schedulerName"}, result: "mutated"},
 		{name: "degraded: a pod naming pool-scheduler keeps it", raw: podJSON(st.MakePod().Name("own").SchedulerName("pool-scheduler").Obj()), degraded: true,
 			wantPatches: []string{"/spec/affinity"}, result: "mutated"},
 		{name: "user pod: name and affinity", raw: podJSON(st.MakePod().Name("web").Obj()),

@@ -101,7 +101,7 @@ func MutatorFromConfig(path, schedulerName string, systemNodeAffinity bool) (*ad
 	if err != nil {
 		return nil, fmt.Errorf("--config %s: profile %s: %w", path, name, err)
 	}
-	return m, nil
+	return m.WithDegradedSpread(args.DomainSpread), nil
 }
 
 // RunWebhook serves the webhook until ctx ends.

@@ -1,0 +1,356 @@
+package handoff
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/flowcontrol"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+)
+
+// The switch: a ConfigMap whose data the MutatingAdmissionPolicy reads as its parameter
+// (paramRef), so the policy, which has no clock, hands pods over only while this controller
+// judges pool-scheduler healthy. The controller writes it; nothing else should.
+const (
+	// SwitchConfigMap is the switch's default name (in pool-scheduler's namespace).
+	SwitchConfigMap = "pool-scheduler-handoff"
+	// SwitchKey holds "true" while pods are handed to pool-scheduler, anything else while not.
+	SwitchKey = "handoff"
+	// SwitchReasonKey says why pods are not handed over.
+	SwitchReasonKey = "reason"
+)
+
+var (
+	handoffGauge = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "pool_scheduler_handoff",
+		Help: "1 while the hand-off controller judges pool-scheduler healthy (its leader renews its Lease and kube-apiserver's version is served by its line) and sets the switch on, 0 while new pods keep the default scheduler (degraded).",
+	})
+	supportedGauge = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "pool_scheduler_apiserver_supported",
+		Help: "1 while kube-apiserver runs a minor this release line serves, 0 outside: pods are then not handed to pool-scheduler.",
+	})
+	waitingPods = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "pool_scheduler_handoff_waiting_pods",
+		Help: "Pods that wait for pool-scheduler (name it, not bound, pending, not terminating), by owner: recreatable (ReplicaSet, StatefulSet, ReplicationController: handed back when stranded), job, bare, other (only reported).",
+	}, []string{"owner"})
+	oldestWaiting = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "pool_scheduler_handoff_oldest_waiting_pod_seconds",
+		Help: "Age of the oldest pod that waits for pool-scheduler; 0 when none does.",
+	})
+	handedBack = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "pool_scheduler_handoff_handed_back_total",
+		Help: "Pods the hand-off controller deleted so their controller recreates them for the default scheduler, because they waited for pool-scheduler longer than --handback-after while it had no healthy leader; by the owner's kind.",
+	}, []string{"kind"})
+	handbackErrors = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "pool_scheduler_handoff_handback_errors_total",
+		Help: "Hand-backs that failed (a refused or failed delete); retried at the next sync.",
+	})
+	switchErrors = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "pool_scheduler_handoff_switch_errors_total",
+		Help: "Failed writes of the switch ConfigMap (missing, or refused); retried at the next sync. While it fails, the MutatingAdmissionPolicy follows the switch's last value.",
+	})
+)
+
+func init() {
+	ctrlmetrics.Registry.MustRegister(handoffGauge, supportedGauge, waitingPods, oldestWaiting, handedBack, handbackErrors, switchErrors)
+	supportedGauge.Set(1)
+}
+
+// Options configure the hand-off controller (`pool-labeler handoff`).
+type Options struct {
+	// Lease is pool-scheduler's leader Lease; SchedulerName the profile pods are handed to.
+	Lease         Lease
+	SchedulerName string
+	// Switch is the ConfigMap the MutatingAdmissionPolicy reads; empty name: none written.
+	Switch types.NamespacedName
+	// Handback turns the recovery of stranded pods on.
+	Handback bool
+	// HandbackAfter is the bound: a pod is handed back once pool-scheduler has had no healthy
+	// leader for this long and the pod has waited this long.
+	HandbackAfter time.Duration
+	// HandbackQPS bounds deletions per second.
+	HandbackQPS float64
+	// Interval between syncs.
+	Interval time.Duration
+
+	LeaderElect          bool
+	LeaderElectNamespace string
+	ProbeAddr            string
+	Metrics              metricsserver.Options
+}
+
+// Validate names the flag at fault.
+func (o *Options) Validate() error {
+	var errs []error
+	if o.SchedulerName == "" {
+		errs = append(errs, errors.New("--scheduler-name: required"))
+	}
+	if o.Switch.Name != "" && o.Switch.Namespace == "" {
+		errs = append(errs, errors.New("--switch-namespace: required with --switch-configmap (default: $POD_NAMESPACE)"))
+	}
+	if o.Handback && o.HandbackAfter < o.Lease.Duration {
+		errs = append(errs, fmt.Errorf("--handback-after: %s is shorter than the scheduler's lease duration %s (a leader change would strand nothing yet)", o.HandbackAfter, o.Lease.Duration))
+	}
+	if o.HandbackQPS <= 0 {
+		errs = append(errs, fmt.Errorf("--handback-rate: must be positive, got %v", o.HandbackQPS))
+	}
+	if o.Interval <= 0 {
+		errs = append(errs, fmt.Errorf("--sync-interval: must be positive, got %s", o.Interval))
+	}
+	return errors.Join(errs...)
+}
+
+// Run runs the hand-off controller until ctx ends: the leader (of Lease pool-scheduler-handoff)
+// judges pool-scheduler's health as the webhook does, writes the switch, reports the pods that
+// wait for pool-scheduler and hands back the stranded ones.
+func Run(ctx context.Context, cfg *rest.Config, o Options) error {
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Metrics:                 o.Metrics,
+		HealthProbeBindAddress:  o.ProbeAddr,
+		LeaderElection:          o.LeaderElect,
+		LeaderElectionID:        "pool-scheduler-handoff",
+		LeaderElectionNamespace: o.LeaderElectNamespace,
+		// A replica that stops leading exits, and its successor starts from a clean verdict.
+		LeaderElectionReleaseOnCancel: true,
+	})
+	if err != nil {
+		return err
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	c, err := New(cs, dc, mgr.GetEventRecorderFor("pool-scheduler-handoff"), o, time.Now)
+	if err != nil {
+		return err
+	}
+	if err := mgr.Add(manager.RunnableFunc(c.Run)); err != nil {
+		return err
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return err
+	}
+	return mgr.Start(ctx)
+}
+
+// Controller is the hand-off controller's leader: Run it; tests call Sync.
+type Controller struct {
+	cs       kubernetes.Interface
+	dc       discovery.ServerVersionInterface
+	recorder record.EventRecorder
+	o        Options
+	now      func() time.Time
+	limiter  flowcontrol.RateLimiter
+
+	Judge *Judge
+	lease *LeaseWatch
+	skew  *SkewCheck
+	pods  toolscache.SharedIndexInformer
+
+	mu       sync.Mutex
+	reported sets.Set[types.UID] // pods reported as stranded and not recreatable
+	lastSkew time.Time
+}
+
+// New builds the controller; now is the clock.
+func New(cs kubernetes.Interface, dc discovery.ServerVersionInterface, recorder record.EventRecorder, o Options, now func() time.Time) (*Controller, error) {
+	lw, err := NewLeaseWatch(cs, o.Lease, now)
+	if err != nil {
+		return nil, err
+	}
+	skew := &SkewCheck{Gauge: supportedGauge}
+	// Only the pods that wait for the scheduler: a pod leaves the cache when it is bound.
+	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithTweakListOptions(func(lo *metav1.ListOptions) {
+		lo.FieldSelector = fields.AndSelectors(
+			fields.OneTermEqualSelector("spec.schedulerName", o.SchedulerName),
+			fields.OneTermEqualSelector("spec.nodeName", "")).String()
+	}))
+	return &Controller{
+		cs: cs, dc: dc, recorder: recorder, o: o, now: now,
+		limiter:  flowcontrol.NewTokenBucketRateLimiter(float32(o.HandbackQPS), 1),
+		Judge:    &Judge{Skew: skew, Leader: lw.Healthy, Gauge: handoffGauge, Now: now},
+		lease:    lw,
+		skew:     skew,
+		pods:     factory.Core().V1().Pods().Informer(),
+		reported: sets.New[types.UID](),
+	}, nil
+}
+
+// Run syncs every Interval until ctx ends, once the Lease and the pods are read.
+func (c *Controller) Run(ctx context.Context) error {
+	go c.lease.Run(ctx)
+	go c.pods.Run(ctx.Done())
+	if !toolscache.WaitForCacheSync(ctx.Done(), c.lease.HasSynced, c.pods.HasSynced) {
+		return ctx.Err()
+	}
+	wait.UntilWithContext(ctx, func(ctx context.Context) {
+		if err := c.Sync(ctx); err != nil {
+			klog.FromContext(ctx).Error(err, "Hand-off sync failed; retrying")
+		}
+	}, c.o.Interval)
+	return nil
+}
+
+// Sync judges, writes the switch, reports the waiting pods and hands back the stranded ones.
+func (c *Controller) Sync(ctx context.Context) error {
+	now := c.now()
+	c.mu.Lock()
+	checkSkew := c.lastSkew.IsZero() || now.Sub(c.lastSkew) >= 10*time.Minute
+	if checkSkew {
+		c.lastSkew = now
+	}
+	c.mu.Unlock()
+	if checkSkew {
+		c.skew.Check(ctx, c.dc)
+	}
+	handOver := c.Judge.Evaluate(ctx)
+	_, reason, since, _ := c.Judge.Verdict()
+	var errs []error
+	if err := c.writeSwitch(ctx, handOver, reason); err != nil {
+		switchErrors.Inc()
+		errs = append(errs, err)
+	}
+	stranded := !handOver && c.o.Handback && now.Sub(since) >= c.o.HandbackAfter
+	if err := c.sweep(ctx, now, stranded, reason); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// writeSwitch sets the switch to the verdict when it differs.
+func (c *Controller) writeSwitch(ctx context.Context, handOver bool, reason string) error {
+	if c.o.Switch.Name == "" {
+		return nil
+	}
+	cms := c.cs.CoreV1().ConfigMaps(c.o.Switch.Namespace)
+	cm, err := cms.Get(ctx, c.o.Switch.Name, metav1.GetOptions{})
+	if err != nil {
+		if apierrors.IsNotFound(err) {
+			return fmt.Errorf("the switch ConfigMap %s is missing (the install creates it): the MutatingAdmissionPolicy skips the hand-off until it exists", c.o.Switch)
+		}
+		return fmt.Errorf("reading the switch %s: %w", c.o.Switch, err)
+	}
+	want := map[string]string{SwitchKey: strconv.FormatBool(handOver)}
+	if !handOver {
+		want[SwitchReasonKey] = reason
+	}
+	// The reason is written with the value, not kept current: it names ages, and a write per
+	// sync would be a write every few seconds for as long as the outage lasts.
+	if cm.Data[SwitchKey] == want[SwitchKey] {
+		return nil
+	}
+	cm = cm.DeepCopy()
+	if cm.Data == nil {
+		cm.Data = map[string]string{}
+	}
+	delete(cm.Data, SwitchReasonKey)
+	for k, v := range want {
+		cm.Data[k] = v
+	}
+	if _, err := cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("writing the switch %s: %w", c.o.Switch, err)
+	}
+	klog.FromContext(ctx).Info("Switch written", "configMap", c.o.Switch, "handoff", handOver, "reason", reason)
+	return nil
+}
+
+// sweep counts the waiting pods and, when stranded, hands back those that waited at least
+// HandbackAfter: deleted (as listed) when their controller recreates them, an event on the
+// controller; reported once with an event on the pod otherwise.
+func (c *Controller) sweep(ctx context.Context, now time.Time, stranded bool, reason string) error {
+	counts := map[string]int{}
+	var oldest time.Duration
+	var errs []error
+	seen := sets.New[types.UID]()
+	for _, obj := range c.pods.GetStore().List() {
+		p, ok := obj.(*v1.Pod)
+		if !ok || !Waiting(p, c.o.SchedulerName) {
+			continue
+		}
+		seen.Insert(p.UID)
+		class, _ := Classify(p)
+		counts[class]++
+		age := now.Sub(p.CreationTimestamp.Time)
+		oldest = max(oldest, age)
+		if !stranded || age < c.o.HandbackAfter {
+			continue
+		}
+		if err := c.handBack(ctx, p, class, age, reason); err != nil {
+			handbackErrors.Inc()
+			errs = append(errs, err)
+		}
+	}
+	for _, class := range OwnerClasses {
+		waitingPods.WithLabelValues(class).Set(float64(counts[class]))
+	}
+	oldestWaiting.Set(oldest.Seconds())
+	c.mu.Lock()
+	c.reported = c.reported.Intersection(seen)
+	c.mu.Unlock()
+	return errors.Join(errs...)
+}
+
+func (c *Controller) handBack(ctx context.Context, p *v1.Pod, class string, age time.Duration, reason string) error {
+	logger := klog.FromContext(ctx)
+	ref := metav1.GetControllerOf(p)
+	if class != OwnerRecreatable {
+		c.mu.Lock()
+		first := !c.reported.Has(p.UID)
+		c.reported.Insert(p.UID)
+		c.mu.Unlock()
+		if first {
+			_, detail := Classify(p)
+			c.recorder.Eventf(p, v1.EventTypeWarning, "StrandedPod",
+				"Waited %s for %s, which has no healthy leader (%s); not handed back: %s", age.Round(time.Second), c.o.SchedulerName, reason, detail)
+			logger.Info("Stranded pod reported, not handed back", "pod", klog.KObj(p), "owner", class)
+		}
+		return nil
+	}
+	if err := c.limiter.Wait(ctx); err != nil {
+		return err
+	}
+	deleted, err := deleteAsListed(ctx, c.cs, p)
+	if err != nil {
+		return fmt.Errorf("handing back %s: %w", klog.KObj(p), err)
+	}
+	if !deleted {
+		return nil
+	}
+	handedBack.WithLabelValues(ref.Kind).Inc()
+	owner := &v1.ObjectReference{APIVersion: ref.APIVersion, Kind: ref.Kind, Name: ref.Name, UID: ref.UID, Namespace: p.Namespace}
+	c.recorder.Eventf(owner, v1.EventTypeWarning, "HandedBack",
+		"Deleted pending pod %s, which waited %s for %s while it has no healthy leader (%s): the %s recreates it for the default scheduler",
+		p.Name, age.Round(time.Second), c.o.SchedulerName, reason, ref.Kind)
+	logger.Info("Stranded pod handed back", "pod", klog.KObj(p), "owner", ref.Kind+"/"+ref.Name, "waited", age.Round(time.Second))
+	return nil
+}

@@ -1,0 +1,238 @@
+package handoff
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/wait"
+	k8sversion "k8s.io/apimachinery/pkg/version"
+	fakediscovery "k8s.io/client-go/discovery/fake"
+	"k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
+	"k8s.io/utils/ptr"
+
+	"github.com/pool-scheduler/pool-scheduler/pkg/version"
+)
+
+// TestControllerHandsBackStrandedPods: the controller follows the leader's Lease into the
+// switch, and only after pool-scheduler has had no healthy leader for HandbackAfter does it
+// delete the pods that waited that long and whose controller recreates them (an event on the
+// controller); bare and Jobs' pods are reported once with an event on the pod; bound pods,
+// pods of other schedulers and pods that have not waited long enough are never touched.
+func TestControllerHandsBackStrandedPods(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	clock := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	var mu sync.Mutex
+	now := func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
+	advance := func(d time.Duration) { mu.Lock(); clock = clock.Add(d); mu.Unlock() }
+
+	const ns = "pool-scheduler"
+	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "pool-scheduler"},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("scheduler-0"), RenewTime: &metav1.MicroTime{Time: clock}}}
+	sw := &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: SwitchConfigMap}, Data: map[string]string{SwitchKey: "false"}}
+	owned := func(p *st.PodWrapper, group, kind string) *st.PodWrapper {
+		return p.OwnerReference(strings.ToLower(kind)+"-x", schema.GroupVersionKind{Group: group, Version: "v1", Kind: kind})
+	}
+	pending := func(name string, created time.Time) *st.PodWrapper {
+		p := st.MakePod().Namespace("app").Name(name).UID(name).SchedulerName("pool-scheduler").Phase(v1.PodPending)
+		p.Pod.CreationTimestamp = metav1.Time{Time: created}
+		return p
+	}
+	old := clock.Add(-10 * time.Minute)
+	objs := []*v1.Pod{
+		owned(pending("rs-old", old), "apps", "ReplicaSet").Obj(),
+		owned(pending("sts-old", old), "apps", "StatefulSet").Obj(),
+		pending("bare-old", old).Obj(),
+		owned(pending("job-old", old), "batch", "Job").Obj(),
+		owned(pending("bound", old), "apps", "ReplicaSet").Node("n1").Phase(v1.PodRunning).Obj(),
+		owned(pending("other-scheduler", old), "apps", "ReplicaSet").SchedulerName("default-scheduler").Obj(),
+	}
+	cs := fake.NewClientset(lease, sw)
+	for _, p := range objs {
+		if _, err := cs.CoreV1().Pods(p.Namespace).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	major, minor, _ := strings.Cut(version.KubernetesLine(), ".")
+	dc := &fakediscovery.FakeDiscovery{Fake: &clienttesting.Fake{}, FakedServerVersion: &k8sversion.Info{Major: major, Minor: minor}}
+	recorder := record.NewFakeRecorder(100)
+	after := 2 * time.Minute
+	c, err := New(cs, dc, recorder, Options{
+		Lease: Lease{Lease: types.NamespacedName{Namespace: ns, Name: "pool-scheduler"}, Duration: 15 * time.Second},
+		SchedulerName: "pool-scheduler", Switch: types.NamespacedName{Namespace: ns, Name: SwitchConfigMap},
+		Handback: true, HandbackAfter: after, HandbackQPS: 100, Interval: time.Second,
+	}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go c.lease.Run(ctx)
+	go c.pods.Run(ctx.Done())
+	if !toolscache.WaitForCacheSync(ctx.Done(), c.lease.HasSynced, c.pods.HasSynced) {
+		t.Fatal("caches not synced")
+	}
+	// The informers deliver asynchronously: wait until the controller has seen the Lease.
+	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		ok, _ := c.lease.Healthy(ctx)
+		return ok, nil
+	}); err != nil {
+		t.Fatal("the Lease was never seen healthy")
+	}
+	sync := func(t *testing.T) {
+		t.Helper()
+		if err := c.Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	switchValue := func(t *testing.T) (string, string) {
+		t.Helper()
+		cm, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, SwitchConfigMap, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cm.Data[SwitchKey], cm.Data[SwitchReasonKey]
+	}
+	remaining := func(t *testing.T) []string {
+		t.Helper()
+		pods, err := cs.CoreV1().Pods("app").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, p := range pods.Items {
+			names = append(names, p.Name)
+		}
+		return sets.List(sets.New(names...))
+	}
+	events := func() []string {
+		var out []string
+		for {
+			select {
+			case e := <-recorder.Events:
+				out = append(out, e)
+			default:
+				return out
+			}
+		}
+	}
+	all := []string{"bare-old", "bound", "job-old", "other-scheduler", "rs-old", "sts-old"}
+
+	sync(t)
+	if v, _ := switchValue(t); v != "true" {
+		t.Errorf("healthy leader: switch %q, want true", v)
+	}
+	if got := testutil.ToFloat64(waitingPods.WithLabelValues(OwnerRecreatable)); got != 2 {
+		t.Errorf("waiting recreatable pods = %v, want 2", got)
+	}
+	if got := testutil.ToFloat64(oldestWaiting); got != (10 * time.Minute).Seconds() {
+		t.Errorf("oldest waiting = %v s, want 600", got)
+	}
+
+	// The leader stops renewing: degraded, but not for long enough to hand anything back.
+	advance(20 * time.Second)
+	sync(t)
+	if v, why := switchValue(t); v != "false" || !strings.Contains(why, "has not renewed") {
+		t.Errorf("leader gone: switch %q (%q), want false with the reason", v, why)
+	}
+	if diff := cmp.Diff(all, remaining(t)); diff != "" {
+		t.Errorf("degraded for less than %s: pods changed (-want +got):\n%s", after, diff)
+	}
+	if e := events(); len(e) != 0 {
+		t.Errorf("events before the bound: %q", e)
+	}
+
+	// A pod created during the outage has not waited long enough yet.
+	young, err := cs.CoreV1().Pods("app").Create(ctx, owned(pending("rs-young", clock.Add(after-time.Second)), "apps", "ReplicaSet").Obj(), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	advance(after)
+	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		_, ok, _ := c.pods.GetStore().Get(young)
+		return ok, nil
+	}); err != nil {
+		t.Fatal("the young pod never reached the cache")
+	}
+	sync(t)
+	if diff := cmp.Diff([]string{"bare-old", "bound", "job-old", "other-scheduler", "rs-young"}, remaining(t)); diff != "" {
+		t.Errorf("stranded: pods left (-want +got):\n%s", diff)
+	}
+	got := events()
+	want := []string{
+		"Warning HandedBack Deleted pending pod rs-old",
+		"Warning HandedBack Deleted pending pod sts-old",
+		"Warning StrandedPod Waited 12m20s for pool-scheduler, which has no healthy leader",
+	}
+	for _, w := range want {
+		if !containsPrefix(got, w) {
+			t.Errorf("no event starting %q in %q", w, got)
+		}
+	}
+	if n := countPrefix(got, "Warning StrandedPod"); n != 2 {
+		t.Errorf("%d StrandedPod events, want 2 (the bare pod and the Job's): %q", n, got)
+	}
+	if got := testutil.ToFloat64(handedBack.WithLabelValues("ReplicaSet")); got != 1 {
+		t.Errorf("handed back ReplicaSet pods = %v, want 1", got)
+	}
+
+	// Reported once, not at every sync.
+	sync(t)
+	if e := events(); countPrefix(e, "Warning StrandedPod") != 0 {
+		t.Errorf("stranded pods reported again: %q", e)
+	}
+}
+
+// TestControllerHandbackOff: with --handback=false nothing is deleted, however long the outage.
+func TestControllerHandbackOff(t *testing.T) {
+	ctx := context.Background()
+	clock := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	p := st.MakePod().Namespace("app").Name("rs").SchedulerName("pool-scheduler").Phase(v1.PodPending).
+		OwnerReference("rs", schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "ReplicaSet"}).Obj()
+	p.CreationTimestamp = metav1.Time{Time: clock.Add(-time.Hour)}
+	cs := fake.NewClientset(p)
+	c, err := New(cs, &fakediscovery.FakeDiscovery{Fake: &clienttesting.Fake{}}, record.NewFakeRecorder(10), Options{
+		Lease:         Lease{Lease: types.NamespacedName{Namespace: "ns", Name: "none"}, Duration: 15 * time.Second},
+		SchedulerName: "pool-scheduler", HandbackAfter: time.Minute, HandbackQPS: 1, Interval: time.Second,
+	}, func() time.Time { return clock })
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Judge.Leader = func(context.Context) (bool, string) { return false, "down" }
+	if err := c.pods.GetStore().Add(p); err != nil {
+		t.Fatal(err)
+	}
+	c.Judge.Evaluate(ctx)
+	clock = clock.Add(time.Hour)
+	if err := c.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CoreV1().Pods("app").Get(ctx, "rs", metav1.GetOptions{}); err != nil {
+		t.Errorf("the pod is gone with hand-back off: %v", err)
+	}
+}
+
+func containsPrefix(list []string, prefix string) bool { return countPrefix(list, prefix) > 0 }
+
+func countPrefix(list []string, prefix string) int {
+	n := 0
+	for _, s := range list {
+		if strings.HasPrefix(s, prefix) {
+			n++
+		}
+	}
+	return n
+}

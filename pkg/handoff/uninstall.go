@@ -1,0 +1,91 @@
+package handoff
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/flowcontrol"
+	"k8s.io/klog/v2"
+)
+
+// UninstallOptions name the admission path to remove and how to wait.
+type UninstallOptions struct {
+	SchedulerName string
+	// WebhookConfiguration and PolicyBinding name the admission path (MutatingWebhookConfiguration,
+	// MutatingAdmissionPolicyBinding); empty: not installed.
+	WebhookConfiguration string
+	PolicyBinding        string
+	// Settle: after the path is gone, hand back until no recreatable pod waited for this long
+	// (an API server's admission caches may hand a pod over for a moment after the delete).
+	Settle  time.Duration
+	Timeout time.Duration
+	QPS     float64
+}
+
+// policyBindings are the MutatingAdmissionPolicyBinding versions (v1 from Kubernetes 1.36,
+// v1beta1 before): each is deleted where served.
+var policyBindings = []schema.GroupVersionResource{
+	{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "mutatingadmissionpolicybindings"},
+	{Group: "admissionregistration.k8s.io", Version: "v1beta1", Resource: "mutatingadmissionpolicybindings"},
+}
+
+// Uninstall removes the admission path first, then hands back every pending pod a controller
+// recreates, until none has appeared for Settle: what a removal must do before pool-scheduler
+// goes, so nothing is left waiting for it. It returns the pods only reported (bare, Jobs').
+func Uninstall(ctx context.Context, cs kubernetes.Interface, dyn dynamic.Interface, o UninstallOptions) ([]Result, error) {
+	logger := klog.FromContext(ctx)
+	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	if o.WebhookConfiguration != "" {
+		err := cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(ctx, o.WebhookConfiguration, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("removing the MutatingWebhookConfiguration %s: %w", o.WebhookConfiguration, err)
+		}
+		logger.Info("Admission path removed", "mutatingWebhookConfiguration", o.WebhookConfiguration)
+	}
+	if o.PolicyBinding != "" {
+		for _, gvr := range policyBindings {
+			err := dyn.Resource(gvr).Delete(ctx, o.PolicyBinding, metav1.DeleteOptions{})
+			if err != nil && !apierrors.IsNotFound(err) {
+				return nil, fmt.Errorf("removing the MutatingAdmissionPolicyBinding %s (%s): %w", o.PolicyBinding, gvr.Version, err)
+			}
+		}
+		logger.Info("Admission path removed", "mutatingAdmissionPolicyBinding", o.PolicyBinding)
+	}
+	limiter := flowcontrol.NewTokenBucketRateLimiter(float32(o.QPS), 1)
+	quiet := time.Now()
+	var last []Result
+	err := wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
+		results, err := Handback(ctx, cs, "", o.SchedulerName, false, limiter)
+		if err != nil {
+			logger.Error(err, "Handing back failed; retrying")
+			return false, nil
+		}
+		last = results
+		for _, r := range results {
+			if r.Action == "handed back" {
+				logger.Info("Handed back", "pod", r.Pod, "owner", r.Owner)
+				quiet = time.Now()
+			}
+		}
+		return time.Since(quiet) >= o.Settle, nil
+	})
+	var reported []Result
+	for _, r := range last {
+		if r.Action == "reported" {
+			reported = append(reported, r)
+		}
+	}
+	if err != nil {
+		return reported, errors.Join(fmt.Errorf("pods kept waiting for %s after %s", o.SchedulerName, o.Timeout), err)
+	}
+	return reported, nil
+}
