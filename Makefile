@@ -46,7 +46,7 @@ $(ETCD_BIN): go.mod go.sum
 	GOFLAGS="$(DEFAULT_GOFLAGS)" GOGC=$(BUILD_GOGC) $(GO) build -o $(ETCD_BIN) go.etcd.io/etcd/server/v3
 
 .PHONY: test
-test: unit fuzz-smoke integration e2e image-test perf-smoke test-lines ## Unit, fuzz smoke, integration (real apiserver), end-to-end (built binaries), the image, the scheduler_perf smoke test, and every other release line.
+test: unit alerts fuzz-smoke integration e2e image-test perf-smoke test-lines ## Unit, alert rules, fuzz smoke, integration (real apiserver), end-to-end (built binaries), the image, the scheduler_perf smoke test, and every other release line.
 
 # The release lines other than the default one (lines/k8s-<minor>/). make test runs the default
 # line's whole suite and, for each of these, the tests of the code that differs between lines
@@ -76,6 +76,14 @@ line-test: ## One release line's tests, as make test-lines runs them (LINE=<mino
 unit: ## Unit tests (race detector on), static checks of shipped files (Dockerfile lint, metrics docs) and benchmarks compiled (run once).
 	GOFLAGS="$(DEV_GOFLAGS)" $(GO) test $(RACE) $(GOTEST_FLAGS) ./pkg/... ./cmd/... ./internal/... ./manifests/... ./test/static/... ./hack/perfreport/... ./hack/installedreport/...
 	GOFLAGS="$(DEV_GOFLAGS)" $(GO) test -run='^$$' -bench=. -benchtime=1x ./pkg/... >/dev/null
+
+# The alert rules' test (test/alerts) is a module of its own: Prometheus' packages would fight
+# go.mod's Kubernetes pins. It gets the test build flags without LINE's -modfile and -tags, which
+# name the main module's go.mod and shims. -count=1: the files it reads (manifests/, docs/) are
+# outside its module, where go test's cache does not look for changes.
+.PHONY: alerts
+alerts: ## Prometheus alert rules (manifests/monitoring): loaded and evaluated by Prometheus' rule engine, each made to fire and stay silent.
+	cd test/alerts && GOFLAGS="$(filter-out -modfile=% -tags=%,$(DEV_GOFLAGS))" $(GO) test -count=1 $(GOTEST_FLAGS) ./...
 
 # Fuzz targets as package:Target; `go test -fuzz` takes one package and one target at a time.
 # Their seed corpora (f.Add and testdata/fuzz/<Target>/) run in every `go test`, so in `make unit`.

@@ -9,6 +9,7 @@ import (
 	admissionv1beta1 "k8s.io/api/admissionregistration/v1beta1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/utils/ptr"
 
@@ -44,6 +45,13 @@ type PolicyOptions struct {
 	Guard *config.SystemPoolGuardArgs
 	// Namespaces selects the opted-in namespaces (see NamespaceSelector).
 	Namespaces *metav1.LabelSelector
+	// Switch is the hand-off controller's ConfigMap (the policy's parameter): pods are handed
+	// to pool-scheduler only while its data.handoff is "true", and otherwise keep the default
+	// scheduler with Spread. nil: always handed over.
+	Switch *types.NamespacedName
+	// Spread is what a workload's pod gets while not handed over (DegradedSpread); only with
+	// Switch.
+	Spread []v1.TopologySpreadConstraint
 }
 
 // RenderPolicy returns the MutatingAdmissionPolicy (admissionregistration.k8s.io/v1beta1, beta
@@ -80,6 +88,18 @@ func RenderPolicy(o PolicyOptions) (*admissionv1beta1.MutatingAdmissionPolicy, *
 			}},
 		},
 	}
+	if o.Switch != nil {
+		p.Spec.ParamKind = &admissionv1beta1.ParamKind{APIVersion: "v1", Kind: "ConfigMap"}
+		p.Spec.Variables = []admissionv1beta1.Variable{{Name: "handOff", Expression: HandOffCEL}}
+		p.Spec.Mutations[0].ApplyConfiguration.Expression = `variables.handOff ? ` + p.Spec.Mutations[0].ApplyConfiguration.Expression + ` : Object{}`
+		if len(o.Spread) > 0 {
+			p.Spec.Variables = append(p.Spec.Variables, admissionv1beta1.Variable{Name: "workloadKey", Expression: WorkloadKeyCEL()})
+			p.Spec.Mutations = append(p.Spec.Mutations, admissionv1beta1.Mutation{
+				PatchType: admissionv1beta1.PatchTypeJSONPatch,
+				JSONPatch: &admissionv1beta1.JSONPatch{Expression: strings.ReplaceAll(SpreadPatchTemplate, SpreadPlaceholder, SpreadCEL(o.Spread))},
+			})
+		}
+	}
 	if o.Guard != nil {
 		alts, err := AvoidSystemNodes(o.Guard)
 		if err != nil {
@@ -89,7 +109,7 @@ func RenderPolicy(o PolicyOptions) (*admissionv1beta1.MutatingAdmissionPolicy, *
 		case len(alts) > 1:
 			return nil, nil, fmt.Errorf("systemNodeSelector: the MutatingAdmissionPolicy handles a selector of at most one requirement (this one has %d); use the webhook, or switch the node affinity off", len(alts))
 		case len(alts) == 1:
-			p.Spec.Variables = []admissionv1beta1.Variable{{Name: "systemPod", Expression: systemPodCEL(o.Guard)}}
+			p.Spec.Variables = append(p.Spec.Variables, admissionv1beta1.Variable{Name: "systemPod", Expression: systemPodCEL(o.Guard)})
 			// Object types exist only in mutation expressions, not in variables, and CEL has
 			// no let here (cel.bind is not in Kubernetes' environment): the list is written
 			// where it is used.
@@ -107,7 +127,54 @@ func RenderPolicy(o PolicyOptions) (*admissionv1beta1.MutatingAdmissionPolicy, *
 			MatchResources: &admissionv1beta1.MatchResources{NamespaceSelector: o.Namespaces, ObjectSelector: ObjectSelector()},
 		},
 	}
+	if o.Switch != nil {
+		// A missing switch skips the policy (pods keep the default scheduler, unchanged): never
+		// handed to a pool-scheduler nobody judged.
+		allow := admissionv1beta1.AllowAction
+		b.Spec.ParamRef = &admissionv1beta1.ParamRef{Name: o.Switch.Name, Namespace: o.Switch.Namespace, ParameterNotFoundAction: &allow}
+	}
 	return p, b, nil
+}
+
+// HandOffCEL is true while the switch (the policy's ConfigMap parameter) says pods are handed to
+// pool-scheduler.
+const HandOffCEL = `has(params.data) && "handoff" in params.data && params.data["handoff"] == "true"`
+
+// WorkloadKeyCEL is workloadKey in CEL: the label naming the pod's workload, "" for none.
+func WorkloadKeyCEL() string {
+	var b strings.Builder
+	b.WriteString(`!has(object.metadata.labels) || !has(object.metadata.ownerReferences) ? "" :` + "\n")
+	for _, w := range workloadKeys {
+		fmt.Fprintf(&b, `object.metadata.ownerReferences.exists(r, has(r.controller) && r.controller && r.apiVersion.startsWith(%s) && r.kind == %s) && %s in object.metadata.labels ? %s :`+"\n",
+			strconv.Quote(w.group+"/"), strconv.Quote(w.kind), strconv.Quote(w.label), strconv.Quote(w.label))
+	}
+	b.WriteString(`""`)
+	return b.String()
+}
+
+// SpreadPlaceholder stands for the constraints (SpreadCEL) in SpreadPatchTemplate.
+const SpreadPlaceholder = "SPREAD"
+
+// SpreadPatchTemplate gives a workload's pod that is not handed over, names no other scheduler
+// and has no constraints of its own the degraded spread (Mutator.MutateDegraded's addSpread).
+// A JSONPatch adding one constraint at a time: kube-apiserver 1.34 refuses an ApplyConfiguration
+// that sets an atomic map or struct (a label selector: the mutation is silently skipped under
+// failurePolicy Ignore), and panics on a JSONPatch value that is a list of objects.
+const SpreadPatchTemplate = `!variables.handOff && variables.workloadKey != "" &&
+(!has(object.spec.schedulerName) || object.spec.schedulerName in ["", "` + DefaultSchedulerName + `"]) &&
+(!has(object.spec.topologySpreadConstraints) || size(object.spec.topologySpreadConstraints) == 0) ?
+[JSONPatch{op: "add", path: "/spec/topologySpreadConstraints", value: []}] + SPREAD : []`
+
+// SpreadCEL writes constraints as JSONPatch additions of typed CEL objects over the pod's
+// workload label.
+func SpreadCEL(spread []v1.TopologySpreadConstraint) string {
+	const tsc = "Object.spec.topologySpreadConstraints"
+	out := make([]string, 0, len(spread))
+	for _, c := range spread {
+		out = append(out, fmt.Sprintf(`JSONPatch{op: "add", path: "/spec/topologySpreadConstraints/-", value: %s{maxSkew: %d, topologyKey: %s, whenUnsatisfiable: %s, labelSelector: %s.labelSelector{matchLabels: {variables.workloadKey: object.metadata.labels[variables.workloadKey]}}}}`,
+			tsc, c.MaxSkew, strconv.Quote(c.TopologyKey), strconv.Quote(string(c.WhenUnsatisfiable)), tsc))
+	}
+	return "[\n" + strings.Join(out, ",\n") + "\n]"
 }
 
 // ObjectSelector leaves out pods labelled profile.NamespaceLabel=false (the pod's own opt-out).

@@ -73,7 +73,7 @@ func TestControllerHandsBackStrandedPods(t *testing.T) {
 	recorder := record.NewFakeRecorder(100)
 	after := 2 * time.Minute
 	c, err := New(cs, dc, recorder, Options{
-		Lease: Lease{Lease: types.NamespacedName{Namespace: ns, Name: "pool-scheduler"}, Duration: 15 * time.Second},
+		Lease:         Lease{Lease: types.NamespacedName{Namespace: ns, Name: "pool-scheduler"}, Duration: 15 * time.Second},
 		SchedulerName: "pool-scheduler", Switch: types.NamespacedName{Namespace: ns, Name: SwitchConfigMap},
 		Handback: true, HandbackAfter: after, HandbackQPS: 100, Interval: time.Second,
 	}, now)

@@ -12,13 +12,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	"k8s.io/kubernetes/test/utils/ktesting"
 
-	"github.com/pool-scheduler/pool-scheduler/pkg/controlplane"
 	"github.com/pool-scheduler/pool-scheduler/pkg/profile"
 	"github.com/pool-scheduler/pool-scheduler/test/util"
 )
@@ -51,10 +48,10 @@ func TestAdmissionPolicyPathOfThisLine(t *testing.T) {
 	}
 	t.Logf("Kubernetes 1.%d: %s applies, %s is refused", minor, own, other)
 
-	if err := createAll(tCtx, cp, util.KustomizeBuild(t, other)); !apierrors.IsNotFound(err) && !meta.IsNoMatchError(err) {
+	if err := util.CreateObjects(tCtx, cp, util.KustomizeBuild(t, other)); !apierrors.IsNotFound(err) && !meta.IsNoMatchError(err) {
 		t.Errorf("%s on a 1.%d API server: %v, want its API version not served", other, minor, err)
 	}
-	if err := createAll(tCtx, cp, util.KustomizeBuild(t, own)); err != nil {
+	if err := util.CreateObjects(tCtx, cp, util.KustomizeBuild(t, own)); err != nil {
 		t.Fatalf("%s on a 1.%d API server: %v", own, minor, err)
 	}
 	ns, err := cp.Client.CoreV1().Namespaces().Create(tCtx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{
@@ -74,24 +71,4 @@ func TestAdmissionPolicyPathOfThisLine(t *testing.T) {
 	}); err != nil {
 		t.Fatalf("%s: no pod of an opted-in namespace got schedulerName %s and the system-node affinity: %v", own, util.SchedulerName, err)
 	}
-}
-
-// createAll creates objs through the API server's discovery (RESTMapper), so an object of an API
-// version the server does not serve fails with a no-match error.
-func createAll(ctx context.Context, cp *controlplane.ControlPlane, objs []*unstructured.Unstructured) error {
-	mapper, err := util.RESTMapper(cp)
-	if err != nil {
-		return err
-	}
-	for _, u := range objs {
-		gvk := schema.FromAPIVersionAndKind(u.GetAPIVersion(), u.GetKind())
-		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-		if err != nil {
-			return err
-		}
-		if _, err := cp.Dynamic.Resource(m.Resource).Create(ctx, u, metav1.CreateOptions{}); err != nil {
-			return fmt.Errorf("creating %s %s: %w", u.GetKind(), u.GetName(), err)
-		}
-	}
-	return nil
 }

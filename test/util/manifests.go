@@ -150,3 +150,23 @@ func RESTMapper(cp *controlplane.ControlPlane) (meta.RESTMapper, error) {
 	}
 	return restmapper.NewDiscoveryRESTMapper(groups), nil
 }
+
+// CreateObjects creates objs through the API server's discovery (RESTMapper), so an object of an
+// API version the server does not serve fails with a no-match error.
+func CreateObjects(ctx context.Context, cp *controlplane.ControlPlane, objs []*unstructured.Unstructured) error {
+	mapper, err := RESTMapper(cp)
+	if err != nil {
+		return err
+	}
+	for _, u := range objs {
+		gvk := schema.FromAPIVersionAndKind(u.GetAPIVersion(), u.GetKind())
+		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			return err
+		}
+		if _, err := cp.Dynamic.Resource(m.Resource).Namespace(u.GetNamespace()).Create(ctx, u, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("creating %s %s: %w", u.GetKind(), u.GetName(), err)
+		}
+	}
+	return nil
+}
