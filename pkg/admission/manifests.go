@@ -34,6 +34,7 @@ const (
 	// ChartWorkloadCEL and ChartSpreadCEL: the policy's workloadKey variable and degraded-spread
 	// mutation, which the chart fills with the constraints its DomainSpread values imply.
 	ChartWorkloadCEL = "manifests/charts/pool-scheduler/files/workload-key.cel"
+	ChartHandOffCEL  = "manifests/charts/pool-scheduler/files/handoff.cel"
 	ChartSpreadCEL   = "manifests/charts/pool-scheduler/files/spread-patch.cel"
 	shippedConfig    = "manifests/scheduler/config.yaml"
 )
@@ -74,6 +75,7 @@ func GeneratedManifests(root string) (map[string][]byte, error) {
 		WebhookManifest:  append([]byte(header), whcYAML...),
 		ChartPatchCEL:    []byte(AffinityPatchTemplate() + "\n"),
 		ChartWorkloadCEL: []byte(WorkloadKeyCEL() + "\n"),
+		ChartHandOffCEL:  []byte(HandOffCEL + "\n"),
 		ChartSpreadCEL:   []byte(SpreadPatchTemplate + "\n"),
 	}, nil
 }

@@ -5,6 +5,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config"
 )
@@ -18,13 +19,20 @@ var workloadKeys = []struct{ group, kind, label string }{
 	{"batch", "Job", "batch.kubernetes.io/controller-uid"},
 }
 
+// everyNodeKeys are the node labels kubelet or the cloud provider put on every node.
+// PodTopologySpread scores a pod with constraints of its own only on nodes that carry every
+// constraint's key (the others all score 0): one constraint over a key some nodes lack (the
+// update domain, written by pool-labeler's domain mode on Azure VMs only) would switch the
+// spread off on those nodes, or on all of them.
+var everyNodeKeys = sets.New(v1.LabelHostname, v1.LabelTopologyZone, v1.LabelTopologyRegion)
+
 // DegradedSpread returns the topology spread constraints a pod gets while it keeps the default
-// scheduler (no healthy pool-scheduler), one per DomainSpread dimension over its first label key,
-// without the workload's selector (spreadFor adds it). ScheduleAnyway in both modes:
-// PodTopologySpread's DoNotSchedule refuses every node lacking the key, which DomainSpread does
-// not (unless rejectNodesMissingKeys), so a Hard profile's filter is not kept in degraded mode.
-// Joint dimensions are spread per key (the tuple is not expressible). nil: DomainSpread is not
-// enabled.
+// scheduler (no healthy pool-scheduler): one per DomainSpread dimension whose first label key is
+// on every node (everyNodeKeys; the others are lost in degraded mode), without the workload's
+// selector (addSpread adds it). ScheduleAnyway in both modes: PodTopologySpread's DoNotSchedule
+// refuses every node lacking the key, which DomainSpread does not (unless
+// rejectNodesMissingKeys), so a Hard profile's filter is not kept in degraded mode. nil:
+// DomainSpread is not enabled.
 func DegradedSpread(args *config.DomainSpreadArgs) []v1.TopologySpreadConstraint {
 	if args == nil {
 		return nil
@@ -32,7 +40,7 @@ func DegradedSpread(args *config.DomainSpreadArgs) []v1.TopologySpreadConstraint
 	skew := max(args.MaxSkew, 1)
 	var out []v1.TopologySpreadConstraint
 	for _, d := range args.Dimensions {
-		if len(d.LabelKeys) == 0 {
+		if len(d.LabelKeys) == 0 || !everyNodeKeys.Has(d.LabelKeys[0]) {
 			continue
 		}
 		out = append(out, v1.TopologySpreadConstraint{MaxSkew: skew, TopologyKey: d.LabelKeys[0], WhenUnsatisfiable: v1.ScheduleAnyway})

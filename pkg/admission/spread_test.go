@@ -14,7 +14,9 @@ import (
 )
 
 // TestMutateDegradedSpread: in degraded mode a workload's pod gets one ScheduleAnyway
-// constraint per DomainSpread dimension over its first key, selected by the pod's value of the label
+// constraint per DomainSpread dimension over its first key where every node carries that key
+// (zone and host: not the update domain, which would switch PodTopologySpread's scoring off on
+// every node without it), selected by the pod's value of the label
 // that names its workload; pods without a workload, with constraints of their own, handed to
 // pool-scheduler, or of a profile without DomainSpread get none.
 func TestMutateDegradedSpread(t *testing.T) {
@@ -22,7 +24,7 @@ func TestMutateDegradedSpread(t *testing.T) {
 	rs := schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "ReplicaSet"}
 	spread := func(key, value string, skew int32) []v1.TopologySpreadConstraint {
 		var out []v1.TopologySpreadConstraint
-		for _, tk := range []string{"topology.kubernetes.io/zone", "topology.pool-scheduler.io/update-domain", "kubernetes.io/hostname"} {
+		for _, tk := range []string{"topology.kubernetes.io/zone", "kubernetes.io/hostname"} {
 			out = append(out, v1.TopologySpreadConstraint{MaxSkew: skew, TopologyKey: tk, WhenUnsatisfiable: v1.ScheduleAnyway,
 				LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{key: value}}})
 		}

@@ -19,10 +19,10 @@ import (
 // UninstallOptions name the admission path to remove and how to wait.
 type UninstallOptions struct {
 	SchedulerName string
-	// WebhookConfiguration and PolicyBinding name the admission path (MutatingWebhookConfiguration,
-	// MutatingAdmissionPolicyBinding); empty: not installed.
-	WebhookConfiguration string
-	PolicyBinding        string
+	// WebhookConfigurations and PolicyBindings name the admission path
+	// (MutatingWebhookConfigurations, MutatingAdmissionPolicyBindings); a missing one is fine.
+	WebhookConfigurations []string
+	PolicyBindings        []string
 	// Settle: after the path is gone, hand back until no recreatable pod waited for this long
 	// (an API server's admission caches may hand a pod over for a moment after the delete).
 	Settle  time.Duration
@@ -44,21 +44,22 @@ func Uninstall(ctx context.Context, cs kubernetes.Interface, dyn dynamic.Interfa
 	logger := klog.FromContext(ctx)
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
-	if o.WebhookConfiguration != "" {
-		err := cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(ctx, o.WebhookConfiguration, metav1.DeleteOptions{})
+	for _, name := range o.WebhookConfigurations {
+		err := cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(ctx, name, metav1.DeleteOptions{})
 		if err != nil && !apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("removing the MutatingWebhookConfiguration %s: %w", o.WebhookConfiguration, err)
+			return nil, fmt.Errorf("removing the MutatingWebhookConfiguration %s: %w", name, err)
 		}
-		logger.Info("Admission path removed", "mutatingWebhookConfiguration", o.WebhookConfiguration)
+		logger.Info("Admission path removed", "mutatingWebhookConfiguration", name)
 	}
-	if o.PolicyBinding != "" {
+	for _, name := range o.PolicyBindings {
 		for _, gvr := range policyBindings {
-			err := dyn.Resource(gvr).Delete(ctx, o.PolicyBinding, metav1.DeleteOptions{})
+			// NotFound also when the version is not served (404 for the resource).
+			err := dyn.Resource(gvr).Delete(ctx, name, metav1.DeleteOptions{})
 			if err != nil && !apierrors.IsNotFound(err) {
-				return nil, fmt.Errorf("removing the MutatingAdmissionPolicyBinding %s (%s): %w", o.PolicyBinding, gvr.Version, err)
+				return nil, fmt.Errorf("removing the MutatingAdmissionPolicyBinding %s (%s): %w", name, gvr.Version, err)
 			}
 		}
-		logger.Info("Admission path removed", "mutatingAdmissionPolicyBinding", o.PolicyBinding)
+		logger.Info("Admission path removed", "mutatingAdmissionPolicyBinding", name)
 	}
 	limiter := flowcontrol.NewTokenBucketRateLimiter(float32(o.QPS), 1)
 	quiet := time.Now()

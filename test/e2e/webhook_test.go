@@ -23,6 +23,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/pool-scheduler/pool-scheduler/pkg/admission"
+	"github.com/pool-scheduler/pool-scheduler/pkg/controlplane"
 	"github.com/pool-scheduler/pool-scheduler/pkg/profile"
 	"github.com/pool-scheduler/pool-scheduler/test/util"
 )
@@ -38,75 +39,11 @@ func TestWebhookAsInstalled(t *testing.T) {
 	cp := util.StartControlPlane(t, "--authorization-mode=Node,RBAC")
 	admin := cp.Client
 	const ns = "pool-scheduler"
-
-	var access []*unstructured.Unstructured
-	var deployment, secret, whc *unstructured.Unstructured
-	for _, o := range util.KustomizeObjects(t, filepath.Join(util.RepoRoot(), "manifests", "admission", "webhook")) {
-		switch {
-		case o.GetKind() == "Deployment" && o.GetName() == "pool-scheduler-webhook":
-			deployment = o
-		case o.GetKind() == "Secret":
-			secret = o
-		case o.GetKind() == "MutatingWebhookConfiguration":
-			whc = o
-		case o.GetKind() == "Service":
-		default:
-			access = append(access, o)
-		}
-	}
-	if deployment == nil || secret == nil || whc == nil {
-		t.Fatalf("manifests/admission/webhook lacks the Deployment, Secret or MutatingWebhookConfiguration")
-	}
-	util.ApplyAccessObjects(tCtx, t, cp, access)
-	var s v1.Secret
-	var cfg admissionregistrationv1.MutatingWebhookConfiguration
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(secret.Object, &s); err != nil {
-		t.Fatal(err)
-	}
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(whc.Object, &cfg); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := admin.CoreV1().Secrets(ns).Create(tCtx, &s, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	port := util.FreePort(t)
-	url := fmt.Sprintf("https://localhost:%d%s", port, admission.WebhookPath)
-	cfg.Webhooks[0].ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: &url}
-	if _, err := admin.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(tCtx, &cfg, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-
-	saCfg, kubeconfig := util.ServiceAccountConfig(tCtx, t, cp, ns, "pool-scheduler-webhook", nil)
-	sa := clientFor(t, saCfg)
-	waitAllowed(tCtx, t, sa, "pool-scheduler-webhook", []authorizationv1.ResourceAttributes{
-		{Verb: "watch", Resource: "secrets", Namespace: ns, Name: s.Name},
-		{Verb: "update", Resource: "secrets", Namespace: ns, Name: s.Name},
-		{Verb: "watch", Group: "admissionregistration.k8s.io", Resource: "mutatingwebhookconfigurations", Name: cfg.Name},
-		{Verb: "update", Group: "admissionregistration.k8s.io", Resource: "mutatingwebhookconfigurations", Name: cfg.Name},
-		{Verb: "watch", Group: "coordination.k8s.io", Resource: "leases", Namespace: ns, Name: "pool-scheduler"},
-	})
+	w := installWebhook(tCtx, t, cp)
+	proc, sa, cfg, s := w.proc, w.sa, w.config, w.secret
 	// pool-scheduler's leader, as far as the webhook can tell: the shipped configuration's Lease,
 	// renewed as kube-scheduler renews it (every retryPeriod, 2 s) until stopLeader.
 	stopLeader := renewLease(tCtx, t, admin, ns, "pool-scheduler")
-
-	// The Deployment's arguments, with what a pod has and a process here does not.
-	containers, _, _ := unstructured.NestedSlice(deployment.Object, "spec", "template", "spec", "containers")
-	var args []string
-	for _, a := range containers[0].(map[string]any)["args"].([]any) {
-		arg := a.(string)
-		switch {
-		case strings.HasPrefix(arg, "--config="):
-			arg = "--config=" + util.ShippedConfigPath() // the ConfigMap's file
-		case strings.HasPrefix(arg, "--cert-dir="):
-			arg = "--cert-dir=" + t.TempDir() // the emptyDir
-		case strings.HasPrefix(arg, "--dns-name="):
-			arg = "--dns-name=localhost" // the Service's name, here the URL's host
-		}
-		args = append(args, arg)
-	}
-	args = append(args, "--kubeconfig="+kubeconfig, "--secret-namespace="+ns, fmt.Sprintf("--port=%d", port),
-		"--metrics-bind-address=0", "--health-probe-bind-address=0", "-v=2")
-	proc := util.StartProcess(t, util.LabelerBinary(t), args...)
 
 	opted, err := admin.CoreV1().Namespaces().Create(tCtx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{
 		GenerateName: "team-", Labels: map[string]string{profile.NamespaceLabel: "true"}}}, metav1.CreateOptions{})
@@ -253,4 +190,86 @@ func renewLease(ctx context.Context, t *testing.T, cs kubernetes.Interface, name
 		}
 	}()
 	return func() { cancel(); <-done }
+}
+
+// installedWebhook is pool-labeler webhook as manifests/admission/webhook installs it.
+type installedWebhook struct {
+	proc   *util.SchedulerProcess
+	sa     kubernetes.Interface
+	config admissionregistrationv1.MutatingWebhookConfiguration
+	secret v1.Secret
+}
+
+// installWebhook applies manifests/admission/webhook's RBAC, Secret and MutatingWebhookConfiguration
+// (pointed at a local port) and the scheduler's namespace and RBAC on cp, and runs bin/pool-labeler
+// with the Deployment's arguments as its ServiceAccount.
+func installWebhook(tCtx context.Context, t *testing.T, cp *controlplane.ControlPlane) installedWebhook {
+	t.Helper()
+	admin := cp.Client
+	const ns = "pool-scheduler"
+
+	var access []*unstructured.Unstructured
+	var deployment, secret, whc *unstructured.Unstructured
+	for _, o := range util.KustomizeObjects(t, filepath.Join(util.RepoRoot(), "manifests", "admission", "webhook")) {
+		switch {
+		case o.GetKind() == "Deployment" && o.GetName() == "pool-scheduler-webhook":
+			deployment = o
+		case o.GetKind() == "Secret":
+			secret = o
+		case o.GetKind() == "MutatingWebhookConfiguration":
+			whc = o
+		case o.GetKind() == "Service":
+		default:
+			access = append(access, o)
+		}
+	}
+	if deployment == nil || secret == nil || whc == nil {
+		t.Fatalf("manifests/admission/webhook lacks the Deployment, Secret or MutatingWebhookConfiguration")
+	}
+	util.ApplyAccessObjects(tCtx, t, cp, access)
+	var s v1.Secret
+	var cfg admissionregistrationv1.MutatingWebhookConfiguration
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(secret.Object, &s); err != nil {
+		t.Fatal(err)
+	}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(whc.Object, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.CoreV1().Secrets(ns).Create(tCtx, &s, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	port := util.FreePort(t)
+	url := fmt.Sprintf("https://localhost:%d%s", port, admission.WebhookPath)
+	cfg.Webhooks[0].ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: &url}
+	if _, err := admin.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(tCtx, &cfg, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	saCfg, kubeconfig := util.ServiceAccountConfig(tCtx, t, cp, ns, "pool-scheduler-webhook", nil)
+	sa := clientFor(t, saCfg)
+	waitAllowed(tCtx, t, sa, "pool-scheduler-webhook", []authorizationv1.ResourceAttributes{
+		{Verb: "watch", Resource: "secrets", Namespace: ns, Name: s.Name},
+		{Verb: "update", Resource: "secrets", Namespace: ns, Name: s.Name},
+		{Verb: "watch", Group: "admissionregistration.k8s.io", Resource: "mutatingwebhookconfigurations", Name: cfg.Name},
+		{Verb: "update", Group: "admissionregistration.k8s.io", Resource: "mutatingwebhookconfigurations", Name: cfg.Name},
+		{Verb: "watch", Group: "coordination.k8s.io", Resource: "leases", Namespace: ns, Name: "pool-scheduler"},
+	})
+	// The Deployment's arguments, with what a pod has and a process here does not.
+	containers, _, _ := unstructured.NestedSlice(deployment.Object, "spec", "template", "spec", "containers")
+	var args []string
+	for _, a := range containers[0].(map[string]any)["args"].([]any) {
+		arg := a.(string)
+		switch {
+		case strings.HasPrefix(arg, "--config="):
+			arg = "--config=" + util.ShippedConfigPath() // the ConfigMap's file
+		case strings.HasPrefix(arg, "--cert-dir="):
+			arg = "--cert-dir=" + t.TempDir() // the emptyDir
+		case strings.HasPrefix(arg, "--dns-name="):
+			arg = "--dns-name=localhost" // the Service's name, here the URL's host
+		}
+		args = append(args, arg)
+	}
+	args = append(args, "--kubeconfig="+kubeconfig, "--secret-namespace="+ns, fmt.Sprintf("--port=%d", port),
+		"--metrics-bind-address=0", "--health-probe-bind-address=0", "-v=2")
+	return installedWebhook{proc: util.StartProcess(t, util.LabelerBinary(t), args...), sa: sa, config: cfg, secret: s}
 }

@@ -84,21 +84,8 @@ var variants = []variant{
 	{name: "default", schedulerName: v1.DefaultSchedulerName, binary: util.KubeSchedulerBinary, config: upstreamConfig},
 }
 
-// upstreamConfig is a KubeSchedulerConfiguration with nothing set but the kubeconfig and leader
-// election: kube-scheduler's default profile and client settings.
-func upstreamConfig(tb testing.TB, cp *controlplane.ControlPlane) map[string]any {
-	tb.Helper()
-	kubeconfig := filepath.Join(tb.TempDir(), "kubeconfig")
-	if err := controlplane.WriteKubeconfig(cp.Config, kubeconfig); err != nil {
-		tb.Fatal(err)
-	}
-	return map[string]any{
-		"apiVersion":       "kubescheduler.config.k8s.io/v1",
-		"kind":             "KubeSchedulerConfiguration",
-		"clientConnection": map[string]any{"kubeconfig": kubeconfig},
-		"leaderElection":   map[string]any{"leaderElect": false},
-	}
-}
+// upstreamConfig is util.UpstreamConfigFor.
+var upstreamConfig = util.UpstreamConfigFor
 
 // shippedConfig is manifests/scheduler/config.yaml with the kubeconfig pointing at the test
 // apiserver and leader election off, as for the upstream variants: one scheduler process runs at

@@ -29,6 +29,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/pool-scheduler/pool-scheduler/pkg/admission"
+	"github.com/pool-scheduler/pool-scheduler/pkg/handoff"
 	"github.com/pool-scheduler/pool-scheduler/pkg/admission/webhook"
 	"github.com/pool-scheduler/pool-scheduler/pkg/controlplane"
 	"github.com/pool-scheduler/pool-scheduler/pkg/labeler"
@@ -342,7 +343,8 @@ func TestHelmChartAdmission(t *testing.T) {
 		}
 		name, args := profileArgs(t, r)
 		wantPolicy, wantBinding, err := admission.RenderPolicy(admission.PolicyOptions{Name: name, SchedulerName: name,
-			Guard: args.SystemPoolGuard, Namespaces: admission.NamespaceSelector([]string{"kube-system", chartNamespace})})
+			Guard: args.SystemPoolGuard, Namespaces: admission.NamespaceSelector([]string{"kube-system", chartNamespace}),
+			Switch: &types.NamespacedName{Namespace: chartNamespace, Name: name + "-handoff"}, Spread: admission.DegradedSpread(args.DomainSpread)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -357,8 +359,21 @@ func TestHelmChartAdmission(t *testing.T) {
 			t.Errorf("chart's binding (-want +got):\n%s", diff)
 		}
 
-		// Installed on a cluster that serves the API, it mutates.
+		// Installed on a cluster that serves the API, with the chart's switch turned on (as the
+		// hand-off controller does while pool-scheduler runs), it mutates.
 		cp := util.StartControlPlane(t)
+		if _, err := cp.Client.CoreV1().Namespaces().Create(tCtx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: chartNamespace}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		sw := &v1.ConfigMap{}
+		fromUnstructured(t, r.get(t, "ConfigMap", name+"-handoff"), sw)
+		if got := sw.Data[handoff.SwitchKey]; got != "false" {
+			t.Errorf("the chart's switch starts %q, want false (pods keep the default scheduler until the controller judged)", got)
+		}
+		sw.Data[handoff.SwitchKey] = "true"
+		if _, err := cp.Client.CoreV1().ConfigMaps(chartNamespace).Create(tCtx, sw, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
 		if _, err := cp.Client.AdmissionregistrationV1beta1().MutatingAdmissionPolicies().Create(tCtx, policy, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}

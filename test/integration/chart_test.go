@@ -180,8 +180,8 @@ func (r *renderedChart) schedulerDeploymentName(t *testing.T) string {
 		if o.GetKind() != "Deployment" {
 			continue
 		}
-		// The webhook reads the same file.
-		if args := containerArgs(t, o); containsString(args, "--config=/etc/pool-scheduler/config.yaml") && !containsString(args, "webhook") {
+		// The webhook and the hand-off controller read the same file.
+		if args := containerArgs(t, o); containsString(args, "--config=/etc/pool-scheduler/config.yaml") && !containsString(args, "webhook") && !containsString(args, "handoff") {
 			return o.GetName()
 		}
 	}
@@ -297,6 +297,21 @@ func TestHelmChart(t *testing.T) {
 		"Service pool-scheduler/pool-scheduler-webhook",
 		"ServiceAccount pool-scheduler/pool-scheduler-webhook",
 	}
+	handoffObjects := []string{
+		"ClusterRole pool-scheduler-handback",
+		"ClusterRole pool-scheduler-handoff",
+		"ClusterRoleBinding pool-scheduler-handback",
+		"ClusterRoleBinding pool-scheduler-handoff",
+		"ConfigMap pool-scheduler/pool-scheduler-handoff",
+		"Deployment pool-scheduler/pool-scheduler-handoff",
+		"Job pool-scheduler/pool-scheduler-handback",
+		"Role pool-scheduler/pool-scheduler-handoff",
+		"RoleBinding pool-scheduler/pool-scheduler-handoff",
+		"ServiceAccount pool-scheduler/pool-scheduler-handback",
+		"ServiceAccount pool-scheduler/pool-scheduler-handoff",
+		"ValidatingAdmissionPolicy pool-scheduler-handoff-deletes",
+		"ValidatingAdmissionPolicyBinding pool-scheduler-handoff-deletes",
+	}
 	concat := func(lists ...[]string) []string {
 		var out []string
 		for _, l := range lists {
@@ -316,7 +331,7 @@ func TestHelmChart(t *testing.T) {
 	}{{
 		name: "defaults",
 		// The domain labeler is on: its affinity keeps it to AKS nodes, its selector to Linux.
-		want: concat(schedulerObjects, controllerObjects, domainObjects, webhookObjects),
+		want: concat(schedulerObjects, controllerObjects, domainObjects, webhookObjects, handoffObjects),
 		check: func(t *testing.T, r *renderedChart, cfg *schedconfig.KubeSchedulerConfiguration) {
 			checkMatchesShippedConfig(t, r, cfg)
 			checkLabelSetNamespaces(t, r, cfg, chartNamespace)
@@ -333,7 +348,7 @@ func TestHelmChart(t *testing.T) {
 	}, {
 		name:   "AKS system-mode selector switched off",
 		values: `scheduler: {plugins: {systemPoolGuard: {args: {systemNodeSelector: {}}}}}`,
-		want:   concat(schedulerObjects, controllerObjects, domainObjects, webhookObjects),
+		want:   concat(schedulerObjects, controllerObjects, domainObjects, webhookObjects, handoffObjects),
 		check: func(t *testing.T, _ *renderedChart, cfg *schedconfig.KubeSchedulerConfiguration) {
 			args := util.PluginArgs(t, &cfg.Profiles[0], "SystemPoolGuard").(*config.SystemPoolGuardArgs)
 			if args.SystemNodeSelector == nil || len(args.SystemNodeSelector.MatchLabels)+len(args.SystemNodeSelector.MatchExpressions) != 0 {
@@ -380,7 +395,7 @@ monitoring:
   serviceMonitor: {enabled: true, labels: {release: prometheus}}
 admission: {mode: policy, namespaces: [team-a, kube-system]}
 `,
-		want: concat(schedulerObjects, controllerObjects, domainObjects, monitoringObjects,
+		want: concat(schedulerObjects, controllerObjects, domainObjects, monitoringObjects, handoffObjects,
 			[]string{"FlowSchema pool-scheduler", "FlowSchema pool-scheduler-leader-election",
 				"MutatingAdmissionPolicy pool-scheduler", "MutatingAdmissionPolicyBinding pool-scheduler", "MutatingAdmissionPolicyBinding pool-scheduler-listed"}),
 		check: func(t *testing.T, r *renderedChart, cfg *schedconfig.KubeSchedulerConfiguration) {
@@ -451,7 +466,7 @@ admission: {mode: policy, namespaces: [team-a, kube-system]}
 		namespace: "platform",
 		want: concat(
 			replaceNamespace(schedulerObjects, "platform"), replaceNamespace(controllerObjects, "platform"), replaceNamespace(domainObjects, "platform"),
-			replaceNamespace(webhookObjects, "platform")),
+			replaceNamespace(webhookObjects, "platform"), replaceNamespace(handoffObjects, "platform")),
 		check: func(t *testing.T, r *renderedChart, cfg *schedconfig.KubeSchedulerConfiguration) {
 			checkLabelSetNamespaces(t, r, cfg, "platform")
 			for values, want := range map[string][]string{
@@ -473,7 +488,7 @@ admission: {mode: policy, namespaces: [team-a, kube-system]}
 	}, {
 		name:   "labelers off",
 		values: `{labeler: {controller: {enabled: false}, domain: {enabled: false}}, admission: {mode: none}}`,
-		want:   concat(schedulerObjects),
+		want:   concat(schedulerObjects, handoffObjects),
 	}, {
 		name:      "custom names, one replica, no leader election, no PDB, plugins off",
 		namespace: "ops",
@@ -485,6 +500,7 @@ scheduler:
   podDisruptionBudget: {enabled: false}
   plugins: {nodePoolReady: {enabled: false}, systemPoolGuard: {enabled: false}, domainSpread: {enabled: false}}
 admission: {mode: none}
+handoff: {enabled: false}
 labeler:
   controller: {enabled: false}
   domain:
@@ -706,7 +722,9 @@ func TestHelmChartRBACMatchesManifests(t *testing.T) {
 	normalize := func(objs []*unstructured.Unstructured) map[string]map[string]any {
 		out := map[string]map[string]any{}
 		for _, o := range objs {
-			if !kinds[o.GetKind()] {
+			// The uninstall hook's own account exists only in the chart (kustomize users run
+			// poolctl handback themselves).
+			if _, hook := o.GetAnnotations()["helm.sh/hook"]; !kinds[o.GetKind()] || hook {
 				continue
 			}
 			c := o.DeepCopy()
@@ -717,7 +735,7 @@ func TestHelmChartRBACMatchesManifests(t *testing.T) {
 		return out
 	}
 	var manifests []*unstructured.Unstructured
-	for _, f := range []string{"scheduler/rbac.yaml", "scheduler/admission-policy.yaml", "labeler/controller/rbac.yaml", "labeler/controller/admission-policy.yaml", "labeler/domain/rbac.yaml", "labeler/domain/admission-policy.yaml", "policies/system-pods/admission-policy.yaml", "admission/webhook/rbac.yaml"} {
+	for _, f := range []string{"scheduler/rbac.yaml", "scheduler/admission-policy.yaml", "labeler/controller/rbac.yaml", "labeler/controller/admission-policy.yaml", "labeler/domain/rbac.yaml", "labeler/domain/admission-policy.yaml", "policies/system-pods/admission-policy.yaml", "admission/webhook/rbac.yaml", "handoff/rbac.yaml", "handoff/admission-policy.yaml"} {
 		data, err := os.ReadFile(filepath.Join(util.RepoRoot(), "manifests", f))
 		if err != nil {
 			t.Fatal(err)

@@ -78,6 +78,23 @@ func ConfigDocFor(t testing.TB, cp *controlplane.ControlPlane, data []byte) map[
 	return doc
 }
 
+// UpstreamConfigFor is a KubeSchedulerConfiguration with nothing set but the kubeconfig (cp) and
+// leader election (off): kube-scheduler's default profile (default-scheduler) and client
+// settings, as the cluster's default scheduler runs.
+func UpstreamConfigFor(tb testing.TB, cp *controlplane.ControlPlane) map[string]any {
+	tb.Helper()
+	kubeconfig := filepath.Join(tb.TempDir(), "kubeconfig")
+	if err := controlplane.WriteKubeconfig(cp.Config, kubeconfig); err != nil {
+		tb.Fatal(err)
+	}
+	return map[string]any{
+		"apiVersion":       "kubescheduler.config.k8s.io/v1",
+		"kind":             "KubeSchedulerConfiguration",
+		"clientConnection": map[string]any{"kubeconfig": kubeconfig},
+		"leaderElection":   map[string]any{"leaderElect": false},
+	}
+}
+
 // PluginArgsDoc returns the args map of plugin in the first profile of a config document.
 func PluginArgsDoc(t testing.TB, doc map[string]any, plugin string) map[string]any {
 	t.Helper()

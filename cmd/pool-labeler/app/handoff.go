@@ -82,7 +82,7 @@ func newHandbackCommand(kubeconfig *string) *cobra.Command {
 				return fmt.Errorf("--rate: must be positive, got %v", o.QPS)
 			}
 			ctx, cfg, err := start(*kubeconfig, "handback", "schedulerName", o.SchedulerName,
-				"webhookConfiguration", o.WebhookConfiguration, "policyBinding", o.PolicyBinding)
+				"webhookConfigurations", o.WebhookConfigurations, "policyBindings", o.PolicyBindings)
 			if err != nil {
 				return err
 			}
@@ -104,8 +104,8 @@ func newHandbackCommand(kubeconfig *string) *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.SchedulerName, "scheduler-name", "pool-scheduler", "the schedulerName whose waiting pods are handed back")
-	f.StringVar(&o.WebhookConfiguration, "webhook-configuration", "", "the MutatingWebhookConfiguration to delete first; empty: none")
-	f.StringVar(&o.PolicyBinding, "policy-binding", "", "the MutatingAdmissionPolicyBinding to delete first; empty: none")
+	f.StringSliceVar(&o.WebhookConfigurations, "webhook-configuration", nil, "MutatingWebhookConfigurations to delete first (the webhook way in)")
+	f.StringSliceVar(&o.PolicyBindings, "policy-binding", nil, "MutatingAdmissionPolicyBindings to delete first (the policy way in)")
 	f.DurationVar(&o.Settle, "settle", 10*time.Second, "hand back until no recreatable pod has appeared for this long")
 	f.DurationVar(&o.Timeout, "timeout", 2*time.Minute, "give up (exit 1) after this long")
 	f.Float64Var(&o.QPS, "rate", 5, "pod deletions per second at most")
