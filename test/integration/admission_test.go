@@ -29,9 +29,9 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/pool-scheduler/pool-scheduler/pkg/admission"
-	"github.com/pool-scheduler/pool-scheduler/pkg/handoff"
 	"github.com/pool-scheduler/pool-scheduler/pkg/admission/webhook"
 	"github.com/pool-scheduler/pool-scheduler/pkg/controlplane"
+	"github.com/pool-scheduler/pool-scheduler/pkg/handoff"
 	"github.com/pool-scheduler/pool-scheduler/pkg/labeler"
 	"github.com/pool-scheduler/pool-scheduler/pkg/profile"
 	"github.com/pool-scheduler/pool-scheduler/pkg/report"
