@@ -9,9 +9,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/pem"
-	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"net/http"
 	"os"
@@ -28,7 +26,6 @@ import (
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
-	"helm.sh/helm/v3/pkg/engine"
 	v1 "k8s.io/api/core/v1"
 	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -39,7 +36,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apimachinery/pkg/util/wait"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
@@ -65,9 +61,7 @@ const (
 	chartKube      = "v1.34.10"
 )
 
-func chartDir() string {
-	return filepath.Join(util.RepoRoot(), "manifests", "charts", "pool-scheduler")
-}
+func chartDir() string { return util.ChartDir() }
 
 // renderedChart is what `helm template --include-crds` would print, as objects.
 type renderedChart struct {
@@ -86,64 +80,15 @@ func renderChart(t *testing.T, namespace, values string) (*renderedChart, error)
 // (.Capabilities.KubeVersion), without helm's kubeVersion check (TestHelmChartKubeVersion has it).
 func renderChartFor(t *testing.T, kube, namespace, values string, apiVersions ...string) (*renderedChart, error) {
 	t.Helper()
-	ch, err := loader.Load(chartDir())
-	if err != nil {
-		t.Fatalf("loading chart: %v", err)
-	}
-	overrides, err := chartutil.ReadValues([]byte(values))
-	if err != nil {
-		t.Fatalf("test values: %v", err)
-	}
-	caps := chartutil.DefaultCapabilities.Copy()
-	kv, err := chartutil.ParseKubeVersion(kube)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caps.KubeVersion = *kv
-	caps.APIVersions = append(slices.Clone(caps.APIVersions), apiVersions...)
-	vals, err := chartutil.ToRenderValues(ch, overrides, chartutil.ReleaseOptions{Name: chartRelease, Namespace: namespace, IsInstall: true, Revision: 1}, caps)
+	objs, crds, err := util.RenderChart(kube, chartRelease, namespace, values, apiVersions...)
 	if err != nil {
 		return nil, err
 	}
-	files, err := engine.Engine{Strict: true}.Render(ch, vals)
-	if err != nil {
-		return nil, err
-	}
-	names := make([]string, 0, len(files))
-	for name := range files {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	out := &renderedChart{crds: ch.CRDObjects()}
-	for _, name := range names {
-		if filepath.Ext(name) != ".yaml" {
-			continue // _helpers.tpl, NOTES.txt
-		}
-		objs, err := decodeObjects(files[name])
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w\n%s", name, err, files[name])
-		}
-		out.objects = append(out.objects, objs...)
-	}
-	return out, nil
+	return &renderedChart{objects: objs, crds: crds}, nil
 }
 
 func decodeObjects(data string) ([]*unstructured.Unstructured, error) {
-	var out []*unstructured.Unstructured
-	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(data), 4096)
-	for {
-		obj := map[string]any{}
-		if err := dec.Decode(&obj); err != nil {
-			if errors.Is(err, io.EOF) {
-				return out, nil
-			}
-			return nil, err
-		}
-		if len(obj) == 0 {
-			continue
-		}
-		out = append(out, &unstructured.Unstructured{Object: obj})
-	}
+	return util.DecodeObjects(data)
 }
 
 func objectID(o *unstructured.Unstructured) string {
