@@ -180,6 +180,7 @@ type Controller struct {
 	mu       sync.Mutex
 	reported sets.Set[types.UID] // pods reported as stranded and not recreatable
 	lastSkew time.Time
+	verdict  *bool // the verdict last announced with an event
 }
 
 // New builds the controller; now is the clock.
@@ -235,6 +236,7 @@ func (c *Controller) Sync(ctx context.Context) error {
 	}
 	handOver := c.Judge.Evaluate(ctx)
 	_, reason, since, _ := c.Judge.Verdict()
+	c.announce(handOver, reason)
 	var errs []error
 	if err := c.writeSwitch(ctx, handOver, reason); err != nil {
 		switchErrors.Inc()
@@ -245,6 +247,29 @@ func (c *Controller) Sync(ctx context.Context) error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// announce records an event on the switch (on the scheduler's Lease without one) when the
+// verdict changes: HandoffStopped with the reason (no healthy leader, or kube-apiserver outside
+// the line's version skew), HandoffResumed.
+func (c *Controller) announce(handOver bool, reason string) {
+	c.mu.Lock()
+	changed := c.verdict == nil || *c.verdict != handOver
+	first := c.verdict == nil
+	c.verdict = &handOver
+	c.mu.Unlock()
+	if !changed || (first && handOver) {
+		return
+	}
+	ref := &v1.ObjectReference{APIVersion: "coordination.k8s.io/v1", Kind: "Lease", Namespace: c.o.Lease.Lease.Namespace, Name: c.o.Lease.Lease.Name}
+	if c.o.Switch.Name != "" {
+		ref = &v1.ObjectReference{APIVersion: "v1", Kind: "ConfigMap", Namespace: c.o.Switch.Namespace, Name: c.o.Switch.Name}
+	}
+	if handOver {
+		c.recorder.Eventf(ref, v1.EventTypeNormal, "HandoffResumed", "New pods are handed to %s again", c.o.SchedulerName)
+		return
+	}
+	c.recorder.Eventf(ref, v1.EventTypeWarning, "HandoffStopped", "New pods keep the default scheduler: %s", reason)
 }
 
 // writeSwitch sets the switch to the verdict when it differs.

@@ -2,6 +2,7 @@ package handoff
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -151,8 +152,8 @@ func TestControllerHandsBackStrandedPods(t *testing.T) {
 	if diff := cmp.Diff(all, remaining(t)); diff != "" {
 		t.Errorf("degraded for less than %s: pods changed (-want +got):\n%s", after, diff)
 	}
-	if e := events(); len(e) != 0 {
-		t.Errorf("events before the bound: %q", e)
+	if e := events(); len(e) != 1 || !strings.HasPrefix(e[0], "Warning HandoffStopped New pods keep the default scheduler: the leader scheduler-0 has not renewed") {
+		t.Errorf("events before the bound: %q, want only HandoffStopped", e)
 	}
 
 	// A pod created during the outage has not waited long enough yet.
@@ -235,4 +236,52 @@ func countPrefix(list []string, prefix string) int {
 		}
 	}
 	return n
+}
+
+// TestControllerStopsOnVersionSkew: a kube-apiserver outside the line's version skew stops the
+// hand-off however healthy the leader: the switch turns off, pool_scheduler_apiserver_supported
+// is 0, and a HandoffStopped event on the switch names the line to run.
+func TestControllerStopsOnVersionSkew(t *testing.T) {
+	ctx := context.Background()
+	clock := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	const ns = "pool-scheduler"
+	sw := &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: SwitchConfigMap}, Data: map[string]string{SwitchKey: "true"}}
+	cs := fake.NewClientset(sw)
+	major, minor, _ := strings.Cut(version.KubernetesLine(), ".")
+	var m int
+	if _, err := fmt.Sscan(minor, &m); err != nil {
+		t.Fatal(err)
+	}
+	dc := &fakediscovery.FakeDiscovery{Fake: &clienttesting.Fake{}, FakedServerVersion: &k8sversion.Info{Major: major, Minor: fmt.Sprint(m + 2)}}
+	recorder := record.NewFakeRecorder(10)
+	c, err := New(cs, dc, recorder, Options{
+		Lease:         Lease{Lease: types.NamespacedName{Namespace: ns, Name: "pool-scheduler"}, Duration: 15 * time.Second},
+		SchedulerName: "pool-scheduler", Switch: types.NamespacedName{Namespace: ns, Name: SwitchConfigMap},
+		HandbackAfter: time.Minute, HandbackQPS: 1, Interval: time.Second,
+	}, func() time.Time { return clock })
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Judge.Leader = func(context.Context) (bool, string) { return true, "" }
+	if err := c.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cm, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, SwitchConfigMap, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cm.Data[SwitchKey] != "false" || !strings.Contains(cm.Data[SwitchReasonKey], "outside this line's") {
+		t.Errorf("switch %q (%q), want false for the version skew", cm.Data[SwitchKey], cm.Data[SwitchReasonKey])
+	}
+	if got := testutil.ToFloat64(supportedGauge); got != 0 {
+		t.Errorf("pool_scheduler_apiserver_supported = %v, want 0", got)
+	}
+	select {
+	case e := <-recorder.Events:
+		if !strings.HasPrefix(e, "Warning HandoffStopped") || !strings.Contains(e, "run the release line of") {
+			t.Errorf("event %q, want HandoffStopped naming the line to run", e)
+		}
+	default:
+		t.Error("no event")
+	}
 }

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/rest"
 	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
 
+	"github.com/pool-scheduler/pool-scheduler/pkg/handoff"
 	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
 	"github.com/pool-scheduler/pool-scheduler/pkg/profile"
 	"github.com/pool-scheduler/pool-scheduler/pkg/report"
@@ -71,6 +72,10 @@ type SchedulerStatus struct {
 	// APIServer is kube-apiserver's version (pool-scheduler's line must serve its minor:
 	// docs/compatibility.md).
 	APIServer string `json:"apiServer,omitempty"`
+	// Switch is the hand-off controller's switch (the MutatingAdmissionPolicy's parameter) in the
+	// Lease's namespace: "true" (handed over), "false" with SwitchReason, or "" when there is none.
+	Switch       string `json:"switch,omitempty"`
+	SwitchReason string `json:"switchReason,omitempty"`
 }
 
 // PoolStatus is one pool ("" for nodes without a pool label).
@@ -200,6 +205,12 @@ func schedulerStatus(ctx context.Context, cs kubernetes.Interface, cfg *schedcon
 		return st
 	}
 	st.Lease = key.String()
+	if cm, err := cs.CoreV1().ConfigMaps(key.Namespace).Get(ctx, handoff.SwitchConfigMap, metav1.GetOptions{}); err == nil {
+		st.Switch, st.SwitchReason = cm.Data[handoff.SwitchKey], cm.Data[handoff.SwitchReasonKey]
+		if st.Switch == "true" {
+			st.SwitchReason = ""
+		}
+	}
 	lease, err := cs.CoordinationV1().Leases(key.Namespace).Get(ctx, key.Name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
@@ -338,6 +349,15 @@ func writeSchedulerLine(w io.Writer, st SchedulerStatus) {
 	if api == "" {
 		api = "unknown"
 	}
+	defer func() {
+		switch st.Switch {
+		case "":
+		case "true":
+			fmt.Fprintf(w, "Hand-off switch (the MutatingAdmissionPolicy's): on.\n")
+		default:
+			fmt.Fprintf(w, "Hand-off switch (the MutatingAdmissionPolicy's): off (%s): new pods keep the default scheduler.\n", st.SwitchReason)
+		}
+	}()
 	if !st.Healthy {
 		fmt.Fprintf(w, "Scheduler: NOT RUNNING as far as the hand-off can tell (%s): new pods keep the default scheduler. kube-apiserver %s.\n", st.Reason, api)
 		return

@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/pool-scheduler/pool-scheduler/pkg/controlplane"
+	"github.com/pool-scheduler/pool-scheduler/pkg/handoff"
 	"github.com/pool-scheduler/pool-scheduler/pkg/poolctl"
 	"github.com/pool-scheduler/pool-scheduler/test/util"
 )
@@ -177,7 +178,21 @@ func TestPoolctlStatusScheduler(t *testing.T) {
 	if _, err := cp.Client.CoordinationV1().Leases("pool-scheduler").Update(tCtx, fresh, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if st := run(t); !st.Healthy || st.Leader != "scheduler-0" || st.LeaseAgeSeconds == nil {
-		t.Errorf("a leader renewing: %+v, want healthy", st)
+	if st := run(t); !st.Healthy || st.Leader != "scheduler-0" || st.LeaseAgeSeconds == nil || st.Switch != "" {
+		t.Errorf("a leader renewing: %+v, want healthy, and no switch (none installed)", st)
+	}
+	// The hand-off controller's switch, as it writes it while pool-scheduler is down.
+	if _, err := cp.Client.CoreV1().ConfigMaps("pool-scheduler").Create(tCtx, &v1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "pool-scheduler", Name: handoff.SwitchConfigMap},
+		Data:       map[string]string{handoff.SwitchKey: "false", handoff.SwitchReasonKey: "no healthy leader"},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if st := run(t); st.Switch != "false" || st.SwitchReason != "no healthy leader" {
+		t.Errorf("switch off: %+v, want it reported with its reason", st)
+	}
+	stdout, _, err := runPoolctl(t, "status", "--kubeconfig", kubeconfig)
+	if err != nil || !strings.Contains(stdout, "Hand-off switch (the MutatingAdmissionPolicy's): off (no healthy leader)") {
+		t.Errorf("status table lacks the switch (%v):\n%s", err, stdout)
 	}
 }
