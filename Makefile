@@ -123,6 +123,11 @@ e2e: etcd build kubectl ## bin/pool-scheduler as a child process against kube-ap
 	status=0; $(TEST_ENV) POOL_SCHEDULER_BINARY=$(BIN)/pool-scheduler POOL_LABELER_BINARY=$(BIN)/pool-labeler POOLCTL_BINARY=$(BIN)/poolctl KUBECTL_BINARY=$(BIN)/kubectl \
 	  $(GO) test $(GOTEST_FLAGS) -timeout=20m ./test/e2e/... 2>&1 | tee $(CURDIR)/_output/e2e$(if $(LINE),-k8s$(LINE)).log || status=$$?; \
 	  $(FAILURE_SUMMARY) $(CURDIR)/_output/e2e$(if $(LINE),-k8s$(LINE)).log; exit $$status
+	@# The time from the leader's last renewal to the first pod left with the default scheduler
+	@# (a measurement, printed; docs/operations.md).
+	$(TEST_ENV) POOL_LABELER_BINARY=$(BIN)/pool-labeler $(GO) test -run='^$$' -bench='^BenchmarkHandoffToDefault$$' -benchtime=1x ./test/e2e/ \
+	  > $(CURDIR)/_output/bench-handoff$(if $(LINE),-k8s$(LINE)).log 2>&1 || { tail -50 $(CURDIR)/_output/bench-handoff$(if $(LINE),-k8s$(LINE)).log; exit 1; }
+	@grep -E '^Benchmark' $(CURDIR)/_output/bench-handoff$(if $(LINE),-k8s$(LINE)).log
 
 .PHONY: perf-smoke
 perf-smoke: etcd binaries kube-scheduler ## scheduler_perf's short workload for every test case, and the installed benchmark's smoke workload: the harnesses and our profile work.

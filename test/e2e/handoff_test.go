@@ -306,7 +306,7 @@ func TestHandoffAsInstalled(t *testing.T) {
 
 // waitForHandOff creates probe pods in ns until one comes out of admission with schedulerName,
 // and returns when it did.
-func waitForHandOff(ctx context.Context, t *testing.T, cs kubernetes.Interface, ns, schedulerName string) time.Time {
+func waitForHandOff(ctx context.Context, t testing.TB, cs kubernetes.Interface, ns, schedulerName string) time.Time {
 	t.Helper()
 	var at time.Time
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {

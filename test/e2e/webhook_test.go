@@ -152,7 +152,7 @@ func TestWebhookAsInstalled(t *testing.T) {
 
 // renewLease holds the Lease namespace/name for a leader and renews it every 2 s, as
 // kube-scheduler's leader does, until the returned func is called.
-func renewLease(ctx context.Context, t *testing.T, cs kubernetes.Interface, namespace, name string) (stop func()) {
+func renewLease(ctx context.Context, t testing.TB, cs kubernetes.Interface, namespace, name string) (stop func()) {
 	t.Helper()
 	renew := func(ctx context.Context) error {
 		now := metav1.NowMicro()
