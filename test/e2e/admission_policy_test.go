@@ -76,14 +76,7 @@ func TestAdmissionPolicyPathOfThisLine(t *testing.T) {
 				t.Fatal(err)
 			}
 		case "Deployment":
-			containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
-			for _, a := range containers[0].(map[string]any)["args"].([]any) {
-				arg := a.(string)
-				if strings.HasPrefix(arg, "--config=") {
-					arg = "--config=" + util.ShippedConfigPath()
-				}
-				controllerArgs = append(controllerArgs, arg)
-			}
+			controllerArgs = containerArgs(o, map[string]string{"--config": util.ShippedConfigPath()})
 		}
 	}
 	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")

@@ -102,18 +102,7 @@ func TestHandoffAsInstalled(t *testing.T) {
 
 	// The hand-off controller with its Deployment's arguments; --handback-after shortened to
 	// 20 s (the shipped 2m would only make the test slower), syncing every second.
-	containers, _, _ := unstructured.NestedSlice(deployment.Object, "spec", "template", "spec", "containers")
-	var args []string
-	for _, a := range containers[0].(map[string]any)["args"].([]any) {
-		arg := a.(string)
-		switch {
-		case strings.HasPrefix(arg, "--config="):
-			arg = "--config=" + util.ShippedConfigPath()
-		case strings.HasPrefix(arg, "--handback-after="):
-			arg = "--handback-after=20s"
-		}
-		args = append(args, arg)
-	}
+	args := containerArgs(deployment, map[string]string{"--config": util.ShippedConfigPath(), "--handback-after": "20s"})
 	args = append(args, "--kubeconfig="+kubeconfig, "--switch-namespace="+ns, "--leader-elect-namespace="+ns,
 		"--sync-interval=1s", "--metrics-bind-address=0", "--health-probe-bind-address=0", "-v=2")
 	controller := util.StartProcess(t, util.LabelerBinary(t), args...)
@@ -323,6 +312,24 @@ func waitForHandOff(ctx context.Context, t testing.TB, cs kubernetes.Interface, 
 		t.Fatalf("no pod in %s got schedulerName %s: %v", ns, schedulerName, err)
 	}
 	return at
+}
+
+// containerArgs returns the first container's arguments of a workload object (a Deployment's or
+// a Job's pod template), with the values of the flags in set replaced (what a pod has and a
+// process here does not: mounted files, directories, Service names).
+func containerArgs(obj *unstructured.Unstructured, set map[string]string) []string {
+	containers, _, _ := unstructured.NestedSlice(obj.Object, "spec", "template", "spec", "containers")
+	var args []string
+	for _, a := range containers[0].(map[string]any)["args"].([]any) {
+		arg := a.(string)
+		if flag, _, ok := strings.Cut(arg, "="); ok {
+			if v, ok := set[flag]; ok {
+				arg = flag + "=" + v
+			}
+		}
+		args = append(args, arg)
+	}
+	return args
 }
 
 func nodeIndex(node string) int {

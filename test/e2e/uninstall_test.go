@@ -115,11 +115,7 @@ func TestUninstallHandsBack(t *testing.T) {
 	}
 	util.ApplyAccessObjects(tCtx, t, cp, access)
 	_, kubeconfig := util.ServiceAccountConfig(tCtx, t, cp, ns, "pool-scheduler-handback", nil)
-	containers, _, _ := unstructured.NestedSlice(job.Object, "spec", "template", "spec", "containers")
-	var args []string
-	for _, a := range containers[0].(map[string]any)["args"].([]any) {
-		args = append(args, a.(string))
-	}
+	args := containerArgs(job, nil)
 	// RBAC may take a moment to reach the authorizer's cache: the hook retries its hand-back
 	// until --timeout, as the Job would.
 	hook := util.StartProcess(t, util.LabelerBinary(t), append(args, "--kubeconfig="+kubeconfig, "--settle=3s", "-v=2")...)

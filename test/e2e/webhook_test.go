@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -255,20 +254,11 @@ func installWebhook(tCtx context.Context, t *testing.T, cp *controlplane.Control
 		{Verb: "watch", Group: "coordination.k8s.io", Resource: "leases", Namespace: ns, Name: "pool-scheduler"},
 	})
 	// The Deployment's arguments, with what a pod has and a process here does not.
-	containers, _, _ := unstructured.NestedSlice(deployment.Object, "spec", "template", "spec", "containers")
-	var args []string
-	for _, a := range containers[0].(map[string]any)["args"].([]any) {
-		arg := a.(string)
-		switch {
-		case strings.HasPrefix(arg, "--config="):
-			arg = "--config=" + util.ShippedConfigPath() // the ConfigMap's file
-		case strings.HasPrefix(arg, "--cert-dir="):
-			arg = "--cert-dir=" + t.TempDir() // the emptyDir
-		case strings.HasPrefix(arg, "--dns-name="):
-			arg = "--dns-name=localhost" // the Service's name, here the URL's host
-		}
-		args = append(args, arg)
-	}
+	args := containerArgs(deployment, map[string]string{
+		"--config":   util.ShippedConfigPath(), // the ConfigMap's file
+		"--cert-dir": t.TempDir(),              // the emptyDir
+		"--dns-name": "localhost",              // the Service's name, here the URL's host
+	})
 	args = append(args, "--kubeconfig="+kubeconfig, "--secret-namespace="+ns, fmt.Sprintf("--port=%d", port),
 		"--metrics-bind-address=0", "--health-probe-bind-address=0", "-v=2")
 	return installedWebhook{proc: util.StartProcess(t, util.LabelerBinary(t), args...), sa: sa, config: cfg, secret: s}

@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/common/expfmt"
@@ -22,7 +21,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	"k8s.io/kubernetes/test/utils/ktesting"
@@ -165,18 +163,7 @@ func createOptedInNamespaces(ctx context.Context, t *testing.T, cs kubernetes.In
 // policies and webhook configurations from informers, a moment after they are created.
 func waitForMutation(ctx context.Context, t *testing.T, cs kubernetes.Interface, ns string) {
 	t.Helper()
-	i := 0
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		i++
-		p, err := cs.CoreV1().Pods(ns).Create(ctx, st.MakePod().Name(fmt.Sprintf("probe-%d", i)).Container("pause").Obj(), metav1.CreateOptions{})
-		if err != nil {
-			return false, err
-		}
-		return p.Spec.SchedulerName == util.SchedulerName, nil
-	})
-	if err != nil {
-		t.Fatalf("no pod in %s got schedulerName %s: %v", ns, util.SchedulerName, err)
-	}
+	waitForPolicy(ctx, t, cs, ns, func(p *v1.Pod) bool { return p.Spec.SchedulerName == util.SchedulerName })
 }
 
 // TestMutatingAdmissionPolicy: the shipped MutatingAdmissionPolicy (rendered from the shipped
