@@ -44,22 +44,28 @@ const (
 )
 
 var (
-	handoffGauge = prometheus.NewGauge(prometheus.GaugeOpts{
+	// Only the leader reports the verdict gauges: a standby exports no series (a vec without
+	// labels has none until set), so min() over the replicas is the leader's.
+	handoffGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "pool_scheduler_handoff",
-		Help: "1 while the hand-off controller judges pool-scheduler healthy (its leader renews its Lease and kube-apiserver's version is served by its line) and sets the switch on, 0 while new pods keep the default scheduler (degraded).",
-	})
-	supportedGauge = prometheus.NewGauge(prometheus.GaugeOpts{
+		Help: "1 while the hand-off controller judges pool-scheduler healthy (its leader renews its Lease and kube-apiserver's version is served by its line) and sets the switch on, 0 while new pods keep the default scheduler (degraded). Reported by the controller's leader only.",
+	}, nil)
+	leaderGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "pool_scheduler_handoff_leader_healthy",
+		Help: "1 while pool-scheduler's leader renews its Lease as the hand-off controller sees it, 0 while no healthy leader exists. Reported by the controller's leader only.",
+	}, nil)
+	supportedGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "pool_scheduler_apiserver_supported",
-		Help: "1 while kube-apiserver runs a minor this release line serves, 0 outside: pods are then not handed to pool-scheduler.",
-	})
+		Help: "1 while kube-apiserver runs a minor this release line serves, 0 outside: pods are then not handed to pool-scheduler. Reported by the hand-off controller's leader only.",
+	}, nil)
 	waitingPods = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "pool_scheduler_handoff_waiting_pods",
 		Help: "Pods that wait for pool-scheduler (name it, not bound, pending, not terminating), by owner: recreatable (ReplicaSet, StatefulSet, ReplicationController: handed back when stranded), job, bare, other (only reported).",
 	}, []string{"owner"})
-	oldestWaiting = prometheus.NewGauge(prometheus.GaugeOpts{
+	oldestWaiting = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "pool_scheduler_handoff_oldest_waiting_pod_seconds",
-		Help: "Age of the oldest pod that waits for pool-scheduler; 0 when none does.",
-	})
+		Help: "Age of the oldest pod that waits for pool-scheduler; 0 when none does. Reported by the hand-off controller's leader only.",
+	}, nil)
 	handedBack = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "pool_scheduler_handoff_handed_back_total",
 		Help: "Pods the hand-off controller deleted so their controller recreates them for the default scheduler, because they waited for pool-scheduler longer than --handback-after while it had no healthy leader; by the owner's kind.",
@@ -75,8 +81,15 @@ var (
 )
 
 func init() {
-	ctrlmetrics.Registry.MustRegister(handoffGauge, supportedGauge, waitingPods, oldestWaiting, handedBack, handbackErrors, switchErrors)
-	supportedGauge.Set(1)
+	ctrlmetrics.Registry.MustRegister(handoffGauge, leaderGauge, supportedGauge, waitingPods, oldestWaiting, handedBack, handbackErrors, switchErrors)
+}
+
+func setGauge(g prometheus.Gauge, ok bool) {
+	if ok {
+		g.Set(1)
+	} else {
+		g.Set(0)
+	}
 }
 
 // Options configure the hand-off controller (`pool-labeler handoff`).
@@ -177,10 +190,11 @@ type Controller struct {
 	skew  *SkewCheck
 	pods  toolscache.SharedIndexInformer
 
-	mu       sync.Mutex
-	reported sets.Set[types.UID] // pods reported as stranded and not recreatable
-	lastSkew time.Time
-	verdict  *bool // the verdict last announced with an event
+	mu          sync.Mutex
+	reported    sets.Set[types.UID] // pods reported as stranded and not recreatable
+	lastSkew    time.Time
+	verdict     *bool     // the verdict last announced with an event
+	leaderDown  time.Time // since when no healthy leader exists; zero while one does
 }
 
 // New builds the controller; now is the clock.
@@ -189,7 +203,7 @@ func New(cs kubernetes.Interface, dc discovery.ServerVersionInterface, recorder 
 	if err != nil {
 		return nil, err
 	}
-	skew := &SkewCheck{Gauge: supportedGauge}
+	skew := &SkewCheck{Gauge: supportedGauge.WithLabelValues()}
 	// Only the pods that wait for the scheduler: a pod leaves the cache when it is bound.
 	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithTweakListOptions(func(lo *metav1.ListOptions) {
 		lo.FieldSelector = fields.AndSelectors(
@@ -199,7 +213,7 @@ func New(cs kubernetes.Interface, dc discovery.ServerVersionInterface, recorder 
 	return &Controller{
 		cs: cs, dc: dc, recorder: recorder, o: o, now: now,
 		limiter:  flowcontrol.NewTokenBucketRateLimiter(float32(o.HandbackQPS), 1),
-		Judge:    &Judge{Skew: skew, Leader: lw.Healthy, Gauge: handoffGauge, Now: now},
+		Judge:    &Judge{Skew: skew, Leader: lw.Healthy, Gauge: handoffGauge.WithLabelValues(), Now: now},
 		lease:    lw,
 		skew:     skew,
 		pods:     factory.Core().V1().Pods().Informer(),
@@ -207,11 +221,12 @@ func New(cs kubernetes.Interface, dc discovery.ServerVersionInterface, recorder 
 	}, nil
 }
 
-// Run syncs every Interval until ctx ends, once the Lease and the pods are read.
+// Run syncs every Interval until ctx ends, once the pods are read. It does not wait for the
+// Lease: one it may not read (RBAC naming another) is a degraded verdict with that reason.
 func (c *Controller) Run(ctx context.Context) error {
 	go c.lease.Run(ctx)
 	go c.pods.Run(ctx.Done())
-	if !toolscache.WaitForCacheSync(ctx.Done(), c.lease.HasSynced, c.pods.HasSynced) {
+	if !toolscache.WaitForCacheSync(ctx.Done(), c.pods.HasSynced) {
 		return ctx.Err()
 	}
 	wait.UntilWithContext(ctx, func(ctx context.Context) {
@@ -235,15 +250,28 @@ func (c *Controller) Sync(ctx context.Context) error {
 		c.skew.Check(ctx, c.dc)
 	}
 	handOver := c.Judge.Evaluate(ctx)
-	_, reason, since, _ := c.Judge.Verdict()
+	_, reason, _, _ := c.Judge.Verdict()
 	c.announce(handOver, reason)
 	var errs []error
 	if err := c.writeSwitch(ctx, handOver, reason); err != nil {
 		switchErrors.Inc()
 		errs = append(errs, err)
 	}
-	stranded := !handOver && c.o.Handback && now.Sub(since) >= c.o.HandbackAfter
-	if err := c.sweep(ctx, now, stranded, reason); err != nil {
+	// Pods are stranded only while no leader schedules them: a version skew stops new
+	// hand-offs, but the running replicas still schedule what was handed to them.
+	leaderOK, leaderWhy := c.Judge.Leader(ctx)
+	setGauge(leaderGauge.WithLabelValues(), leaderOK)
+	c.mu.Lock()
+	switch {
+	case leaderOK:
+		c.leaderDown = time.Time{}
+	case c.leaderDown.IsZero():
+		c.leaderDown = now
+	}
+	down := c.leaderDown
+	c.mu.Unlock()
+	stranded := !leaderOK && c.o.Handback && now.Sub(down) >= c.o.HandbackAfter
+	if err := c.sweep(ctx, now, stranded, leaderWhy); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
@@ -315,6 +343,7 @@ func (c *Controller) writeSwitch(ctx context.Context, handOver bool, reason stri
 func (c *Controller) sweep(ctx context.Context, now time.Time, stranded bool, reason string) error {
 	counts := map[string]int{}
 	var oldest time.Duration
+	budget := max(1, int(c.o.HandbackQPS*c.o.Interval.Seconds()))
 	var errs []error
 	seen := sets.New[types.UID]()
 	for _, obj := range c.pods.GetStore().List() {
@@ -330,6 +359,19 @@ func (c *Controller) sweep(ctx context.Context, now time.Time, stranded bool, re
 		if !stranded || age < c.o.HandbackAfter {
 			continue
 		}
+		if class == OwnerRecreatable {
+			// At most a sync's worth of deletions per sync, each after asking again: the
+			// leader may be back (then nothing more is handed back), and the switch and the
+			// counts are brought up to date between batches.
+			if budget <= 0 {
+				continue
+			}
+			if ok, _ := c.Judge.Leader(ctx); ok {
+				stranded = false
+				continue
+			}
+			budget--
+		}
 		if err := c.handBack(ctx, p, class, age, reason); err != nil {
 			handbackErrors.Inc()
 			errs = append(errs, err)
@@ -338,7 +380,7 @@ func (c *Controller) sweep(ctx context.Context, now time.Time, stranded bool, re
 	for _, class := range OwnerClasses {
 		waitingPods.WithLabelValues(class).Set(float64(counts[class]))
 	}
-	oldestWaiting.Set(oldest.Seconds())
+	oldestWaiting.WithLabelValues().Set(oldest.Seconds())
 	c.mu.Lock()
 	c.reported = c.reported.Intersection(seen)
 	c.mu.Unlock()

@@ -86,6 +86,12 @@ func TestControllerHandsBackStrandedPods(t *testing.T) {
 	if !toolscache.WaitForCacheSync(ctx.Done(), c.lease.HasSynced, c.pods.HasSynced) {
 		t.Fatal("caches not synced")
 	}
+	// The leader renews once the controller runs (a Lease found at start does not count).
+	renewedLease := lease.DeepCopy()
+	renewedLease.Spec.RenewTime = &metav1.MicroTime{Time: clock.Add(time.Second)}
+	if _, err := cs.CoordinationV1().Leases(ns).Update(ctx, renewedLease, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	// The informers deliver asynchronously: wait until the controller has seen the Lease.
 	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
 		ok, _ := c.lease.Healthy(ctx)
@@ -139,7 +145,7 @@ func TestControllerHandsBackStrandedPods(t *testing.T) {
 	if got := testutil.ToFloat64(waitingPods.WithLabelValues(OwnerRecreatable)); got != 2 {
 		t.Errorf("waiting recreatable pods = %v, want 2", got)
 	}
-	if got := testutil.ToFloat64(oldestWaiting); got != (10 * time.Minute).Seconds() {
+	if got := testutil.ToFloat64(oldestWaiting.WithLabelValues()); got != (10 * time.Minute).Seconds() {
 		t.Errorf("oldest waiting = %v s, want 600", got)
 	}
 
@@ -240,13 +246,18 @@ func countPrefix(list []string, prefix string) int {
 
 // TestControllerStopsOnVersionSkew: a kube-apiserver outside the line's version skew stops the
 // hand-off however healthy the leader: the switch turns off, pool_scheduler_apiserver_supported
-// is 0, and a HandoffStopped event on the switch names the line to run.
+// is 0, and a HandoffStopped event on the switch names the line to run; the pods already handed
+// to the running leader are not handed back.
 func TestControllerStopsOnVersionSkew(t *testing.T) {
 	ctx := context.Background()
 	clock := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
 	const ns = "pool-scheduler"
 	sw := &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: SwitchConfigMap}, Data: map[string]string{SwitchKey: "true"}}
-	cs := fake.NewClientset(sw)
+	// A pod waiting for pool-scheduler, long enough to be handed back were it stranded.
+	waiting := st.MakePod().Namespace("app").Name("rs").SchedulerName("pool-scheduler").Phase(v1.PodPending).
+		OwnerReference("rs", schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "ReplicaSet"}).Obj()
+	waiting.CreationTimestamp = metav1.Time{Time: clock.Add(-time.Hour)}
+	cs := fake.NewClientset(sw, waiting)
 	major, minor, _ := strings.Cut(version.KubernetesLine(), ".")
 	var m int
 	if _, err := fmt.Sscan(minor, &m); err != nil {
@@ -257,14 +268,24 @@ func TestControllerStopsOnVersionSkew(t *testing.T) {
 	c, err := New(cs, dc, recorder, Options{
 		Lease:         Lease{Lease: types.NamespacedName{Namespace: ns, Name: "pool-scheduler"}, Duration: 15 * time.Second},
 		SchedulerName: "pool-scheduler", Switch: types.NamespacedName{Namespace: ns, Name: SwitchConfigMap},
-		HandbackAfter: time.Minute, HandbackQPS: 1, Interval: time.Second,
+		Handback: true, HandbackAfter: time.Minute, HandbackQPS: 1, Interval: time.Second,
 	}, func() time.Time { return clock })
 	if err != nil {
 		t.Fatal(err)
 	}
 	c.Judge.Leader = func(context.Context) (bool, string) { return true, "" }
-	if err := c.Sync(ctx); err != nil {
+	if err := c.pods.GetStore().Add(waiting); err != nil {
 		t.Fatal(err)
+	}
+	for range 2 {
+		if err := c.Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+		clock = clock.Add(time.Hour)
+	}
+	// The running leader still schedules what was handed to it: nothing is handed back.
+	if _, err := cs.CoreV1().Pods("app").Get(ctx, "rs", metav1.GetOptions{}); err != nil {
+		t.Errorf("a pod waiting for a running pool-scheduler was handed back on a version skew: %v", err)
 	}
 	cm, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, SwitchConfigMap, metav1.GetOptions{})
 	if err != nil {
@@ -273,7 +294,7 @@ func TestControllerStopsOnVersionSkew(t *testing.T) {
 	if cm.Data[SwitchKey] != "false" || !strings.Contains(cm.Data[SwitchReasonKey], "outside this line's") {
 		t.Errorf("switch %q (%q), want false for the version skew", cm.Data[SwitchKey], cm.Data[SwitchReasonKey])
 	}
-	if got := testutil.ToFloat64(supportedGauge); got != 0 {
+	if got := testutil.ToFloat64(supportedGauge.WithLabelValues()); got != 0 {
 		t.Errorf("pool_scheduler_apiserver_supported = %v, want 0", got)
 	}
 	select {

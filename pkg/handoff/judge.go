@@ -88,7 +88,8 @@ type LeaseWatch struct {
 	mu       sync.Mutex
 	holder   string
 	renew    *metav1.MicroTime // the RenewTime last seen
-	observed time.Time         // local time it was first seen
+	observed time.Time         // local time it was first seen; zero: no renewal seen yet
+	reg      cache.ResourceEventHandlerRegistration
 }
 
 // NewLeaseWatch watches h's Lease; now is the local clock (time.Now).
@@ -98,12 +99,19 @@ func NewLeaseWatch(cs kubernetes.Interface, h Lease, now func() time.Time) (*Lea
 			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", h.Lease.Name).String()
 		}))
 	w := &LeaseWatch{lease: h, informer: factory.Coordination().V1().Leases().Informer(), now: now}
-	_, err := w.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { w.observe(obj) },
-		UpdateFunc: func(_, obj any) { w.observe(obj) },
-		DeleteFunc: func(any) { w.observe(nil) },
+	reg, err := w.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		// The initial list's Lease says nothing of whether its leader still runs (it may have
+		// died an hour ago); one created or renewed later does.
+		AddFunc:    func(obj any) { w.observe(obj, !w.registered()) },
+		UpdateFunc: func(_, obj any) { w.observe(obj, false) },
+		DeleteFunc: func(any) { w.observe(nil, false) },
 	})
+	w.reg = reg
 	return w, err
+}
+
+func (w *LeaseWatch) registered() bool {
+	return w.reg != nil && w.reg.HasSynced()
 }
 
 // Run watches until ctx ends.
@@ -112,7 +120,7 @@ func (w *LeaseWatch) Run(ctx context.Context) { w.informer.Run(ctx.Done()) }
 // HasSynced reports whether the Lease was read once.
 func (w *LeaseWatch) HasSynced() bool { return w.informer.HasSynced() }
 
-func (w *LeaseWatch) observe(obj any) {
+func (w *LeaseWatch) observe(obj any, initial bool) {
 	lease, _ := obj.(*coordinationv1.Lease)
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -124,12 +132,19 @@ func (w *LeaseWatch) observe(obj any) {
 	if lease.Spec.HolderIdentity != nil {
 		w.holder = *lease.Spec.HolderIdentity
 	}
-	if r := lease.Spec.RenewTime; r != nil && (w.renew == nil || !r.Equal(w.renew)) {
+	r := lease.Spec.RenewTime
+	switch {
+	case r == nil:
+	case initial:
+		// A renewal counts from the first change this process sees (every retryPeriod, 2 s,
+		// while the leader runs): the leader's clock is not ours.
+		w.renew = r.DeepCopy()
+	case w.renew == nil || !r.Equal(w.renew):
 		w.renew, w.observed = r.DeepCopy(), w.now()
 	}
 }
 
-// Healthy: a holder renewed the Lease, and this process saw the last renewal within the lease
+// Healthy: this process saw the Lease renewed (or released by its leader) within the lease
 // duration.
 func (w *LeaseWatch) Healthy(context.Context) (bool, string) {
 	if !w.informer.HasSynced() {
@@ -137,17 +152,19 @@ func (w *LeaseWatch) Healthy(context.Context) (bool, string) {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	age := w.now().Sub(w.observed)
 	switch {
 	case w.renew == nil && w.holder == "":
 		return false, fmt.Sprintf("no Lease %s, or no holder: pool-scheduler does not run", w.lease.Lease)
-	case w.holder == "":
-		return false, "the Lease has no holder"
-	case w.renew == nil:
-		return false, "the Lease was never renewed"
-	}
-	if age := w.now().Sub(w.observed); age > w.lease.Duration {
+	case w.observed.IsZero():
+		return false, "no renewal of the Lease seen since this process started"
+	case age > w.lease.Duration && w.holder == "":
+		return false, fmt.Sprintf("the Lease has had no holder for %s (lease duration %s)", age.Round(time.Second), w.lease.Duration)
+	case age > w.lease.Duration:
 		return false, fmt.Sprintf("the leader %s has not renewed the Lease for %s (lease duration %s)", w.holder, age.Round(time.Second), w.lease.Duration)
 	}
+	// A Lease released within the lease duration (kube-scheduler's leader releases it when it
+	// stops, as in a rolling upgrade) is healthy: a standby takes it within its retry period.
 	return true, ""
 }
 

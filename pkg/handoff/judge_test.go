@@ -122,7 +122,8 @@ func TestSkewStopsTheHandoff(t *testing.T) {
 }
 
 // TestLeaseWatch: the leader is healthy while this process saw it renew within the lease
-// duration, whatever the leader's clock says; a Lease without holder, or gone, is not.
+// duration, whatever the leader's clock says; a Lease released more than the lease duration ago,
+// or gone, is not; a Lease this process found at start is not until it sees it renewed.
 func TestLeaseWatch(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -171,12 +172,43 @@ func TestLeaseWatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	expect(t, true, "")
+	// Released by its leader (a rolling upgrade): healthy for the lease duration, in which a
+	// standby takes it over; then not.
 	if _, err := cs.CoordinationV1().Leases(key.Namespace).Update(ctx, renewed("", leaderClock.Add(18*time.Second)), metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	expect(t, false, "no holder")
+	// Wait until the watch has the release (Healthy says true before and after it).
+	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return w.holder == "", nil
+	}); err != nil {
+		t.Fatal("the release was never seen")
+	}
+	expect(t, true, "")
+	advance(16 * time.Second)
+	expect(t, false, "no holder for 16s")
 	if err := cs.CoordinationV1().Leases(key.Namespace).Delete(ctx, key.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	expect(t, false, "no Lease")
+
+	// A new watch finds a held Lease whose leader may be long dead: not healthy until renewed.
+	if _, err := cs.CoordinationV1().Leases(key.Namespace).Create(ctx, renewed("scheduler-0", leaderClock.Add(20*time.Second)), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	w2, err := NewLeaseWatch(cs, Lease{Lease: key, Duration: 15 * time.Second}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go w2.Run(ctx)
+	if !toolscache.WaitForCacheSync(ctx.Done(), w2.HasSynced) {
+		t.Fatal("informer not synced")
+	}
+	w = w2
+	expect(t, false, "no renewal of the Lease seen since this process started")
+	if _, err := cs.CoordinationV1().Leases(key.Namespace).Update(ctx, renewed("scheduler-0", leaderClock.Add(22*time.Second)), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, true, "")
 }

@@ -100,43 +100,64 @@ var cases = []alertCase{
 			leader_election_master_status{name="pool-labeler", pod="pool-labeler-0"} 1x20`,
 		end:        10 * time.Minute,
 		firingFrom: 2 * time.Minute,
-		want:       []firing{{Labels: map[string]string{"alertname": "PoolSchedulerNoLeader", "severity": "critical"}, Summary: "No pool-scheduler replica holds the pool-scheduler Lease."}},
+		want:       []firing{{Labels: map[string]string{"alertname": "PoolSchedulerNoLeader", "severity": "critical"}, Summary: "No pool-scheduler replica holds its Lease."}},
 	},
 	{
 		name:  "every replica reports 0",
 		alert: "PoolSchedulerNoLeader",
 		series: `
-			leader_election_master_status{name="pool-scheduler", pod="pool-scheduler-a"} 0x20
-			leader_election_master_status{name="pool-scheduler", pod="pool-scheduler-b"} 0x20`,
+			leader_election_master_status{name="kube-scheduler", job="pool-scheduler", instance="a"} 0x20
+			leader_election_master_status{name="kube-scheduler", job="pool-scheduler", instance="b"} 0x20
+			pool_scheduler_build_info{job="pool-scheduler", instance="a", version="v1"} 1x20
+			pool_scheduler_build_info{job="pool-scheduler", instance="b", version="v1"} 1x20`,
 		end:        10 * time.Minute,
 		firingFrom: 2 * time.Minute,
-		want:       []firing{{Labels: map[string]string{"alertname": "PoolSchedulerNoLeader", "severity": "critical"}, Summary: "No pool-scheduler replica holds the pool-scheduler Lease."}},
+		want:       []firing{{Labels: map[string]string{"alertname": "PoolSchedulerNoLeader", "severity": "critical"}, Summary: "No pool-scheduler replica holds its Lease."}},
 	},
 	{
 		name:  "the leader's series goes stale (its pod is gone) and no standby takes over",
 		alert: "PoolSchedulerNoLeader",
 		series: `
-			leader_election_master_status{name="pool-scheduler", pod="pool-scheduler-a"} 1x10 stale
-			leader_election_master_status{name="pool-scheduler", pod="pool-scheduler-b"} 0x20`,
+			leader_election_master_status{name="kube-scheduler", job="pool-scheduler", instance="a"} 1x10 stale
+			leader_election_master_status{name="kube-scheduler", job="pool-scheduler", instance="b"} 0x20
+			pool_scheduler_build_info{job="pool-scheduler", instance="a", version="v1"} 1x10 stale
+			pool_scheduler_build_info{job="pool-scheduler", instance="b", version="v1"} 1x20`,
 		end:        20 * time.Minute,
 		firingFrom: 13 * time.Minute,
-		want:       []firing{{Labels: map[string]string{"alertname": "PoolSchedulerNoLeader", "severity": "critical"}, Summary: "No pool-scheduler replica holds the pool-scheduler Lease."}},
+		want:       []firing{{Labels: map[string]string{"alertname": "PoolSchedulerNoLeader", "severity": "critical"}, Summary: "No pool-scheduler replica holds its Lease."}},
 	},
 	{
 		name:  "one leader, one standby",
 		alert: "PoolSchedulerNoLeader",
 		series: `
-			leader_election_master_status{name="pool-scheduler", pod="pool-scheduler-a"} 1x20
-			leader_election_master_status{name="pool-scheduler", pod="pool-scheduler-b"} 0x20`,
+			leader_election_master_status{name="kube-scheduler", job="pool-scheduler", instance="a"} 1x20
+			leader_election_master_status{name="kube-scheduler", job="pool-scheduler", instance="b"} 0x20
+			pool_scheduler_build_info{job="pool-scheduler", instance="a", version="v1"} 1x20
+			pool_scheduler_build_info{job="pool-scheduler", instance="b", version="v1"} 1x20`,
 		end: 20 * time.Minute,
 	},
 	{
 		name:  "the standby takes over within a minute",
 		alert: "PoolSchedulerNoLeader",
 		series: `
-			leader_election_master_status{name="pool-scheduler", pod="pool-scheduler-a"} 1x10 0x10
-			leader_election_master_status{name="pool-scheduler", pod="pool-scheduler-b"} 0x11 1x9`,
+			leader_election_master_status{name="kube-scheduler", job="pool-scheduler", instance="a"} 1x10 0x10
+			leader_election_master_status{name="kube-scheduler", job="pool-scheduler", instance="b"} 0x11 1x9
+			pool_scheduler_build_info{job="pool-scheduler", instance="a", version="v1"} 1x20
+			pool_scheduler_build_info{job="pool-scheduler", instance="b", version="v1"} 1x20`,
 		end: 20 * time.Minute,
+	},
+
+	{
+		// The cluster's default scheduler leads its own Lease under the same name: not ours.
+		name:  "only the default scheduler leads",
+		alert: "PoolSchedulerNoLeader",
+		series: `
+			leader_election_master_status{name="kube-scheduler", job="kube-scheduler", instance="cp"} 1x20
+			leader_election_master_status{name="kube-scheduler", job="pool-scheduler", instance="a"} 0x20
+			pool_scheduler_build_info{job="pool-scheduler", instance="a", version="v1"} 1x20`,
+		end:        10 * time.Minute,
+		firingFrom: 2 * time.Minute,
+		want:       []firing{{Labels: map[string]string{"alertname": "PoolSchedulerNoLeader", "severity": "critical"}, Summary: "No pool-scheduler replica holds its Lease."}},
 	},
 
 	// PoolSchedulerHandoffDegraded: for 5m.
@@ -308,8 +329,10 @@ var cases = []alertCase{
 
 // healthy is a cluster where everything works: no alert may fire.
 const healthy = `
-	leader_election_master_status{name="pool-scheduler", pod="pool-scheduler-a"} 1x40
-	leader_election_master_status{name="pool-scheduler", pod="pool-scheduler-b"} 0x40
+	leader_election_master_status{name="kube-scheduler", job="pool-scheduler", instance="a"} 1x40
+	leader_election_master_status{name="kube-scheduler", job="pool-scheduler", instance="b"} 0x40
+	pool_scheduler_build_info{job="pool-scheduler", instance="a", version="v1"} 1x40
+	pool_scheduler_build_info{job="pool-scheduler", instance="b", version="v1"} 1x40
 	leader_election_master_status{name="pool-labeler", pod="pool-labeler-0"} 0x40
 	pool_scheduler_handoff{pod="pool-labeler-handoff-0"} 1x40
 	pool_scheduler_webhook_handoff{pod="pool-scheduler-webhook-0"} 1x40
