@@ -190,11 +190,11 @@ type Controller struct {
 	skew  *SkewCheck
 	pods  toolscache.SharedIndexInformer
 
-	mu          sync.Mutex
-	reported    sets.Set[types.UID] // pods reported as stranded and not recreatable
-	lastSkew    time.Time
-	verdict     *bool     // the verdict last announced with an event
-	leaderDown  time.Time // since when no healthy leader exists; zero while one does
+	mu         sync.Mutex
+	reported   sets.Set[types.UID] // pods reported as stranded and not recreatable
+	lastSkew   time.Time
+	verdict    *bool     // the verdict last announced with an event
+	leaderDown time.Time // since when no healthy leader exists; zero while one does
 }
 
 // New builds the controller; now is the clock.
