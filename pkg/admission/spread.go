@@ -31,8 +31,8 @@ var everyNodeKeys = sets.New(v1.LabelHostname, v1.LabelTopologyZone, v1.LabelTop
 // on every node (everyNodeKeys; the others are lost in degraded mode), without the workload's
 // selector (addSpread adds it). ScheduleAnyway in both modes: PodTopologySpread's DoNotSchedule
 // refuses every node lacking the key, which DomainSpread does not (unless
-// rejectNodesMissingKeys), so a Hard profile's filter is not kept in degraded mode. nil:
-// DomainSpread is not enabled.
+// rejectNodesMissingKeys), so a Hard profile's filter is not kept in degraded mode. Callers pass
+// args only where the profile enables DomainSpread (profile.Enabled); nil args: none.
 func DegradedSpread(args *config.DomainSpreadArgs) []v1.TopologySpreadConstraint {
 	if args == nil {
 		return nil

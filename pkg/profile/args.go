@@ -79,18 +79,48 @@ func LoadConfiguration(data []byte) (*schedconfig.KubeSchedulerConfiguration, er
 
 // LoadProfileArgs is LoadArgs that also returns the profile's schedulerName.
 func LoadProfileArgs(data []byte, schedulerName string) (string, Args, error) {
-	cfg, err := LoadConfiguration(data)
+	p, err := LoadProfile(data, schedulerName)
 	if err != nil {
 		return "", Args{}, err
+	}
+	a, err := ArgsFromProfile(p)
+	return p.SchedulerName, a, err
+}
+
+// LoadProfile decodes a KubeSchedulerConfiguration (strictly, defaulted, as the scheduler does)
+// and returns the profile named schedulerName ("" means the first profile).
+func LoadProfile(data []byte, schedulerName string) (*schedconfig.KubeSchedulerProfile, error) {
+	cfg, err := LoadConfiguration(data)
+	if err != nil {
+		return nil, err
 	}
 	var names []string
 	for i := range cfg.Profiles {
 		p := &cfg.Profiles[i]
 		if schedulerName == "" || p.SchedulerName == schedulerName {
-			a, err := ArgsFromProfile(p)
-			return p.SchedulerName, a, err
+			return p, nil
 		}
 		names = append(names, p.SchedulerName)
 	}
-	return "", Args{}, fmt.Errorf("no profile with schedulerName %q (profiles: %s)", schedulerName, strings.Join(names, ", "))
+	return nil, fmt.Errorf("no profile with schedulerName %q (profiles: %s)", schedulerName, strings.Join(names, ", "))
+}
+
+// Enabled reports whether the profile (defaulted: multiPoint expanded by the scheduler later,
+// so both are read) enables plugin at any extension point and does not disable it.
+func Enabled(p *schedconfig.KubeSchedulerProfile, plugin string) bool {
+	if p.Plugins == nil {
+		return false
+	}
+	on := false
+	for _, set := range []schedconfig.PluginSet{p.Plugins.MultiPoint, p.Plugins.PreFilter, p.Plugins.Filter, p.Plugins.PreScore, p.Plugins.Score, p.Plugins.Reserve} {
+		for _, e := range set.Enabled {
+			on = on || e.Name == plugin
+		}
+	}
+	for _, e := range p.Plugins.MultiPoint.Disabled {
+		if e.Name == plugin || e.Name == "*" && !on {
+			return false
+		}
+	}
+	return on
 }

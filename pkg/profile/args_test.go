@@ -3,6 +3,8 @@ package profile
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -128,5 +130,45 @@ func TestReadConfigMap(t *testing.T) {
 				t.Errorf("read %q, want %q", data, tt.want)
 			}
 		})
+	}
+}
+
+// TestEnabled: a plugin is enabled when a profile lists it under multiPoint or an extension
+// point and does not disable it; the shipped profile enables all three.
+func TestEnabled(t *testing.T) {
+	const head = "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n- schedulerName: p\n"
+	tests := []struct {
+		name   string
+		config string
+		want   bool
+	}{
+		{name: "multiPoint", config: head + "  plugins: {multiPoint: {enabled: [{name: DomainSpread}]}}\n", want: true},
+		{name: "score only", config: head + "  plugins: {score: {enabled: [{name: DomainSpread}]}}\n", want: true},
+		{name: "not listed", config: head, want: false},
+		{name: "listed and disabled", config: head + "  plugins: {multiPoint: {enabled: [{name: DomainSpread}], disabled: [{name: DomainSpread}]}}\n", want: false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := LoadProfile([]byte(tt.config), "p")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := Enabled(p, "DomainSpread"); got != tt.want {
+				t.Errorf("Enabled = %v, want %v", got, tt.want)
+			}
+		})
+	}
+	data, err := os.ReadFile(filepath.Join("..", "..", "manifests", "scheduler", "config.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := LoadProfile(data, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"NodePoolReady", "SystemPoolGuard", "DomainSpread"} {
+		if !Enabled(p, name) {
+			t.Errorf("the shipped profile does not enable %s", name)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -37,8 +38,8 @@ import (
 // scheduler (kube-scheduler's default profile) and the ReplicaSet controller.
 //
 //  1. pool-scheduler up: a ReplicaSet's pods are handed over and bound;
-//  2. every pool-scheduler replica stopped: pods created within the lease duration are handed
-//     over and strand; once pool-scheduler has had no leader for --handback-after, the stranded
+//  2. every pool-scheduler replica stopped: pods handed over while the Lease was still renewed
+//     (by a leader that schedules nothing) strand; once pool-scheduler has had no leader for --handback-after, the stranded
 //     ReplicaSet pods are deleted and recreated for the default scheduler, which places them off
 //     the system pool and spread over zones within skew 1; a bare pod is only reported (a
 //     StrandedPod event); running pods are never touched; pods created meanwhile go to the
@@ -163,6 +164,17 @@ func TestHandoffAsInstalled(t *testing.T) {
 			if p.Spec.SchedulerName != schedulerName {
 				t.Errorf("pod %s: schedulerName %s, want %s", p.Name, p.Spec.SchedulerName, schedulerName)
 			}
+			// In degraded mode the spread is the hand-off's constraints, not the default
+			// scheduler's own defaults: zone and host, selecting the ReplicaSet's revision.
+			var keys []string
+			for _, c := range p.Spec.TopologySpreadConstraints {
+				if c.WhenUnsatisfiable == v1.ScheduleAnyway && c.LabelSelector != nil && c.LabelSelector.MatchLabels["pod-template-hash"] == name+"-h" {
+					keys = append(keys, c.TopologyKey)
+				}
+			}
+			if wantKeys := map[bool][]string{true: {v1.LabelTopologyZone, v1.LabelHostname}}[schedulerName == admission.DefaultSchedulerName]; !slices.Equal(keys, wantKeys) {
+				t.Errorf("pod %s: spread over %v, want %v", p.Name, keys, wantKeys)
+			}
 			if strings.HasPrefix(p.Spec.NodeName, "system-") {
 				t.Errorf("pod %s landed on the system pool (%s)", p.Name, p.Spec.NodeName)
 			}
@@ -183,17 +195,19 @@ func TestHandoffAsInstalled(t *testing.T) {
 	createRS("before", 3)
 	running := placed(t, "before", 3, util.SchedulerName)
 
-	// 2. Every replica stopped. Pods created at once are still handed over (the lease duration
-	// has not passed) and strand: three of a ReplicaSet and a bare one.
+	// 2. Every replica stopped. Pods handed over just before (within the lease duration) strand:
+	// a Lease renewed by a leader that schedules nothing (as a wedged replica would) makes that
+	// window as long as the test needs, so three pods of a ReplicaSet and a bare one strand.
 	scheduler.Kill(t)
-	stoppedAt := time.Now()
+	stopWedged := renewLease(tCtx, t, admin, ns, "pool-scheduler")
+	waitForHandOff(tCtx, t, admin, app, util.SchedulerName)
 	stranded := createRS("stranded", 3)
 	bare, err := admin.CoreV1().Pods(app).Create(tCtx, st.MakePod().Name("bare").Container("pause").Obj(), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if bare.Spec.SchedulerName != util.SchedulerName {
-		t.Fatalf("a pod created right after the scheduler stopped got schedulerName %s; want it handed over (the webhook waits out the lease duration)", bare.Spec.SchedulerName)
+		t.Fatalf("a pod created while the Lease is renewed got schedulerName %s; want it handed over", bare.Spec.SchedulerName)
 	}
 	if err := wait.PollUntilContextTimeout(tCtx, 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
 		return len(podsOf("stranded")) == 3, nil
@@ -206,14 +220,20 @@ func TestHandoffAsInstalled(t *testing.T) {
 			strandedUIDs.Insert(p.UID)
 		}
 	}
-	if strandedUIDs.Len() == 0 {
-		t.Fatal("no pod of the ReplicaSet created right after the scheduler stopped was handed over; nothing to strand")
+	if strandedUIDs.Len() != 3 {
+		t.Fatalf("%d pods of the ReplicaSet were handed over while the Lease was renewed, want 3", strandedUIDs.Len())
 	}
+	stopWedged()
+	lease, err := admin.CoordinationV1().Leases(ns).Get(tCtx, "pool-scheduler", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stoppedAt := lease.Spec.RenewTime.Time
 
 	// New pods go to the default scheduler once the webhook stops handing over; the time
 	// from the leader's last renewal to that is reported (a measurement, not a bound).
 	firstDefault := waitForHandOff(tCtx, t, admin, app, admission.DefaultSchedulerName)
-	t.Logf("from the scheduler's stop to the first pod left with the default scheduler: %s (lease duration 15 s)", firstDefault.Sub(stoppedAt).Round(100*time.Millisecond))
+	t.Logf("from the Lease's last renewal to the first pod left with the default scheduler: %s (lease duration 15 s)", firstDefault.Sub(stoppedAt).Round(100*time.Millisecond))
 	createRS("during", 6)
 	placed(t, "during", 6, admission.DefaultSchedulerName)
 
@@ -260,7 +280,7 @@ func TestHandoffAsInstalled(t *testing.T) {
 	// the scheduler's Lease.
 	errBound := sa.CoreV1().Pods(app).Delete(tCtx, running[0].Name, metav1.DeleteOptions{})
 	errBare := sa.CoreV1().Pods(app).Delete(tCtx, "bare", metav1.DeleteOptions{})
-	lease, err := admin.CoordinationV1().Leases(ns).Get(tCtx, "pool-scheduler", metav1.GetOptions{})
+	lease, err = admin.CoordinationV1().Leases(ns).Get(tCtx, "pool-scheduler", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	admissionpkg "github.com/pool-scheduler/pool-scheduler/pkg/admission"
+	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config"
 	"github.com/pool-scheduler/pool-scheduler/pkg/handoff"
 	"github.com/pool-scheduler/pool-scheduler/pkg/profile"
 )
@@ -93,7 +94,12 @@ func MutatorFromConfig(path, schedulerName string, systemNodeAffinity bool) (*ad
 	if err != nil {
 		return nil, fmt.Errorf("--config: %w", err)
 	}
-	name, args, err := profile.LoadProfileArgs(data, schedulerName)
+	p, err := profile.LoadProfile(data, schedulerName)
+	if err != nil {
+		return nil, fmt.Errorf("--config %s: %w", path, err)
+	}
+	name := p.SchedulerName
+	args, err := profile.ArgsFromProfile(p)
 	if err != nil {
 		return nil, fmt.Errorf("--config %s: %w", path, err)
 	}
@@ -101,7 +107,11 @@ func MutatorFromConfig(path, schedulerName string, systemNodeAffinity bool) (*ad
 	if err != nil {
 		return nil, fmt.Errorf("--config %s: profile %s: %w", path, name, err)
 	}
-	return m.WithDegradedSpread(args.DomainSpread), nil
+	// The degraded spread stands in for DomainSpread: none where the profile does not spread.
+	if profile.Enabled(p, config.DomainSpreadName) {
+		m.WithDegradedSpread(args.DomainSpread)
+	}
+	return m, nil
 }
 
 // RunWebhook serves the webhook until ctx ends.
