@@ -341,6 +341,7 @@ monitoring:
 admission: {mode: policy, namespaces: [team-a, kube-system]}
 `,
 		want: concat(schedulerObjects, controllerObjects, domainObjects, monitoringObjects, handoffObjects,
+			[]string{"Service pool-scheduler/pool-scheduler-handoff", "ServiceMonitor pool-scheduler/pool-scheduler-handoff"},
 			[]string{"FlowSchema pool-scheduler", "FlowSchema pool-scheduler-leader-election",
 				"MutatingAdmissionPolicy pool-scheduler", "MutatingAdmissionPolicyBinding pool-scheduler", "MutatingAdmissionPolicyBinding pool-scheduler-listed"}),
 		check: func(t *testing.T, r *renderedChart, cfg *schedconfig.KubeSchedulerConfiguration) {
@@ -937,7 +938,7 @@ func checkMetricsTLS(t *testing.T, r *renderedChart) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"pool-scheduler", "pool-labeler"} {
+	for _, name := range []string{"pool-scheduler", "pool-labeler", "pool-scheduler-handoff"} {
 		sm := r.get(t, "ServiceMonitor", name)
 		endpoints, _, _ := unstructured.NestedSlice(sm.Object, "spec", "endpoints")
 		for _, e := range endpoints {
@@ -961,8 +962,10 @@ func checkMetricsTLS(t *testing.T, r *renderedChart) {
 	if args := containerArgs(t, r.get(t, "Deployment", "pool-scheduler")); !containsString(args, "--tls-cert-file=/etc/pool-scheduler-tls/tls.crt") {
 		t.Errorf("scheduler args %q: not serving the metrics certificate", args)
 	}
-	if args := containerArgs(t, r.get(t, "Deployment", "pool-labeler")); !containsString(args, "--metrics-cert-dir=/etc/pool-labeler-tls") {
-		t.Errorf("labeler args %q: not serving the metrics certificate", args)
+	for _, d := range []string{"pool-labeler", "pool-scheduler-handoff"} {
+		if args := containerArgs(t, r.get(t, "Deployment", d)); !containsString(args, "--metrics-cert-dir=/etc/pool-labeler-tls") {
+			t.Errorf("%s args %q: not serving the metrics certificate", d, args)
+		}
 	}
 }
 
