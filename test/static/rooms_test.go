@@ -42,7 +42,7 @@ var rooms = []room{
 	{name: "labeler", prefixes: []string{"pkg/labeler"}, purpose: "NodePoolLabelSet reconciler and Azure domain labels", doors: []string{"apis", "pool", "profile"}},
 	{name: "simulate", prefixes: []string{"pkg/simulate"}, purpose: "scenarios run under both schedulers", doors: []string{"admission", "apis", "controlplane", "manifests", "pool", "profile", "registry", "report"}},
 	{name: "poolctl", prefixes: []string{"pkg/poolctl"}, purpose: "status, audit and simulate commands", doors: []string{"apis", "handoff", "pool", "profile", "report", "simulate", "version"}},
-	{name: "commands", prefixes: []string{"cmd/"}, purpose: "pool-scheduler, pool-labeler, poolctl: flags and start-up", doors: []string{"admission", "apis", "handoff", "labeler", "manifests", "pool", "poolctl", "profile", "registry", "version"}},
+	{name: "commands", prefixes: []string{"cmd/"}, purpose: "pool-scheduler, pool-labeler, poolctl: flags and start-up", doors: []string{"admission", "apis", "compat", "handoff", "labeler", "manifests", "pool", "poolctl", "profile", "registry", "version"}},
 	{name: "release", prefixes: []string{"internal/ociimage", "internal/release", "hack/"}, purpose: "image, release files, generators, report tools (not shipped)", doors: []string{"admission", "test-kit"}},
 	{name: "tests", prefixes: []string{"test/"}, purpose: "integration, e2e, image, perf, static checks and their helpers", doors: []string{"*"}},
 }

@@ -16,7 +16,7 @@ import (
 // NewCommand returns the kube-scheduler command with every plugin registered.
 func NewCommand() *cobra.Command {
 	var opts []kubescheduler.Option
-	for name, factory := range plugins.Registry() {
+	for name, factory := range checkingVersion(plugins.Registry()) {
 		opts = append(opts, kubescheduler.WithPlugin(name, factory))
 	}
 	for name, factory := range schedulerPlugins {
