@@ -213,7 +213,7 @@ func New(cs kubernetes.Interface, dc discovery.ServerVersionInterface, recorder 
 	return &Controller{
 		cs: cs, dc: dc, recorder: recorder, o: o, now: now,
 		limiter:  flowcontrol.NewTokenBucketRateLimiter(float32(o.HandbackQPS), 1),
-		Judge:    &Judge{Skew: skew, Leader: lw.Healthy, Gauge: handoffGauge.WithLabelValues(), Now: now},
+		Judge:    &Judge{Skew: skew, Leader: lw.Healthy, Gauge: handoffGauge.WithLabelValues()},
 		lease:    lw,
 		skew:     skew,
 		pods:     factory.Core().V1().Pods().Informer(),
@@ -249,8 +249,7 @@ func (c *Controller) Sync(ctx context.Context) error {
 	if checkSkew {
 		c.skew.Check(ctx, c.dc)
 	}
-	handOver := c.Judge.Evaluate(ctx)
-	_, reason, _, _ := c.Judge.Verdict()
+	handOver, reason := c.Judge.Evaluate(ctx)
 	c.announce(handOver, reason)
 	var errs []error
 	if err := c.writeSwitch(ctx, handOver, reason); err != nil {

@@ -222,13 +222,23 @@ func TestControllerHandbackOff(t *testing.T) {
 	if err := c.pods.GetStore().Add(p); err != nil {
 		t.Fatal(err)
 	}
-	c.Judge.Evaluate(ctx)
-	clock = clock.Add(time.Hour)
-	if err := c.Sync(ctx); err != nil {
-		t.Fatal(err)
+	// The first sync starts the outage's clock; an hour later the pod would be stranded.
+	for range 2 {
+		if err := c.Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+		clock = clock.Add(time.Hour)
 	}
 	if _, err := cs.CoreV1().Pods("app").Get(ctx, "rs", metav1.GetOptions{}); err != nil {
 		t.Errorf("the pod is gone with hand-back off: %v", err)
+	}
+	// The same with hand-back on: the pod is handed back (so the check above means something).
+	c.o.Handback = true
+	if err := c.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CoreV1().Pods("app").Get(ctx, "rs", metav1.GetOptions{}); err == nil {
+		t.Error("with hand-back on, the stranded pod is still there")
 	}
 }
 

@@ -235,14 +235,10 @@ type Judge struct {
 	Leader func(context.Context) (bool, string)
 	// Gauge, when set, is 1 while pods are handed over and 0 while degraded.
 	Gauge prometheus.Gauge
-	// Now is the clock (time.Now when nil).
-	Now func() time.Time
 
 	mu       sync.Mutex
 	known    bool
 	handOver bool
-	reason   string
-	since    time.Time
 }
 
 func (j *Judge) check(ctx context.Context) (bool, string) {
@@ -257,20 +253,14 @@ func (j *Judge) check(ctx context.Context) (bool, string) {
 	return j.Leader(ctx)
 }
 
-// Evaluate asks for the verdict, sets the gauge and logs each change of verdict.
-func (j *Judge) Evaluate(ctx context.Context) bool {
+// Evaluate asks for the verdict (and why, when degraded), sets the gauge and logs each change
+// of verdict.
+func (j *Judge) Evaluate(ctx context.Context) (bool, string) {
 	ok, why := j.check(ctx)
-	now := time.Now
-	if j.Now != nil {
-		now = j.Now
-	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	changed := !j.known || j.handOver != ok
-	if changed {
-		j.since = now()
-	}
-	j.known, j.handOver, j.reason = true, ok, why
+	j.known, j.handOver = true, ok
 	if j.Gauge != nil {
 		if ok {
 			j.Gauge.Set(1)
@@ -286,13 +276,5 @@ func (j *Judge) Evaluate(ctx context.Context) bool {
 			logger.Info("Not handing new pods to pool-scheduler: they keep the default scheduler, with the constraints the default scheduler can enforce", "reason", why)
 		}
 	}
-	return ok
-}
-
-// Verdict is the last verdict Evaluate reached, why (when degraded) and since when it holds;
-// known is false before the first Evaluate.
-func (j *Judge) Verdict() (handOver bool, reason string, since time.Time, known bool) {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	return j.handOver, j.reason, j.since, j.known
+	return ok, why
 }

@@ -67,7 +67,11 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	}
 	hadAffinity, hadNodeAffinity := pod.Spec.Affinity != nil, pod.Spec.Affinity != nil && pod.Spec.Affinity.NodeAffinity != nil
 	var res admissionpkg.Result
-	if h.Handoff == nil || h.Handoff.Evaluate(ctx) {
+	handOver := true
+	if h.Handoff != nil {
+		handOver, _ = h.Handoff.Evaluate(ctx)
+	}
+	if handOver {
 		res = h.Mutator.Mutate(pod)
 	} else {
 		res = h.Mutator.MutateDegraded(pod)
