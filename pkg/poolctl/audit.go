@@ -293,4 +293,6 @@ func writeAuditTable(w io.Writer, r *report.Report) {
 	}
 	fmt.Fprintf(tw, "TOTAL FINDINGS: %d\n", r.NumFindings())
 	tw.Flush()
+	fmt.Fprintln(w, "\nSPREAD DOMAINS PER POOL (distinct values of each DomainSpread dimension)")
+	writeDomains(w, r.Domains, r.DegenerateDomains)
 }

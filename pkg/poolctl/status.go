@@ -54,6 +54,10 @@ type Status struct {
 	WaitingPods []WaitingPod `json:"waitingPods"`
 	// Scheduler is pool-scheduler's leader and what the webhook's hand-off makes of it.
 	Scheduler SchedulerStatus `json:"scheduler"`
+	// Domains are each pool's distinct domains per DomainSpread dimension; DegenerateDomains
+	// the dimensions with one value for a whole pool, which nothing can spread over.
+	Domains           []report.PoolDomains `json:"domains"`
+	DegenerateDomains []report.Finding     `json:"degenerateDomains,omitempty"`
 }
 
 // SchedulerStatus is pool-scheduler's leader as the webhook's hand-off judges it
@@ -188,6 +192,8 @@ func status(ctx context.Context, o statusOptions) (*Status, error) {
 		nodePtrs[i] = &nodes.Items[i]
 	}
 	s.LabelSetMismatches = report.LabelSetFindings(gate.Identity, s.LabelSetNamespaces, unread, compiled, nodePtrs)
+	s.Domains = report.PoolDomainsOf(gate.Identity, report.DimensionsOf(args.DomainSpread.Dimensions), nodePtrs)
+	s.DegenerateDomains = report.DegenerateDomains(s.Domains)
 	s.Scheduler = schedulerStatus(ctx, cs, schedCfg, time.Now())
 	return s, nil
 }
@@ -328,6 +334,8 @@ func writeStatusTable(w io.Writer, s *Status) {
 		}
 		tw.Flush()
 	}
+	fmt.Fprintln(w, "\nSPREAD DOMAINS PER POOL (distinct values of each DomainSpread dimension)")
+	writeDomains(w, s.Domains, s.DegenerateDomains)
 	fmt.Fprintf(w, "\nPODS WAITING: %d\n", s.PodsWaiting)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	for _, p := range s.WaitingPods {

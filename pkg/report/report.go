@@ -97,6 +97,10 @@ type Report struct {
 	LabelSetMismatches []Finding  `json:"labelSetMismatches,omitempty"`
 	PendingPods        []Finding  `json:"pendingPods"`
 	Workloads          []Workload `json:"workloads"`
+	// Domains are each pool's distinct domains per dimension; DegenerateDomains the dimensions
+	// that cannot spread in a pool (one value for all its nodes): facts, not counted as findings.
+	Domains           []PoolDomains `json:"domains"`
+	DegenerateDomains []Finding     `json:"degenerateDomains,omitempty"`
 }
 
 // NumFindings counts every finding that is a violation (pending pods are not).
@@ -180,6 +184,8 @@ func Compute(in Inputs, policy Policy) *Report {
 		}
 	}
 	r.Workloads = workloads(in.Pods, nodes, policy)
+	r.Domains = PoolDomainsOf(policy.Gate.Identity, policy.Dimensions, in.Nodes)
+	r.DegenerateDomains = DegenerateDomains(r.Domains)
 	for _, w := range r.Workloads {
 		var problems []string
 		for d, dim := range policy.Dimensions {

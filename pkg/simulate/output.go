@@ -64,6 +64,7 @@ func rowsFor(c *Comparison) []row {
 			return strings.Join(skews, " / ")
 		}},
 	)
+	out = append(out, row{label: "domains per pool: " + strings.Join(names, " / "), value: poolDomainsSummary})
 	out = append(out, rows...)
 	for _, r := range c.Results {
 		if r.OptedIn > 0 {
@@ -86,6 +87,28 @@ var rows = []row{
 		return fmt.Sprintf("%s / %s", ms(r.LabelToBindP50), ms(r.LabelToBindP99))
 	}},
 	{label: "scheduling throughput", value: func(r *Result) string { return fmt.Sprintf("%.0f pods/s", r.Throughput) }},
+}
+
+// poolDomainsSummary is each pool's distinct domains per dimension, naming the dimensions that
+// cannot spread the pool: "userpool 1/3/6 (zone not spread)".
+func poolDomainsSummary(r *Result) string {
+	var parts []string
+	for _, p := range r.Report.Domains {
+		counts := make([]string, len(p.Dimensions))
+		var flat []string
+		for d, dim := range p.Dimensions {
+			counts[d] = count(dim.Distinct)
+			if !dim.Spread() && p.Nodes >= 2 {
+				flat = append(flat, dim.Name)
+			}
+		}
+		part := p.Pool + " " + strings.Join(counts, "/")
+		if len(flat) > 0 {
+			part += " (" + strings.Join(flat, ", ") + " not spread)"
+		}
+		parts = append(parts, part)
+	}
+	return strings.Join(parts, "; ")
 }
 
 func skewed(r *Result) int {

@@ -177,3 +177,29 @@ func TestWriteHTMLCharts(t *testing.T) {
 		t.Errorf("detail rows (-want +got):\n%s", diff)
 	}
 }
+
+// TestWriteTableDomainsPerPool: the table says, per pool, each dimension's distinct domains and
+// which dimensions cannot spread the pool (one value for all its nodes; a pool of one node is
+// not marked).
+func TestWriteTableDomainsPerPool(t *testing.T) {
+	r := result("pool-scheduler")
+	r.Report.Domains = []report.PoolDomains{
+		{Pool: "userpool", Nodes: 6, Dimensions: []report.DimensionValues{{Name: "zone", Distinct: 1}, {Name: "host", Distinct: 6}}},
+		{Pool: "zonal", Nodes: 3, Dimensions: []report.DimensionValues{{Name: "zone", Distinct: 3}, {Name: "host", Distinct: 3}}},
+		{Pool: "single", Nodes: 1, Dimensions: []report.DimensionValues{{Name: "zone", Distinct: 1}, {Name: "host", Distinct: 1}}},
+	}
+	var b bytes.Buffer
+	if err := WriteTable(&b, []*Comparison{{Scenario: "s", Results: []*Result{r}}}); err != nil {
+		t.Fatal(err)
+	}
+	var got string
+	for _, line := range strings.Split(b.String(), "\n") {
+		if strings.Contains(line, "domains per pool") {
+			got = strings.Join(strings.Fields(line), " ")
+		}
+	}
+	want := "domains per pool: zone / host userpool 1/6 (zone not spread); zonal 3/3; single 1/1"
+	if got != want {
+		t.Errorf("domains row = %q, want %q\n%s", got, want, b.String())
+	}
+}

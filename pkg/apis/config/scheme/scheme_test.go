@@ -254,7 +254,7 @@ profiles:
 	defaults := &config.DomainSpreadArgs{
 		Dimensions: []config.SpreadDimension{
 			// The zone first; pool-labeler's fault domain (repeating in every zone) only where a node has no zone label.
-			{Name: "zone", LabelKeys: []string{"topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone", "topology.pool-scheduler.io/fault-domain"}},
+			{Name: "zone", LabelKeys: []string{"topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone", "topology.kubernetes.azure.com/fault-domain", "topology.pool-scheduler.io/fault-domain"}},
 			{Name: "update-domain", LabelKeys: []string{"topology.pool-scheduler.io/update-domain"}},
 			{Name: "host", LabelKeys: []string{"kubernetes.io/hostname"}},
 		},

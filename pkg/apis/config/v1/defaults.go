@@ -90,6 +90,11 @@ const (
 	// the fallback for nodes without a zone label. Its values (0, 1, 2) repeat in every zone,
 	// so it comes after the zone keys and never hides a zone.
 	FaultDomainLabelKey = "topology.pool-scheduler.io/fault-domain"
+	// AzureFaultDomainLabelKey is the platform fault domain as cloud-provider-azure would label
+	// it (kubernetes-sigs/cloud-provider-azure#10222, PR #10907, open in November 2026): on
+	// every VM, with no zone label on VMs outside zones. Read after the zone keys, so it never
+	// hides a zone, and before pool-labeler's own fault-domain label, which it would replace.
+	AzureFaultDomainLabelKey = "topology.kubernetes.azure.com/fault-domain"
 	// UpdateDomainLabelKey is written by pool-labeler's domain mode; no provider labels it.
 	UpdateDomainLabelKey = "topology.pool-scheduler.io/update-domain"
 )
@@ -98,7 +103,7 @@ const (
 // update domain and the host.
 func DefaultSpreadDimensions() []SpreadDimension {
 	return []SpreadDimension{
-		{Name: "zone", LabelKeys: []string{ZoneLabelKey, LegacyZoneLabelKey, FaultDomainLabelKey}},
+		{Name: "zone", LabelKeys: []string{ZoneLabelKey, LegacyZoneLabelKey, AzureFaultDomainLabelKey, FaultDomainLabelKey}},
 		{Name: "update-domain", LabelKeys: []string{UpdateDomainLabelKey}},
 		{Name: "host", LabelKeys: []string{"kubernetes.io/hostname"}},
 	}
