@@ -30,22 +30,26 @@ const (
 	azureResourcePrefix = "azure:///subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/mc_simulate/providers/Microsoft.Compute/"
 )
 
-// nodeName names the i-th node of a pool: as AKS does with azure (aks-<pool>-<hash>-<index> in
-// an availability set, aks-<pool>-<hash>-vmss<base-36 instance, 6 characters> in a scale set).
+// nodeName names the i-th node of a pool: as AKS does with azure (aks-<pool>-<hash>-vmss<base-36
+// instance, 6 characters> in a scale set, aks-<pool>-<hash>-vms<n> in a Virtual Machines node
+// pool, aks-<pool>-<hash>-<index> in an availability set).
 func (s *Scenario) nodeName(p *Pool, i int) string {
-	if s.Azure == nil {
+	switch {
+	case s.Azure == nil:
 		return fmt.Sprintf("%s-%03d", p.Name, i)
-	}
-	if p.VMType == VMTypeScaleSet {
+	case p.VMType == VMTypeScaleSet:
 		return fmt.Sprintf("%s%06s", s.scaleSetName(p), strconv.FormatInt(int64(i), 36))
+	case p.VMType == VMTypeVirtualMachines:
+		return fmt.Sprintf("aks-%s-%s-vms%d", p.Name, s.Azure.ClusterHash, i+1)
 	}
 	return fmt.Sprintf("aks-%s-%s-%d", p.Name, s.Azure.ClusterHash, i)
 }
 
-// VMSetName is the availability set or scale set AKS creates for a pool ("" without azure).
+// VMSetName is the availability set or scale set AKS creates for a pool ("" without azure, and
+// for a Virtual Machines node pool, whose VMs belong to neither).
 func (s *Scenario) VMSetName(p *Pool) string {
 	switch {
-	case s.Azure == nil:
+	case s.Azure == nil, p.VMType == VMTypeVirtualMachines:
 		return ""
 	case p.VMType == VMTypeScaleSet:
 		return s.scaleSetName(p)
@@ -86,13 +90,18 @@ func (s *Scenario) buildNode(p *Pool, i int, labelled bool) *v1.Node {
 		}
 		labels[ZoneKey] = fmt.Sprintf("%s-%d", region, 1+i%p.Zones)
 		perDomain = p.Zones
-	case p.FaultDomains > 0:
-		labels[ZoneKey] = fmt.Sprint(i % p.FaultDomains)
+	case p.FaultDomains > 0 || s.Azure != nil:
+		// cloud-provider-azure labels every VM outside zones with its fault domain.
+		fds := max(p.FaultDomains, 1)
+		labels[ZoneKey] = fmt.Sprint(i % fds)
 		labels[FaultDomainKey] = labels[ZoneKey]
-		perDomain = p.FaultDomains
+		perDomain = fds
 	}
-	if p.UpdateDomains > 0 {
+	switch {
+	case p.UpdateDomains > 0:
 		labels[UpdateDomainKey] = fmt.Sprint(i / perDomain % p.UpdateDomains)
+	case p.VMType == VMTypeVirtualMachines:
+		labels[UpdateDomainKey] = "0" // what pool-labeler reads from a standalone VM's metadata
 	}
 	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}, Spec: v1.NodeSpec{ProviderID: s.providerID(p, i)}}
 	if labelled && len(p.LabelSet) > 0 {

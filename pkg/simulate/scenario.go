@@ -77,13 +77,17 @@ type Pool struct {
 	Taints   []Taint           `yaml:"taints"`
 	// FaultDomains and UpdateDomains number the nodes round-robin (0: no label). Fault domains
 	// go to the zone label, as cloud-provider-azure writes them for VMs outside zones, and to
-	// pool-labeler's fault-domain label.
+	// pool-labeler's fault-domain label. With azure, a pool outside zones always has a zone
+	// label: faultDomains 0 is a scale set's default fault-domain count 1 (zone "0" on every
+	// node); a virtualMachines pool's VMs report fault and update domain 0 (docs/azure.md).
 	FaultDomains  int `yaml:"faultDomains"`
 	UpdateDomains int `yaml:"updateDomains"`
 	// Zones makes the pool zonal: nodes round-robin over zones <region>-1..<region>-N (the zone
 	// label as cloud-provider-azure writes it); pool-labeler writes no fault-domain label there.
 	Zones int `yaml:"zones"`
-	// VMType is availabilitySet (default) or scaleSet, with azure: how nodes and sets are named.
+	// VMType, with azure, is how AKS builds the pool and names its nodes: scaleSet (default, a
+	// Uniform scale set), virtualMachines (a Virtual Machines node pool: standalone VMs) or
+	// availabilitySet (legacy: AKS no longer creates them).
 	VMType string `yaml:"vmType"`
 	// CPU, Memory and Pods are each node's capacity (defaults 4, 16Gi, 110).
 	CPU    string `yaml:"cpu"`
@@ -214,6 +218,7 @@ func Parse(source string, data []byte) (*Scenario, error) {
 const (
 	VMTypeAvailabilitySet = "availabilitySet"
 	VMTypeScaleSet        = "scaleSet"
+	VMTypeVirtualMachines = "virtualMachines"
 )
 
 func (s *Scenario) setDefaults() {
@@ -222,7 +227,7 @@ func (s *Scenario) setDefaults() {
 		orDefault(&a.Region, "westeurope")
 		orDefault(&a.LoadBalancerSKU, "Standard")
 		for i := range s.Pools {
-			orDefault(&s.Pools[i].VMType, VMTypeAvailabilitySet)
+			orDefault(&s.Pools[i].VMType, VMTypeScaleSet)
 		}
 	}
 	for i := range s.Pools {
@@ -295,8 +300,12 @@ func (s *Scenario) validate() field.ErrorList {
 		switch {
 		case s.Azure == nil && p.VMType != "":
 			errs = append(errs, field.Forbidden(fp.Child("vmType"), "needs the scenario's azure settings"))
-		case s.Azure != nil && p.VMType != VMTypeAvailabilitySet && p.VMType != VMTypeScaleSet:
-			errs = append(errs, field.NotSupported(fp.Child("vmType"), p.VMType, []string{VMTypeAvailabilitySet, VMTypeScaleSet}))
+		case s.Azure != nil && p.VMType != VMTypeAvailabilitySet && p.VMType != VMTypeScaleSet && p.VMType != VMTypeVirtualMachines:
+			errs = append(errs, field.NotSupported(fp.Child("vmType"), p.VMType, []string{VMTypeScaleSet, VMTypeVirtualMachines, VMTypeAvailabilitySet}))
+		case p.VMType == VMTypeVirtualMachines && p.FaultDomains > 1:
+			errs = append(errs, field.Invalid(fp.Child("faultDomains"), p.FaultDomains, "a virtualMachines pool's standalone VMs all report fault domain 0"))
+		case p.VMType == VMTypeVirtualMachines && p.UpdateDomains > 1:
+			errs = append(errs, field.Invalid(fp.Child("updateDomains"), p.UpdateDomains, "a virtualMachines pool's standalone VMs all report update domain 0"))
 		}
 		if p.Pods < 0 {
 			errs = append(errs, field.Invalid(fp.Child("pods"), p.Pods, "must not be negative"))
