@@ -3,6 +3,9 @@ package simulate
 import (
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	v1 "k8s.io/api/core/v1"
 )
 
 func TestBuiltinScenariosParse(t *testing.T) {
@@ -55,6 +58,16 @@ func TestParseErrorsNameTheLineAndField(t *testing.T) {
 			want: []string{"line 5", "not a duration"},
 		},
 		{
+			name: "a Virtual Machines node pool with update domains",
+			yaml: "name: x\nazure: {}\npools:\n- name: a\n  nodes: 2\n  vmType: virtualMachines\n  updateDomains: 3\n",
+			want: []string{"bad.yaml:7:", "pools[0].updateDomains", "update domain 0"},
+		},
+		{
+			name: "an unknown vmType",
+			yaml: "name: x\nazure: {}\npools:\n- name: a\n  nodes: 2\n  vmType: flexible\n",
+			want: []string{"bad.yaml:6:", "pools[0].vmType", `"scaleSet"`, `"virtualMachines"`},
+		},
+		{
 			name: "not YAML",
 			yaml: "name: [x\n",
 			want: []string{"bad.yaml", "line"},
@@ -84,5 +97,55 @@ func TestLoadUnknownScenario(t *testing.T) {
 	_, err := Load("no-such-scenario")
 	if err == nil || !strings.Contains(err.Error(), "late-labels") {
 		t.Fatalf("error %v should list the built-in scenarios", err)
+	}
+}
+
+// TestAzureNodes: with azure, each vmType's nodes are named, identified and labelled as AKS,
+// cloud-provider-azure and pool-labeler do it (docs/azure.md, "What each node kind reports").
+func TestAzureNodes(t *testing.T) {
+	sc, err := Parse("aks.yaml", []byte(`name: aks
+azure: {}
+pools:
+- {name: user, nodes: 3}
+- {name: zonal, nodes: 3, zones: 3, updateDomains: 2}
+- {name: vmpool, nodes: 2, vmType: virtualMachines}
+- {name: legacy, nodes: 2, vmType: availabilitySet, faultDomains: 2, updateDomains: 2}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type node struct {
+		Name, ProviderID, Zone, FaultDomain, UpdateDomain string
+	}
+	var got []node
+	for i := range sc.Pools {
+		p := &sc.Pools[i]
+		for n := range min(p.Nodes, 2) {
+			built := sc.buildNode(p, n, true)
+			got = append(got, node{built.Name, strings.TrimPrefix(built.Spec.ProviderID, azureResourcePrefix),
+				built.Labels[v1.LabelTopologyZone], built.Labels[FaultDomainKey], built.Labels[UpdateDomainKey]})
+		}
+	}
+	want := []node{
+		// A scale set's default fault-domain count 1: zone 0 everywhere; no update domain given.
+		{"aks-user-27255451-vmss000000", "virtualMachineScaleSets/aks-user-27255451-vmss/virtualMachines/0", "0", "0", ""},
+		{"aks-user-27255451-vmss000001", "virtualMachineScaleSets/aks-user-27255451-vmss/virtualMachines/1", "0", "0", ""},
+		{"aks-zonal-27255451-vmss000000", "virtualMachineScaleSets/aks-zonal-27255451-vmss/virtualMachines/0", "westeurope-1", "", "0"},
+		{"aks-zonal-27255451-vmss000001", "virtualMachineScaleSets/aks-zonal-27255451-vmss/virtualMachines/1", "westeurope-2", "", "0"},
+		{"aks-vmpool-27255451-vms1", "virtualMachines/aks-vmpool-27255451-vms1", "0", "0", "0"},
+		{"aks-vmpool-27255451-vms2", "virtualMachines/aks-vmpool-27255451-vms2", "0", "0", "0"},
+		{"aks-legacy-27255451-0", "virtualMachines/aks-legacy-27255451-0", "0", "0", "0"},
+		{"aks-legacy-27255451-1", "virtualMachines/aks-legacy-27255451-1", "1", "1", "0"},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("nodes (-want +got):\n%s", diff)
+	}
+	sets := map[string]string{}
+	for i := range sc.Pools {
+		sets[sc.Pools[i].Name] = sc.VMSetName(&sc.Pools[i])
+	}
+	wantSets := map[string]string{"user": "aks-user-27255451-vmss", "zonal": "aks-zonal-27255451-vmss", "vmpool": "", "legacy": "legacy-availabilitySet-27255451"}
+	if diff := cmp.Diff(wantSets, sets); diff != "" {
+		t.Errorf("VM sets (-want +got):\n%s", diff)
 	}
 }
