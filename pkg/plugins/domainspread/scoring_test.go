@@ -361,3 +361,50 @@ func TestNodeUpdatesAndDomainChurn(t *testing.T) {
 		t.Errorf("scores changed by the reset (-before +after):\n%s", diff)
 	}
 }
+
+// TestDefaultDimensionsOnUpstreamFaultDomainLabels: nodes labelled as cloud-provider-azure
+// PR #10907 would label them (topology.kubernetes.azure.com/fault-domain on every VM, no zone
+// label outside zones) spread over fault domains outside zones, and over zones (not the fault
+// domain, which repeats in every zone) on zonal VMs, with the default dimensions.
+func TestDefaultDimensionsOnUpstreamFaultDomainLabels(t *testing.T) {
+	const azureFD = "topology.kubernetes.azure.com/fault-domain"
+	mk := func(name string, labels ...string) *v1.Node {
+		n := st.MakeNode().Name(name).Label(v1.LabelHostname, name)
+		for i := 0; i+1 < len(labels); i += 2 {
+			n.Label(labels[i], labels[i+1])
+		}
+		return n.Obj()
+	}
+	tests := []struct {
+		name     string
+		nodes    []*v1.Node
+		existing []*v1.Pod
+		wantBest []string
+	}{{
+		name:     "outside zones: the upstream fault domain is the zone dimension",
+		nodes:    []*v1.Node{mk("fd0-a", azureFD, "0"), mk("fd0-b", azureFD, "0"), mk("fd1-a", azureFD, "1"), mk("fd1-b", azureFD, "1")},
+		existing: []*v1.Pod{rsPod("r1", "rs-a", "fd0-a")},
+		wantBest: []string{"fd1-a", "fd1-b"},
+	}, {
+		name: "zonal: the zone label wins over the fault domain (0 in every zone)",
+		nodes: []*v1.Node{
+			mk("z1-a", zoneKey, "westeurope-1", azureFD, "0"), mk("z1-b", zoneKey, "westeurope-1", azureFD, "0"),
+			mk("z2-a", zoneKey, "westeurope-2", azureFD, "0"), mk("z2-b", zoneKey, "westeurope-2", azureFD, "0"),
+		},
+		existing: []*v1.Pod{rsPod("r1", "rs-a", "z1-a")},
+		wantBest: []string{"z2-a", "z2-b"},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, ctx := ktesting.NewTestContext(t)
+			pl := newTestPlugin(t, ctx, defaultArgs(), tt.existing, tt.nodes)
+			got, status := scores(t, ctx, pl, rsPod("new", "rs-a", ""), tt.nodes)
+			if status != nil {
+				t.Fatal(status)
+			}
+			if diff := cmp.Diff(tt.wantBest, best(got)); diff != "" {
+				t.Errorf("best nodes (-want +got):\n%s\nscores: %v", diff, got)
+			}
+		})
+	}
+}
