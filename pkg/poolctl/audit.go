@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"slices"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -41,6 +40,10 @@ type auditOptions struct {
 	config       configSource
 	lbSKU        string
 	primaryVMSet string
+	// azureCloudConfig is cloud-provider-azure's cloud config file; the flags above and
+	// resourceGroup override its fields.
+	azureCloudConfig string
+	resourceGroup    string
 	// optedInSelector and optedInNamespaces select the namespaces whose pods the admission path
 	// gives to the scheduler.
 	optedInSelector   string
@@ -51,7 +54,7 @@ func newAuditCommand() *cobra.Command {
 	o := auditOptions{cluster: genericclioptions.NewConfigFlags(false)}
 	cmd := &cobra.Command{
 		Use:   "audit",
-		Short: "Report pods on not-ready nodes, user pods on system pools, weak spread and load-balancer pool mismatches in a live cluster (read-only)",
+		Short: "Report pods on not-ready nodes, user pods on system pools, weak spread, load-balancer pool mismatches and uneven Local traffic in a live cluster (read-only)",
 		Long: "Reads the scheduler's configuration (--config, or its ConfigMap: --config-map), nodes, pods, services, endpoint " +
 			"slices and NodePoolLabelSets (get and list only) and reports, with the same measurements as poolctl simulate " +
 			"and the policy of that configuration. Exits 1 when the findings exceed --max-findings, for CI use. " +
@@ -87,8 +90,11 @@ func newAuditCommand() *cobra.Command {
 	f.IntVar(&o.maxFindings, "max-findings", 0, "exit 1 when there are more findings than this")
 	o.config.addFlags(f)
 	f.StringSliceVar(&o.systemPools, "system-pools", nil, "override the profile's SystemPoolGuard systemPools")
-	f.StringVar(&o.lbSKU, "azure-load-balancer-sku", report.SKUStandard, "Azure load balancer SKU: Standard (every node not labelled "+report.ExcludeFromLoadBalancersLabel+" is a backend) or Basic (one availability set or scale set)")
+	f.StringVar(&o.azureCloudConfig, "azure-cloud-config", "", "cloud-provider-azure's cloud config file (azure.json, JSON or YAML): its loadBalancerSku, vmType, primaryScaleSetName / primaryAvailabilitySetName, "+
+		"resourceGroup, excludeMasterFromStandardLB, loadBalancerBackendPoolConfigurationType and multipleStandardLoadBalancerConfigurations are read (nothing else, no credentials); the flags below override them")
+	f.StringVar(&o.lbSKU, "azure-load-balancer-sku", "", "Azure load balancer SKU: Standard (every node cloud-provider-azure does not exclude is a backend) or Basic (one availability set or scale set); default: the cloud config's, else Standard")
 	f.StringVar(&o.primaryVMSet, "azure-primary-vmset", "", "Basic SKU: cloud-provider-azure's primaryAvailabilitySetName or primaryScaleSetName, the backend of Services without "+report.AzureLoadBalancerModeAnnotation)
+	f.StringVar(&o.resourceGroup, "azure-resource-group", "", "the cluster's node resource group (cloud config resourceGroup, MC_<group>_<cluster>_<region> on AKS): nodes labelled "+report.AzureResourceGroupLabel+" with another group are no backends of NIC-based pools")
 	f.DurationVar(&o.timeout, "timeout", 30*time.Second, "timeout for reading the cluster")
 	f.StringVar(&o.optedInSelector, "opted-in-selector", profile.NamespaceLabel+"=true,"+v1.LabelMetadataName+" notin (kube-system)",
 		"label selector of the namespaces the admission path opts in (the chart's default: labelled, minus kube-system; add your release namespace's exclusion if you label it); pods there that name the default scheduler are reported; empty: none")
@@ -106,15 +112,9 @@ func auditPolicy(o auditOptions, args profile.Args, source string) (report.Polic
 	if err != nil {
 		return report.Policy{}, fmt.Errorf("%s: %w", source, err)
 	}
-	switch {
-	case strings.EqualFold(o.lbSKU, report.SKUStandard):
-		policy.LoadBalancer.AzureSKU = report.SKUStandard
-	case strings.EqualFold(o.lbSKU, report.SKUBasic):
-		policy.LoadBalancer.AzureSKU = report.SKUBasic
-	default:
-		return report.Policy{}, fmt.Errorf("--azure-load-balancer-sku: %q is not Standard or Basic", o.lbSKU)
+	if policy.LoadBalancer, err = o.loadBalancerModel(); err != nil {
+		return report.Policy{}, err
 	}
-	policy.LoadBalancer.AzurePrimaryVMSet = o.primaryVMSet
 	return policy, nil
 }
 
@@ -175,6 +175,9 @@ func audit(ctx context.Context, o auditOptions) (*report.Report, error) {
 	}
 	for i := range slices.Items {
 		in.EndpointSlices = append(in.EndpointSlices, &slices.Items[i])
+	}
+	if in.NamespaceLabels, err = namespaceLabels(ctx, cs, policy.LoadBalancer); err != nil {
+		return nil, explain(cfg.Host, err)
 	}
 	sets, unread, err := readLabelSets(ctx, dynamic.NewForConfigOrDie(cfg), args.NodePoolReady.LabelSetNamespaces)
 	if err != nil {
@@ -286,6 +289,7 @@ func writeAuditTable(w io.Writer, r *report.Report) {
 	section("USER PODS ON SYSTEM POOLS", r.UserPodsOnSystemNodes)
 	section("WORKLOADS WITH WEAK SPREAD (skew > 1, or all replicas in one domain)", r.WeakSpread)
 	section("LOADBALANCER SERVICES WHOSE ENDPOINTS GET NO TRAFFIC (externalTrafficPolicy: Local)", r.LoadBalancerMismatches)
+	section("LOADBALANCER SERVICES WHOSE PODS GET UNEVEN TRAFFIC (externalTrafficPolicy: Local balances per node)", r.LoadBalancerUnevenTraffic)
 	section("PODS OF OPTED-IN NAMESPACES NOT GIVEN TO THE SCHEDULER", r.NotAdmitted)
 	section("NODEPOOLLABELSETS THE SCHEDULER DOES NOT READ, AND POOLS LABELLED FROM THEM", r.LabelSetMismatches)
 	if len(r.LoadBalancerUndetermined) > 0 {

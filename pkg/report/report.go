@@ -55,6 +55,9 @@ type Inputs struct {
 	// NodeAtBinding, if set, returns the node as it was when the pod was bound (the simulator
 	// records it); otherwise the node's current state is judged.
 	NodeAtBinding func(pod *v1.Pod) *v1.Node
+	// NamespaceLabels are the namespaces' labels by name, for load balancers that select
+	// Services by namespace (Azure's serviceNamespaceSelector); nil: not read.
+	NamespaceLabels map[string]map[string]string
 }
 
 // Finding is one problem, with what to look at and, where known, what fixes it.
@@ -89,6 +92,9 @@ type Report struct {
 	// from the cluster (Azure's __auto__ mode, an unknown primary availability set): not counted
 	// as findings.
 	LoadBalancerUndetermined []Finding `json:"loadBalancerUndetermined,omitempty"`
+	// LoadBalancerUnevenTraffic are Local-traffic Services whose pods get uneven shares of the
+	// traffic: the load balancer balances over nodes, and their endpoints are packed unevenly.
+	LoadBalancerUnevenTraffic []Finding `json:"loadBalancerUnevenTraffic,omitempty"`
 	// NotAdmitted are pods of opted-in namespaces that the admission path did not give to
 	// pool-scheduler: created before the namespace opted in, or while the webhook was down.
 	NotAdmitted []Finding `json:"notAdmitted,omitempty"`
@@ -106,7 +112,7 @@ type Report struct {
 // NumFindings counts every finding that is a violation (pending pods are not).
 func (r *Report) NumFindings() int {
 	return len(r.PodsOnNotReadyNodes) + len(r.UserPodsOnSystemNodes) + len(r.WeakSpread) + len(r.LoadBalancerMismatches) + len(r.NotAdmitted) +
-		len(r.LabelSetMismatches)
+		len(r.LabelSetMismatches) + len(r.LoadBalancerUnevenTraffic)
 }
 
 // ConfinedWorkloads counts workloads confined to one domain of dimension d.
@@ -199,8 +205,8 @@ func Compute(in Inputs, policy Policy) *Report {
 			r.WeakSpread = append(r.WeakSpread, Finding{Object: w.Name, Detail: strings.Join(problems, ", ")})
 		}
 	}
-	r.LoadBalancerMismatches, r.LoadBalancerUndetermined = loadBalancerFindings(in, nodes, policy)
-	sortFindings(r.PodsOnNotReadyNodes, r.UserPodsOnSystemNodes, r.WeakSpread, r.LoadBalancerMismatches, r.LoadBalancerUndetermined, r.NotAdmitted, r.PendingPods, r.LabelSetMismatches)
+	r.LoadBalancerMismatches, r.LoadBalancerUndetermined, r.LoadBalancerUnevenTraffic = loadBalancerFindings(in, nodes, policy)
+	sortFindings(r.PodsOnNotReadyNodes, r.UserPodsOnSystemNodes, r.WeakSpread, r.LoadBalancerMismatches, r.LoadBalancerUndetermined, r.LoadBalancerUnevenTraffic, r.NotAdmitted, r.PendingPods, r.LabelSetMismatches)
 	return r
 }
 
