@@ -432,6 +432,15 @@ admission: {mode: policy, namespaces: [team-a, kube-system]}
 			}
 		},
 	}, {
+		name:   "Azure Monitor managed Prometheus",
+		values: `monitoring: {flavor: azure-managed-prometheus, serviceMonitor: {enabled: true}}`,
+		want: concat(schedulerObjects, controllerObjects, domainObjects, monitoringObjects, webhookObjects, handoffObjects,
+			[]string{"Service pool-scheduler/pool-scheduler-handoff", "ServiceMonitor pool-scheduler/pool-scheduler-handoff",
+				"Role pool-scheduler/pool-scheduler-ama-metrics", "RoleBinding pool-scheduler/pool-scheduler-ama-metrics"}),
+		check: func(t *testing.T, r *renderedChart, _ *schedconfig.KubeSchedulerConfiguration) {
+			checkMetricsTLS(t, r)
+		},
+	}, {
 		name:   "labelers off",
 		values: `{labeler: {controller: {enabled: false}, domain: {enabled: false}}, admission: {mode: none}}`,
 		want:   concat(schedulerObjects, handoffObjects),
@@ -971,7 +980,8 @@ func checkMetricsTLS(t *testing.T, r *renderedChart) {
 
 // installServiceMonitorCRD installs testdata/servicemonitor-crd.yaml: the prometheus-operator's
 // monitoring.coreos.com/v1 ServiceMonitor reduced to the fields the chart sets (with the
-// upstream types), so that strict field validation still catches a misspelled or mistyped field.
+// upstream types), so that strict field validation still catches a misspelled or mistyped field;
+// and its copy in Azure Monitor's group azmonitoring.coreos.com.
 func installServiceMonitorCRD(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane) {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join("testdata", "servicemonitor-crd.yaml"))
@@ -982,10 +992,25 @@ func installServiceMonitorCRD(ctx context.Context, t *testing.T, cp *controlplan
 	if err := yaml.UnmarshalStrict(data, crd); err != nil {
 		t.Fatalf("servicemonitor-crd.yaml: %v", err)
 	}
+	// Azure Monitor managed service for Prometheus serves the same CRD under its own group
+	// ("the same as OSS ... except for a change in the group name", Microsoft Learn,
+	// prometheus-metrics-scrape-crd), with the label limits the chart sets for it (int64, as in
+	// prometheus-operator's and Azure's CRDs).
+	azure := crd.DeepCopy()
+	azure.Spec.Group = "azmonitoring.coreos.com"
+	azure.Name = azure.Spec.Names.Plural + "." + azure.Spec.Group
+	for i := range azure.Spec.Versions {
+		schema := azure.Spec.Versions[i].Schema.OpenAPIV3Schema
+		spec := schema.Properties["spec"]
+		for _, f := range []string{"labelLimit", "labelNameLengthLimit", "labelValueLengthLimit"} {
+			spec.Properties[f] = apiextensionsv1.JSONSchemaProps{Type: "integer", Format: "int64"}
+		}
+		schema.Properties["spec"] = spec
+	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if err := controlplane.ApplyCRDs(ctx, cp.Config, crd); err != nil {
-		t.Fatalf("installing the ServiceMonitor CRD: %v", err)
+	if err := controlplane.ApplyCRDs(ctx, cp.Config, crd, azure); err != nil {
+		t.Fatalf("installing the ServiceMonitor CRDs: %v", err)
 	}
 }
 
@@ -1233,5 +1258,128 @@ func TestHelmChartMutatingAdmissionPolicyVersion(t *testing.T) {
 				t.Errorf("%d MutatingAdmissionPolicy objects, want the policy and its two bindings", n)
 			}
 		})
+	}
+}
+
+// TestHelmChartAzureManagedPrometheus: monitoring.flavor azure-managed-prometheus renders the
+// same ServiceMonitors as the default flavor (selectors, endpoints, TLS verification with the
+// release's CA and serverName) in Azure Monitor's group azmonitoring.coreos.com/v1, with the
+// label limits Azure asks for, plus a Role that lets the add-on's ServiceAccount
+// (kube-system/ama-metrics-serviceaccount) get the metrics TLS Secret by name and nothing else.
+// A PrometheusRule is refused (Azure reads none), and the flavor is validated.
+func TestHelmChartAzureManagedPrometheus(t *testing.T) {
+	const enabled = `monitoring: {serviceMonitor: {enabled: true}}`
+	def, err := renderChart(t, chartNamespace, enabled)
+	if err != nil {
+		t.Fatal(err)
+	}
+	az, err := renderChart(t, chartNamespace, `monitoring: {flavor: azure-managed-prometheus, serviceMonitor: {enabled: true}}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkMetricsTLS(t, az)
+
+	monitors := func(r *renderedChart) map[string]*unstructured.Unstructured {
+		out := map[string]*unstructured.Unstructured{}
+		for _, o := range r.objects {
+			if o.GetKind() == "ServiceMonitor" {
+				out[o.GetName()] = o
+			}
+		}
+		return out
+	}
+	defMonitors, azMonitors := monitors(def), monitors(az)
+	if diff := cmp.Diff(slices.Sorted(maps.Keys(defMonitors)), slices.Sorted(maps.Keys(azMonitors))); diff != "" {
+		t.Errorf("ServiceMonitors of the Azure flavor (-default +azure):\n%s", diff)
+	}
+	if want := []string{"pool-labeler", "pool-scheduler", "pool-scheduler-handoff"}; !slices.Equal(slices.Sorted(maps.Keys(azMonitors)), want) {
+		t.Errorf("Azure ServiceMonitors %v, want %v", slices.Sorted(maps.Keys(azMonitors)), want)
+	}
+	limits := map[string]string{"labelLimit": "63", "labelNameLengthLimit": "511", "labelValueLengthLimit": "1023"}
+	for name, sm := range azMonitors {
+		if got := sm.GetAPIVersion(); got != "azmonitoring.coreos.com/v1" {
+			t.Errorf("ServiceMonitor %s: apiVersion %s, want azmonitoring.coreos.com/v1", name, got)
+		}
+		if got := defMonitors[name].GetAPIVersion(); got != "monitoring.coreos.com/v1" {
+			t.Errorf("default ServiceMonitor %s: apiVersion %s, want monitoring.coreos.com/v1", name, got)
+		}
+		spec, _, _ := unstructured.NestedMap(sm.Object, "spec")
+		defSpec, _, _ := unstructured.NestedMap(defMonitors[name].Object, "spec")
+		for k, v := range limits {
+			if got := fmt.Sprint(spec[k]); got != v {
+				t.Errorf("ServiceMonitor %s: spec.%s = %s, want %s (Azure's templates)", name, k, got, v)
+			}
+			if _, ok := defSpec[k]; ok {
+				t.Errorf("default ServiceMonitor %s sets spec.%s", name, k)
+			}
+			delete(spec, k)
+		}
+		// Everything else, endpoints and TLS included, is the default flavor's.
+		if diff := cmp.Diff(defSpec, spec); diff != "" {
+			t.Errorf("ServiceMonitor %s spec (-default +azure):\n%s", name, diff)
+		}
+		if diff := cmp.Diff(defMonitors[name].GetLabels(), sm.GetLabels()); diff != "" {
+			t.Errorf("ServiceMonitor %s labels (-default +azure):\n%s", name, diff)
+		}
+	}
+
+	// The add-on's ServiceAccount may get the metrics TLS Secret, by name, and nothing else.
+	for _, tt := range []struct{ values, secret string }{
+		{`monitoring: {flavor: azure-managed-prometheus, serviceMonitor: {enabled: true}}`, "pool-scheduler-metrics-tls"},
+		{`monitoring: {flavor: azure-managed-prometheus, serviceMonitor: {enabled: true, tlsSecretName: scrape-tls}}`, "scrape-tls"},
+	} {
+		r, err := renderChart(t, chartNamespace, tt.values)
+		if err != nil {
+			t.Fatal(err)
+		}
+		role := r.get(t, "Role", "pool-scheduler-ama-metrics")
+		rules, _, _ := unstructured.NestedSlice(role.Object, "rules")
+		wantRules := []any{map[string]any{
+			"apiGroups": []any{""}, "resources": []any{"secrets"}, "resourceNames": []any{tt.secret}, "verbs": []any{"get"},
+		}}
+		if diff := cmp.Diff(wantRules, rules); diff != "" {
+			t.Errorf("%s: Role rules (-want +got):\n%s", tt.values, diff)
+		}
+		binding := r.get(t, "RoleBinding", "pool-scheduler-ama-metrics")
+		subjects, _, _ := unstructured.NestedSlice(binding.Object, "subjects")
+		wantSubjects := []any{map[string]any{"kind": "ServiceAccount", "name": "ama-metrics-serviceaccount", "namespace": "kube-system"}}
+		if diff := cmp.Diff(wantSubjects, subjects); diff != "" {
+			t.Errorf("%s: RoleBinding subjects (-want +got):\n%s", tt.values, diff)
+		}
+		if ref, _, _ := unstructured.NestedString(binding.Object, "roleRef", "name"); ref != role.GetName() || role.GetNamespace() != chartNamespace || binding.GetNamespace() != chartNamespace {
+			t.Errorf("RoleBinding %s/%s refers to %q; Role in %s", binding.GetNamespace(), binding.GetName(), ref, role.GetNamespace())
+		}
+	}
+	// Neither the Role nor the ServiceMonitors without the flavor or without ServiceMonitors.
+	for _, values := range []string{enabled, `monitoring: {flavor: azure-managed-prometheus}`} {
+		r, err := renderChart(t, chartNamespace, values)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range r.objects {
+			if strings.HasSuffix(o.GetName(), "-ama-metrics") || o.GetAPIVersion() == "azmonitoring.coreos.com/v1" {
+				t.Errorf("%s: rendered %s", values, objectID(o))
+			}
+		}
+	}
+
+	for _, tt := range []struct{ name, values, wantErr string }{
+		{"PrometheusRule with the Azure flavor", `monitoring: {flavor: azure-managed-prometheus, serviceMonitor: {enabled: true}, prometheusRule: {enabled: true}}`, "reads no PrometheusRule"},
+		{"unknown flavor", `monitoring: {flavor: azure, serviceMonitor: {enabled: true}}`, "/monitoring/flavor"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := renderChart(t, chartNamespace, tt.values)
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("error %v, want one mentioning %q", err, tt.wantErr)
+			}
+		})
+	}
+	// The default flavor still renders the PrometheusRule.
+	r, err := renderChart(t, chartNamespace, `monitoring: {prometheusRule: {enabled: true}}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rule := r.get(t, "PrometheusRule", "pool-scheduler"); rule.GetAPIVersion() != "monitoring.coreos.com/v1" {
+		t.Errorf("PrometheusRule apiVersion %s", rule.GetAPIVersion())
 	}
 }
