@@ -8,6 +8,7 @@ import (
 	// Register the plugins' args types with kube-scheduler's config scheme.
 	_ "github.com/pool-scheduler/pool-scheduler/pkg/apis/config/scheme"
 	"github.com/pool-scheduler/pool-scheduler/pkg/plugins/domainspread"
+	"github.com/pool-scheduler/pool-scheduler/pkg/plugins/nodepoolaffinity"
 	"github.com/pool-scheduler/pool-scheduler/pkg/plugins/nodepoolready"
 	"github.com/pool-scheduler/pool-scheduler/pkg/plugins/systempoolguard"
 )
@@ -18,5 +19,6 @@ func Registry() frameworkruntime.Registry {
 		nodepoolready.Name:   nodepoolready.New,
 		systempoolguard.Name: systempoolguard.New,
 		domainspread.Name:    domainspread.New,
+		nodepoolaffinity.Name: nodepoolaffinity.New,
 	}
 }

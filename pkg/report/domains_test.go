@@ -32,7 +32,7 @@ func (a azureNode) node() *v1.Node {
 		name = fmt.Sprintf("%s%06d", vmss, a.i)
 		providerID = fmt.Sprintf("%svirtualMachineScaleSets/%s/virtualMachines/%d", azurePrefix, vmss, a.i)
 	case "vms":
-		name = fmt.Sprintf("aks-%s-27255451-vms%d", a.pool, a.i+1)
+		name = fmt.Sprintf("aks-%s-27255451-vms%d", a.pool, a.i)
 		providerID = azurePrefix + "virtualMachines/" + name
 	default:
 		name = fmt.Sprintf("aks-%s-27255451-%d", a.pool, a.i)

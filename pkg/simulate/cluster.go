@@ -40,7 +40,7 @@ func (s *Scenario) nodeName(p *Pool, i int) string {
 	case p.VMType == VMTypeScaleSet:
 		return fmt.Sprintf("%s%06s", s.scaleSetName(p), strconv.FormatInt(int64(i), 36))
 	case p.VMType == VMTypeVirtualMachines:
-		return fmt.Sprintf("aks-%s-%s-vms%d", p.Name, s.Azure.ClusterHash, i+1)
+		return fmt.Sprintf("aks-%s-%s-vms%d", p.Name, s.Azure.ClusterHash, i)
 	}
 	return fmt.Sprintf("aks-%s-%s-%d", p.Name, s.Azure.ClusterHash, i)
 }

@@ -132,8 +132,8 @@ pools:
 		{"aks-user-27255451-vmss000001", "virtualMachineScaleSets/aks-user-27255451-vmss/virtualMachines/1", "0", "0", ""},
 		{"aks-zonal-27255451-vmss000000", "virtualMachineScaleSets/aks-zonal-27255451-vmss/virtualMachines/0", "westeurope-1", "", "0"},
 		{"aks-zonal-27255451-vmss000001", "virtualMachineScaleSets/aks-zonal-27255451-vmss/virtualMachines/1", "westeurope-2", "", "0"},
+		{"aks-vmpool-27255451-vms0", "virtualMachines/aks-vmpool-27255451-vms0", "0", "0", "0"},
 		{"aks-vmpool-27255451-vms1", "virtualMachines/aks-vmpool-27255451-vms1", "0", "0", "0"},
-		{"aks-vmpool-27255451-vms2", "virtualMachines/aks-vmpool-27255451-vms2", "0", "0", "0"},
 		{"aks-legacy-27255451-0", "virtualMachines/aks-legacy-27255451-0", "0", "0", "0"},
 		{"aks-legacy-27255451-1", "virtualMachines/aks-legacy-27255451-1", "1", "1", "0"},
 	}

@@ -768,6 +768,7 @@ func TestHelmChartValuesCoverPluginArgs(t *testing.T) {
 		{plugin: "nodePoolReady", args: defaulted(&configv1.NodePoolReadyArgs{}, func(a *configv1.NodePoolReadyArgs) { configv1.SetDefaults_NodePoolReadyArgs(a) })},
 		{plugin: "systemPoolGuard", args: defaulted(&configv1.SystemPoolGuardArgs{}, func(a *configv1.SystemPoolGuardArgs) { configv1.SetDefaults_SystemPoolGuardArgs(a) })},
 		{plugin: "domainSpread", args: defaulted(&configv1.DomainSpreadArgs{}, func(a *configv1.DomainSpreadArgs) { configv1.SetDefaults_DomainSpreadArgs(a) })},
+		{plugin: "nodePoolAffinity", args: defaulted(&configv1.NodePoolAffinityArgs{}, func(a *configv1.NodePoolAffinityArgs) { configv1.SetDefaults_NodePoolAffinityArgs(a) })},
 	} {
 		t.Run(tt.plugin, func(t *testing.T) {
 			values, _ := plugins[tt.plugin].(map[string]any)["args"].(map[string]any)

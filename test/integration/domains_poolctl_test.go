@@ -39,7 +39,7 @@ func TestPoolctlSpreadDomains(t *testing.T) {
 		vmss := "aks-userpool-27255451-vmss"
 		node(fmt.Sprintf("%s%06d", vmss, i), "userpool", fmt.Sprintf("%svirtualMachineScaleSets/%s/virtualMachines/%d", rg, vmss, i),
 			map[string]string{v1.LabelTopologyZone: "0", configv1.FaultDomainLabelKey: "0", configv1.UpdateDomainLabelKey: fmt.Sprint(i % 2)})
-		name := fmt.Sprintf("aks-vmpool-27255451-vms%d", i+1)
+		name := fmt.Sprintf("aks-vmpool-27255451-vms%d", i)
 		node(name, "vmpool", rg+"virtualMachines/"+name,
 			map[string]string{v1.LabelTopologyZone: "0", configv1.FaultDomainLabelKey: "0", configv1.UpdateDomainLabelKey: "0"})
 		zonal := "aks-zonal-27255451-vmss"

@@ -33,7 +33,7 @@ var rooms = []room{
 	{name: "pool", prefixes: []string{"pkg/pool"}, purpose: "which pool, is it ready, is it a system node: for everyone", doors: []string{"apis"}},
 	{name: "plugin-kit", prefixes: []string{"pkg/plugins/internal/"}, purpose: "what plugins share (the per-node memo)", doors: []string{"compat"}},
 	{name: "test-kit", prefixes: []string{"test/util/plugintest", "test/util/releaselines"}, purpose: "light helpers for unit tests", doors: []string{"apis", "compat", "manifests"}},
-	{name: "plugin", prefixes: []string{"pkg/plugins/domainspread", "pkg/plugins/nodepoolready", "pkg/plugins/systempoolguard"}, purpose: "one scheduler plugin each; none imports another", doors: []string{"apis", "compat", "pool", "plugin-kit", "test-kit"}},
+	{name: "plugin", prefixes: []string{"pkg/plugins/domainspread", "pkg/plugins/nodepoolaffinity", "pkg/plugins/nodepoolready", "pkg/plugins/systempoolguard"}, purpose: "one scheduler plugin each; none imports another", doors: []string{"apis", "compat", "pool", "plugin-kit", "test-kit"}},
 	{name: "registry", prefixes: []string{"pkg/plugins"}, purpose: "the plugins' registry", doors: []string{"apis", "compat", "manifests", "plugin"}},
 	{name: "profile", prefixes: []string{"pkg/profile"}, purpose: "the scheduler profile as tools read it: config file or ConfigMap, args defaulted and validated", doors: []string{"apis"}},
 	{name: "report", prefixes: []string{"pkg/report"}, purpose: "placement measurements: readiness, system pools, spread, load balancers", doors: []string{"apis", "pool", "profile"}},

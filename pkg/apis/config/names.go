@@ -6,4 +6,6 @@ const (
 	NodePoolReadyName   = "NodePoolReady"
 	SystemPoolGuardName = "SystemPoolGuard"
 	DomainSpreadName    = "DomainSpread"
+	// NodePoolAffinityName narrows the nodes a pool-pinned pod is filtered on to its pools'.
+	NodePoolAffinityName = "NodePoolAffinity"
 )

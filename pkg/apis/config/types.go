@@ -41,6 +41,18 @@ type NodePoolReadyArgs struct {
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 // +kubebuilder:object:root=true
 
+// NodePoolAffinityArgs configures the NodePoolAffinity plugin.
+type NodePoolAffinityArgs struct {
+	metav1.TypeMeta
+
+	// PoolLabelKeys are the node label keys naming a node's pool: a pod's required node
+	// selection on one of them pins it to those pools.
+	PoolLabelKeys []string
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+
 // SystemPoolGuardArgs configures the SystemPoolGuard plugin.
 type SystemPoolGuardArgs struct {
 	metav1.TypeMeta

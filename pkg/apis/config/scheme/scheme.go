@@ -45,6 +45,11 @@ func DefaultSystemPoolGuardArgs() *config.SystemPoolGuardArgs {
 	return defaulted(&configv1.SystemPoolGuardArgs{}, &config.SystemPoolGuardArgs{})
 }
 
+// DefaultNodePoolAffinityArgs returns NodePoolAffinity's defaulted args.
+func DefaultNodePoolAffinityArgs() *config.NodePoolAffinityArgs {
+	return defaulted(&configv1.NodePoolAffinityArgs{}, &config.NodePoolAffinityArgs{})
+}
+
 // DefaultDomainSpreadArgs returns DomainSpread's defaulted args.
 func DefaultDomainSpreadArgs() *config.DomainSpreadArgs {
 	return defaulted(&configv1.DomainSpreadArgs{}, &config.DomainSpreadArgs{})

@@ -52,6 +52,13 @@ func DefaultSystemNodeSelector() *metav1.LabelSelector {
 	return &metav1.LabelSelector{MatchLabels: map[string]string{AKSModeLabelKey: "system"}}
 }
 
+// SetDefaults_NodePoolAffinityArgs sets the documented defaults.
+func SetDefaults_NodePoolAffinityArgs(obj *NodePoolAffinityArgs) { //nolint:revive // name required by defaulter-gen
+	if len(obj.PoolLabelKeys) == 0 {
+		obj.PoolLabelKeys = append([]string(nil), DefaultPoolLabelKeys...)
+	}
+}
+
 // SetDefaults_SystemPoolGuardArgs sets the documented defaults. Lists are defaulted only when
 // absent (nil), so an explicit empty list switches a rule off.
 func SetDefaults_SystemPoolGuardArgs(obj *SystemPoolGuardArgs) { //nolint:revive // name required by defaulter-gen

@@ -42,6 +42,19 @@ type NodePoolReadyArgs struct {
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 // +kubebuilder:object:root=true
 
+// NodePoolAffinityArgs configures the NodePoolAffinity plugin, which narrows the nodes a pod is
+// filtered on to the pools its required node selection pins it to (a nodeSelector entry on a
+// pool key, or an In expression on one in every required node-affinity term).
+type NodePoolAffinityArgs struct {
+	metav1.TypeMeta `json:",inline"`
+
+	// PoolLabelKeys are the node label keys naming a node's pool. Default: as NodePoolReady.
+	PoolLabelKeys []string `json:"poolLabelKeys,omitempty"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+
 // SystemPoolGuardArgs configures the SystemPoolGuard plugin. A node is a system node if its pool
 // is in systemPools or it matches systemNodeSelector. A pod is a system pod if it runs in a
 // systemNamespace, has a systemPriorityClass, is owned by a DaemonSet (daemonSetPodsAreSystemPods)

@@ -14,6 +14,7 @@ import (
 // All generated defaulters are covering - they call all nested defaulters.
 func RegisterDefaults(scheme *runtime.Scheme) error {
 	scheme.AddTypeDefaultingFunc(&DomainSpreadArgs{}, func(obj interface{}) { SetObjectDefaults_DomainSpreadArgs(obj.(*DomainSpreadArgs)) })
+	scheme.AddTypeDefaultingFunc(&NodePoolAffinityArgs{}, func(obj interface{}) { SetObjectDefaults_NodePoolAffinityArgs(obj.(*NodePoolAffinityArgs)) })
 	scheme.AddTypeDefaultingFunc(&NodePoolReadyArgs{}, func(obj interface{}) { SetObjectDefaults_NodePoolReadyArgs(obj.(*NodePoolReadyArgs)) })
 	scheme.AddTypeDefaultingFunc(&SystemPoolGuardArgs{}, func(obj interface{}) { SetObjectDefaults_SystemPoolGuardArgs(obj.(*SystemPoolGuardArgs)) })
 	return nil
@@ -21,6 +22,10 @@ func RegisterDefaults(scheme *runtime.Scheme) error {
 
 func SetObjectDefaults_DomainSpreadArgs(in *DomainSpreadArgs) {
 	SetDefaults_DomainSpreadArgs(in)
+}
+
+func SetObjectDefaults_NodePoolAffinityArgs(in *NodePoolAffinityArgs) {
+	SetDefaults_NodePoolAffinityArgs(in)
 }
 
 func SetObjectDefaults_NodePoolReadyArgs(in *NodePoolReadyArgs) {

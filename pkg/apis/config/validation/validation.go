@@ -46,6 +46,16 @@ func ValidateNodePoolReadyArgs(path *field.Path, args *config.NodePoolReadyArgs)
 	return errs.ToAggregate()
 }
 
+// ValidateNodePoolAffinityArgs validates NodePoolAffinityArgs; path is where the args sit in the configuration.
+func ValidateNodePoolAffinityArgs(path *field.Path, args *config.NodePoolAffinityArgs) error {
+	var errs field.ErrorList
+	if len(args.PoolLabelKeys) == 0 {
+		errs = append(errs, field.Required(path.Child("poolLabelKeys"), "at least one pool label key is needed"))
+	}
+	errs = append(errs, ValidateLabelKeys(args.PoolLabelKeys, path.Child("poolLabelKeys"))...)
+	return errs.ToAggregate()
+}
+
 // ValidateSystemPoolGuardArgs validates SystemPoolGuardArgs; path is where the args sit in the configuration.
 func ValidateSystemPoolGuardArgs(path *field.Path, args *config.SystemPoolGuardArgs) error {
 	var errs field.ErrorList
