@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -25,9 +27,30 @@ import (
 const DefaultIMDSEndpoint = "http://169.254.169.254/metadata/instance/compute?api-version=2021-02-01&format=json"
 
 // ErrNotAzure means the metadata endpoint is not Azure's: what answers is not an Azure compute
-// document (4xx, a redirect, another body), or nothing answered through every retry. Retrying at
-// once does not help; the idle mode probes again every reprobe interval.
+// document (4xx, a redirect, another body), or nothing answered through every retry on a node
+// whose spec.providerID does not say Azure. Retrying at once does not help; the idle mode probes
+// again every reprobe interval.
 var ErrNotAzure = errors.New("instance metadata endpoint is not Azure's")
+
+// ErrMetadataUnreachable means nothing answered through every retry (refused, unreachable, timed
+// out) on a node whose spec.providerID says it is an Azure VM: the endpoint is there, but this
+// pod cannot reach it. On AKS that is IMDS restriction (--enable-imds-restriction drops pod
+// traffic to 169.254.169.254) or a network policy denying that egress. Never "not Azure": the
+// node would be held for a label nobody writes, so RunDomainMode tells the node (an Event).
+var ErrMetadataUnreachable = errors.New("instance metadata endpoint unreachable from this pod on an Azure node")
+
+// Event reasons on the Node (kubectl describe node).
+const (
+	ReasonMetadataUnreachable = "InstanceMetadataUnreachable"
+	ReasonMetadataReachable   = "InstanceMetadataReachable"
+)
+
+// maxEventMessage is the longest note events.k8s.io/v1 accepts; core/v1 Events (written here) have
+// no limit, but readers of either API see the same object.
+const maxEventMessage = 1024
+
+// domainEventSource names the domain labeler in its Events.
+const domainEventSource = "pool-labeler-domain"
 
 // Domains is a node's platform fault and update domain, and its availability zone ("" for a
 // VM outside zones).
@@ -46,7 +69,8 @@ type DomainOptions struct {
 	RequestTimeout time.Duration
 	Backoff        wait.Backoff
 	// ReprobeInterval: when the endpoint is not Azure's, or never answered through Backoff, probe
-	// it again this often instead of returning (0: return ErrNotAzure or the last error).
+	// it again this often instead of returning (0: return ErrNotAzure, ErrMetadataUnreachable or
+	// the last error).
 	ReprobeInterval time.Duration
 	// PatchBackoff spaces the retries of a failed node read or patch (its Steps are ignored: the
 	// patch is retried until it succeeds); the zero value uses Backoff's Duration, Factor and Cap.
@@ -109,7 +133,9 @@ func ValidateDomainOptions(opts DomainOptions, recheckInterval time.Duration) er
 // failures (connection refused or unreachable, timeouts, 5xx, 429) with backoff: at boot the
 // node's network, or the endpoint, may not be up yet. It returns ErrNotAzure (wrapped) for
 // permanent signs of another platform (4xx, a redirect, a body that is not an Azure compute
-// document) at once, and when nothing answered through every retry.
+// document) at once, and when every retry was refused or unreachable; when the last of them timed
+// out, an error that is not ErrNotAzure. Either way, when nothing answered, the error also
+// satisfies IsNoAnswer: on an Azure node RunDomainMode makes it ErrMetadataUnreachable.
 func FetchDomains(ctx context.Context, opts DomainOptions) (Domains, error) {
 	logger := klog.FromContext(ctx)
 	client := opts.HTTPClient
@@ -133,9 +159,12 @@ func FetchDomains(ctx context.Context, opts DomainOptions) (Domains, error) {
 	})
 	if err != nil {
 		var unreachable unreachableError
+		var timedOut timeoutError
 		switch {
 		case wait.Interrupted(err) && errors.As(lastErr, &unreachable) && ctx.Err() == nil:
-			return Domains{}, fmt.Errorf("%w: nothing answered after %d attempts: %v", ErrNotAzure, opts.Backoff.Steps, lastErr)
+			return Domains{}, fmt.Errorf("%w: %w", ErrNotAzure, noAnswerError{attempts: opts.Backoff.Steps, last: lastErr})
+		case wait.Interrupted(err) && errors.As(lastErr, &timedOut) && ctx.Err() == nil:
+			return Domains{}, fmt.Errorf("instance metadata: giving up: %w", noAnswerError{attempts: opts.Backoff.Steps, last: lastErr})
 		case wait.Interrupted(err) && lastErr != nil:
 			return Domains{}, fmt.Errorf("instance metadata: giving up: %w", lastErr)
 		}
@@ -149,6 +178,36 @@ type transientError struct{ error }
 // unreachableError is a transient error where nothing answered at all (refused, unreachable).
 type unreachableError struct{ transientError }
 
+// timeoutError is a transient error where the request timed out: nothing answered in time. A
+// packet filter that drops the traffic (AKS IMDS restriction) looks like this, not like a refusal.
+type timeoutError struct{ transientError }
+
+// noAnswerError: nothing answered through every retry, the last attempt refused, unreachable or
+// timed out. Whether that means "not Azure" is the node's to say (spec.providerID).
+type noAnswerError struct {
+	attempts int
+	last     error
+}
+
+func (e noAnswerError) Error() string {
+	return fmt.Sprintf("nothing answered after %d attempts: %v", e.attempts, e.last)
+}
+
+// IsNoAnswer reports whether FetchDomains gave up because nothing answered at all (refused,
+// unreachable or timed out through every retry), as opposed to an answer that was not Azure's or
+// a server error.
+func IsNoAnswer(err error) bool {
+	var na noAnswerError
+	return errors.As(err, &na)
+}
+
+// IsAzureProviderID reports whether a node's spec.providerID names an Azure VM: cloud-provider-azure
+// and AKS write azure:///subscriptions/... (compared without case, as cloud-provider-azure does).
+func IsAzureProviderID(providerID string) bool {
+	const prefix = "azure://"
+	return len(providerID) >= len(prefix) && strings.EqualFold(providerID[:len(prefix)], prefix)
+}
+
 func fetchOnce(ctx context.Context, client *http.Client, opts DomainOptions) (Domains, error) {
 	ctx, cancel := context.WithTimeout(ctx, opts.RequestTimeout)
 	defer cancel()
@@ -160,10 +219,11 @@ func fetchOnce(ctx context.Context, client *http.Client, opts DomainOptions) (Do
 	resp, err := client.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {
-			return Domains{}, transientError{fmt.Errorf("request timed out after %v", opts.RequestTimeout)}
+			return Domains{}, timeoutError{transientError{fmt.Errorf("request timed out after %v", opts.RequestTimeout)}}
 		}
 		// Refused or unreachable: no metadata service on this machine, or not yet (the node's
-		// network coming up). Retried; FetchDomains says "not Azure" once retries run out.
+		// network coming up). Retried; once retries run out, the node's providerID decides
+		// between "not Azure" and "unreachable from this pod" (RunDomainMode).
 		return Domains{}, unreachableError{transientError{err}}
 	}
 	defer resp.Body.Close()
@@ -284,10 +344,13 @@ func LabelNodeDomains(ctx context.Context, cs kubernetes.Interface, opts DomainO
 
 // RunDomainMode reads the domains and labels the node, then keeps the labels in place, checking
 // every interval, until ctx ends. A failed node read or patch is retried with PatchBackoff, not
-// after a whole interval. When the endpoint is not Azure's (or never answered) it returns
-// ErrNotAzure (wrapped), or, with a ReprobeInterval, probes again that often until it is.
+// after a whole interval. When the endpoint is not Azure's (or never answered on a node that is
+// not an Azure VM) it returns ErrNotAzure (wrapped); when it never answered on an Azure VM, it
+// returns ErrMetadataUnreachable after a Warning Event on the node. With a ReprobeInterval it
+// probes again that often instead, until the endpoint answers.
 func RunDomainMode(ctx context.Context, cs kubernetes.Interface, opts DomainOptions, interval time.Duration) error {
 	logger := klog.FromContext(ctx)
+	events := &metadataEvents{cs: cs, opts: opts}
 	var d Domains
 	for {
 		var err error
@@ -295,21 +358,33 @@ func RunDomainMode(ctx context.Context, cs kubernetes.Interface, opts DomainOpti
 		if err == nil {
 			break
 		}
-		if errors.Is(err, ErrNotAzure) {
+		var node *corev1.Node
+		node, err = classifyNoAnswer(ctx, cs, opts, err)
+		switch {
+		case errors.Is(err, ErrMetadataUnreachable):
+			domainLabelings.WithLabelValues("metadata_unreachable").Inc()
+			domainMetadataReachable.WithLabelValues().Set(0)
+			logger.Error(err, "Instance metadata unreachable from this pod on an Azure node: the node gets no domain labels until it answers; see the node's "+ReasonMetadataUnreachable+" event",
+				"node", opts.NodeName, "providerID", node.Spec.ProviderID, "endpoint", opts.Endpoint, "reprobeInterval", opts.ReprobeInterval)
+			events.unreachable(ctx, node, err)
+		case errors.Is(err, ErrNotAzure):
 			domainLabelings.WithLabelValues("not_azure").Inc()
-		} else {
+			domainMetadataReachable.Reset() // not a node where the endpoint should answer
+		default:
 			domainLabelings.WithLabelValues("error").Inc()
 		}
 		if opts.ReprobeInterval <= 0 || ctx.Err() != nil {
 			return err
 		}
-		logger.Info("No Azure instance metadata; probing again later", "endpoint", opts.Endpoint, "err", err, "reprobeInterval", opts.ReprobeInterval)
+		logger.Info("No instance metadata read; probing again later", "endpoint", opts.Endpoint, "err", err, "reprobeInterval", opts.ReprobeInterval)
 		select {
 		case <-ctx.Done():
 			return err
 		case <-time.After(opts.ReprobeInterval):
 		}
 	}
+	domainMetadataReachable.WithLabelValues().Set(1)
+	events.reachable(ctx)
 	logger.Info("Read platform domains", "node", opts.NodeName, "faultDomain", d.FaultDomain, "updateDomain", d.UpdateDomain, "zone", d.Zone)
 	retry := patchBackoff(opts)
 	var lastErr error
@@ -338,6 +413,122 @@ func RunDomainMode(ctx context.Context, cs kubernetes.Interface, opts DomainOpti
 		case <-time.After(next):
 		}
 	}
+}
+
+// classifyNoAnswer turns FetchDomains' "nothing answered" into ErrMetadataUnreachable on an Azure
+// node (spec.providerID azure://...), and returns the node it read. Other errors, and nodes that
+// are not Azure VMs (another provider, or no providerID yet), keep FetchDomains' verdict. When the
+// node cannot be read, the error is neither ErrNotAzure nor ErrMetadataUnreachable: without the
+// providerID the labeler cannot tell, and saying "not Azure" on a guess would hide a blocked
+// endpoint (the same read is needed to label the node anyway).
+func classifyNoAnswer(ctx context.Context, cs kubernetes.Interface, opts DomainOptions, err error) (*corev1.Node, error) {
+	var na noAnswerError
+	if !errors.As(err, &na) || ctx.Err() != nil {
+		return nil, err
+	}
+	node, getErr := cs.CoreV1().Nodes().Get(ctx, opts.NodeName, metav1.GetOptions{})
+	if getErr != nil {
+		return nil, fmt.Errorf("instance metadata %s: %v; reading node %s to tell an Azure VM by its spec.providerID: %w", opts.Endpoint, na, opts.NodeName, getErr)
+	}
+	if !IsAzureProviderID(node.Spec.ProviderID) {
+		return node, err
+	}
+	return node, fmt.Errorf("%w: %s: %w", ErrMetadataUnreachable, opts.Endpoint, na)
+}
+
+// metadataEvents writes the domain labeler's Events on its Node, synchronously (a run that exits
+// right after, --on-not-azure=exit, still leaves its Event) and without a broadcaster: one
+// Warning per unreachable probe round, updating the same Event (count, last time, message) so the
+// node shows one line that stays fresh past the apiserver's event TTL; one Normal Event when the
+// endpoint answers after a Warning.
+type metadataEvents struct {
+	cs    kubernetes.Interface
+	opts  DomainOptions
+	event *corev1.Event // the Warning written last, nil before the first
+}
+
+func (m *metadataEvents) unreachable(ctx context.Context, node *corev1.Node, err error) {
+	now := metav1.Now()
+	msg := unreachableMessage(m.opts, err)
+	if m.event != nil {
+		patch, _ := json.Marshal(map[string]any{"count": m.event.Count + 1, "lastTimestamp": now, "message": msg})
+		ev, perr := m.cs.CoreV1().Events(m.event.Namespace).Patch(ctx, m.event.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+		if perr == nil {
+			m.event = ev
+			return
+		}
+		if !apierrors.IsNotFound(perr) {
+			klog.FromContext(ctx).Error(perr, "Updating the node's event failed", "node", node.Name, "reason", ReasonMetadataUnreachable)
+			return
+		}
+		// Expired (the apiserver's event TTL): write a new one.
+	}
+	ev, cerr := m.create(ctx, node, corev1.EventTypeWarning, ReasonMetadataUnreachable, msg, now)
+	if cerr != nil {
+		klog.FromContext(ctx).Error(cerr, "Writing the node's event failed (RBAC: create and patch events in namespace default)", "node", node.Name, "reason", ReasonMetadataUnreachable)
+		return
+	}
+	m.event = ev
+}
+
+func (m *metadataEvents) reachable(ctx context.Context) {
+	if m.event == nil {
+		return
+	}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: m.event.InvolvedObject.Name, UID: m.event.InvolvedObject.UID}}
+	msg := fmt.Sprintf("The instance metadata endpoint %s answers again; labelling the node.", m.opts.Endpoint)
+	if _, err := m.create(ctx, node, corev1.EventTypeNormal, ReasonMetadataReachable, msg, metav1.Now()); err != nil {
+		klog.FromContext(ctx).Error(err, "Writing the node's event failed", "node", node.Name, "reason", ReasonMetadataReachable)
+	}
+	m.event = nil
+}
+
+// create writes an Event about node in namespace default, where core/v1 Events about
+// cluster-scoped objects must be (the apiserver refuses other namespaces for them).
+func (m *metadataEvents) create(ctx context.Context, node *corev1.Node, eventType, reason, msg string, now metav1.Time) (*corev1.Event, error) {
+	ev := &corev1.Event{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      fmt.Sprintf("%s.%x", node.Name, now.UnixNano()),
+			Namespace: metav1.NamespaceDefault,
+		},
+		InvolvedObject: corev1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: node.Name, UID: node.UID},
+		Reason:         reason,
+		Message:        msg,
+		Type:           eventType,
+		Source:         corev1.EventSource{Component: domainEventSource, Host: node.Name},
+		FirstTimestamp: now,
+		LastTimestamp:  now,
+		Count:          1,
+	}
+	return m.cs.CoreV1().Events(metav1.NamespaceDefault).Create(ctx, ev, metav1.CreateOptions{})
+}
+
+// unreachableMessage says what failed, what it costs and how to fix it, in at most
+// maxEventMessage bytes.
+func unreachableMessage(opts DomainOptions, err error) string {
+	cause := err.Error()
+	var na noAnswerError
+	if errors.As(err, &na) {
+		cause = na.Error()
+	}
+	if len(cause) > 200 {
+		cause = cause[:200] + "..."
+	}
+	again := "The labeler exits with an error (--on-not-azure is not idle)."
+	if opts.ReprobeInterval > 0 {
+		again = fmt.Sprintf("Probing again every %v.", opts.ReprobeInterval)
+	}
+	msg := fmt.Sprintf("This Azure VM's instance metadata endpoint %s does not answer the domain labeler's pod (%s), "+
+		"so the node gets no %s label (where requiredLabelKeys names it, pool-scheduler keeps pods off the node). "+
+		"Likely cause: AKS IMDS restriction (az aks update --enable-imds-restriction; networkProfile.podLinkLocalAccess None) "+
+		"or a NetworkPolicy or other egress rule that drops pod traffic to 169.254.169.254. "+
+		"Fix: run the domain labeler with hostNetwork (chart: labeler.domain.hostNetwork=true) "+
+		"or allow its egress to 169.254.169.254/32 TCP port 80. %s",
+		opts.Endpoint, cause, opts.UpdateDomainKey, again)
+	if len(msg) > maxEventMessage {
+		msg = msg[:maxEventMessage-3] + "..."
+	}
+	return msg
 }
 
 // patchBackoff is a fresh backoff for node patches: PatchBackoff, or Backoff's shape, never

@@ -8,14 +8,21 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"sort"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	configv1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/config/v1"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+
+	configv1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/config/v1"
 )
 
 const computeDoc = `{"location":"westeurope","platformFaultDomain":"1","platformUpdateDomain":"4","vmSize":"Standard_D2s_v3"}`
@@ -171,5 +178,263 @@ func TestFetchDomainsRefusedThroughEveryRetry(t *testing.T) {
 	}
 	if got := rt.calls.Load(); got != int32(opts.Backoff.Steps) {
 		t.Errorf("%d attempts, want %d", got, opts.Backoff.Steps)
+	}
+}
+
+func TestIsAzureProviderID(t *testing.T) {
+	tests := []struct {
+		providerID string
+		want       bool
+	}{
+		{"azure:///subscriptions/s/resourceGroups/mc_rg/providers/Microsoft.Compute/virtualMachineScaleSets/aks-np-vmss/virtualMachines/0", true},
+		{"Azure:///subscriptions/s/resourceGroups/rg/providers/Microsoft.Compute/virtualMachines/vm-0", true},
+		{"AZURE://x", true},
+		{"azure:/x", false},
+		{"aws:///eu-west-1a/i-0123456789abcdef0", false},
+		{"gce://project/europe-west1-b/node-0", false},
+		{"kind://docker/kind/kind-worker", false},
+		{"", false},
+	}
+	for _, tt := range tests {
+		if got := IsAzureProviderID(tt.providerID); got != tt.want {
+			t.Errorf("IsAzureProviderID(%q) = %v, want %v", tt.providerID, got, tt.want)
+		}
+	}
+}
+
+const azureProviderID = "azure:///subscriptions/s/resourceGroups/mc_rg/providers/Microsoft.Compute/virtualMachineScaleSets/aks-np-vmss/virtualMachines/0"
+
+// closedEndpoint is a metadata URL where nothing listens: connections are refused.
+func closedEndpoint(t *testing.T) (endpoint, addr string) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr = l.Addr().String()
+	l.Close()
+	return "http://" + addr + "/metadata/instance/compute", addr
+}
+
+// droppingEndpoint accepts connections and never answers, as a request whose packets are dropped
+// (AKS IMDS restriction) times out.
+func droppingEndpoint(t *testing.T) string {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }))
+	t.Cleanup(srv.Close)
+	return srv.URL + "/metadata/instance/compute"
+}
+
+func failingEndpoint(t *testing.T) string {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusInternalServerError) }))
+	t.Cleanup(srv.Close)
+	return srv.URL + "/metadata/instance/compute"
+}
+
+type eventSummary struct {
+	Type, Reason, Kind, Name string
+	Count                    int32
+}
+
+func nodeEvents(t *testing.T, cs kubernetes.Interface) ([]eventSummary, []string) {
+	t.Helper()
+	list, err := cs.CoreV1().Events(metav1.NamespaceDefault).List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []eventSummary
+	var messages []string
+	for _, e := range list.Items {
+		out = append(out, eventSummary{Type: e.Type, Reason: e.Reason, Kind: e.InvolvedObject.Kind, Name: e.InvolvedObject.Name, Count: e.Count})
+		messages = append(messages, e.Message)
+	}
+	return out, messages
+}
+
+// reachableSeries is the metadata-reachable gauge's value, or -1 when it has no series.
+func reachableSeries(t *testing.T) float64 {
+	t.Helper()
+	if testutil.CollectAndCount(domainMetadataReachable) == 0 {
+		return -1
+	}
+	return testutil.ToFloat64(domainMetadataReachable.WithLabelValues())
+}
+
+// Nothing answering means "not Azure" only where the node does not say otherwise: on an Azure VM
+// (spec.providerID azure://) the endpoint is there and this pod cannot reach it (AKS IMDS
+// restriction, a network policy), which the node must show, not hide behind "not Azure".
+func TestRunDomainModeNoAnswer(t *testing.T) {
+	tests := []struct {
+		name       string
+		providerID string
+		noNode     bool // the node cannot be read
+		endpoint   func(t *testing.T) string
+		// errors.Is targets the result must and must not match
+		wantIs, wantNot []error
+		wantResult      string // the domainLabelings result counted
+		wantEvents      []eventSummary
+		wantGauge       float64 // -1: no series
+	}{{
+		name: "Azure node, refused: unreachable, not 'not Azure'", providerID: azureProviderID,
+		endpoint:   func(t *testing.T) string { e, _ := closedEndpoint(t); return e },
+		wantIs:     []error{ErrMetadataUnreachable},
+		wantNot:    []error{ErrNotAzure},
+		wantResult: "metadata_unreachable",
+		wantEvents: []eventSummary{{Type: "Warning", Reason: ReasonMetadataUnreachable, Kind: "Node", Name: "n", Count: 1}},
+		wantGauge:  0,
+	}, {
+		name: "Azure node (any case), packets dropped: timeouts are unreachable too", providerID: "Azure:///subscriptions/s/resourceGroups/rg/providers/Microsoft.Compute/virtualMachines/vm-0",
+		endpoint:   droppingEndpoint,
+		wantIs:     []error{ErrMetadataUnreachable},
+		wantNot:    []error{ErrNotAzure},
+		wantResult: "metadata_unreachable",
+		wantEvents: []eventSummary{{Type: "Warning", Reason: ReasonMetadataUnreachable, Kind: "Node", Name: "n", Count: 1}},
+		wantGauge:  0,
+	}, {
+		name: "another provider, refused: not Azure, as before", providerID: "aws:///eu-west-1a/i-0123456789abcdef0",
+		endpoint:   func(t *testing.T) string { e, _ := closedEndpoint(t); return e },
+		wantIs:     []error{ErrNotAzure},
+		wantNot:    []error{ErrMetadataUnreachable},
+		wantResult: "not_azure",
+		wantGauge:  -1,
+	}, {
+		name:       "no providerID yet, refused: not Azure, as before",
+		endpoint:   func(t *testing.T) string { e, _ := closedEndpoint(t); return e },
+		wantIs:     []error{ErrNotAzure},
+		wantNot:    []error{ErrMetadataUnreachable},
+		wantResult: "not_azure",
+		wantGauge:  -1,
+	}, {
+		name: "another provider, timed out: gives up, as before", providerID: "gce://project/europe-west1-b/node-0",
+		endpoint:   droppingEndpoint,
+		wantNot:    []error{ErrNotAzure, ErrMetadataUnreachable},
+		wantResult: "error",
+		wantGauge:  -1,
+	}, {
+		name: "Azure node, server errors: something answered, not unreachable", providerID: azureProviderID,
+		endpoint:   failingEndpoint,
+		wantNot:    []error{ErrNotAzure, ErrMetadataUnreachable},
+		wantResult: "error",
+		wantGauge:  -1,
+	}, {
+		name: "node unreadable: no verdict on a guess", noNode: true,
+		endpoint:   func(t *testing.T) string { e, _ := closedEndpoint(t); return e },
+		wantNot:    []error{ErrNotAzure, ErrMetadataUnreachable},
+		wantResult: "error",
+		wantGauge:  -1,
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cs := fake.NewClientset()
+			if !tt.noNode {
+				cs = fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", UID: "uid-n"}, Spec: corev1.NodeSpec{ProviderID: tt.providerID}})
+			}
+			domainMetadataReachable.Reset()
+			before := testutil.ToFloat64(domainLabelings.WithLabelValues(tt.wantResult))
+			opts := testOptions(tt.endpoint(t))
+			opts.RequestTimeout = 100 * time.Millisecond
+
+			err := RunDomainMode(t.Context(), cs, opts, time.Hour)
+			for _, target := range tt.wantIs {
+				if !errors.Is(err, target) {
+					t.Errorf("error = %v, want %v", err, target)
+				}
+			}
+			for _, target := range tt.wantNot {
+				if errors.Is(err, target) {
+					t.Errorf("error = %v, must not be %v", err, target)
+				}
+			}
+			if tt.noNode && (err == nil || !strings.Contains(err.Error(), "spec.providerID")) {
+				t.Errorf("error = %v, want one naming spec.providerID", err)
+			}
+			if got := testutil.ToFloat64(domainLabelings.WithLabelValues(tt.wantResult)) - before; got != 1 {
+				t.Errorf("%s counted %v times, want 1", tt.wantResult, got)
+			}
+			if got := reachableSeries(t); got != tt.wantGauge {
+				t.Errorf("pool_labeler_domain_metadata_reachable = %v, want %v (-1: no series)", got, tt.wantGauge)
+			}
+			events, messages := nodeEvents(t, cs)
+			if diff := cmp.Diff(tt.wantEvents, events); diff != "" {
+				t.Errorf("events (-want +got):\n%s", diff)
+			}
+			// The event says what failed, why it likely did and how to fix it.
+			for _, msg := range messages {
+				t.Logf("event message: %s", msg)
+				for _, want := range []string{opts.Endpoint, "nothing answered after 3 attempts", "--enable-imds-restriction", "NetworkPolicy", "labeler.domain.hostNetwork=true", "169.254.169.254/32 TCP port 80"} {
+					if !strings.Contains(msg, want) {
+						t.Errorf("event message lacks %q:\n%s", want, msg)
+					}
+				}
+				if len(msg) > 1024 {
+					t.Errorf("event message has %d bytes, more than an Event may", len(msg))
+				}
+			}
+		})
+	}
+}
+
+// An Azure node whose endpoint is blocked keeps probing every reprobe interval, keeping one
+// Warning fresh, and is labelled as usual once the endpoint answers (the gauge flips, and a
+// Normal event says so).
+func TestRunDomainModeUnreachableThenReachable(t *testing.T) {
+	endpoint, addr := closedEndpoint(t)
+	cs := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", UID: "uid-n"}, Spec: corev1.NodeSpec{ProviderID: azureProviderID}})
+	domainMetadataReachable.Reset()
+	opts := testOptions(endpoint)
+	opts.ReprobeInterval = 20 * time.Millisecond
+
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- RunDomainMode(ctx, cs, opts, time.Hour) }()
+
+	// Two probe rounds: the same Warning, counted twice.
+	err := wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		events, _ := nodeEvents(t, cs)
+		return len(events) == 1 && events[0].Count >= 2, nil
+	})
+	if err != nil {
+		events, _ := nodeEvents(t, cs)
+		t.Fatalf("no repeated %s warning: %v", ReasonMetadataUnreachable, events)
+	}
+	if got := reachableSeries(t); got != 0 {
+		t.Errorf("pool_labeler_domain_metadata_reachable = %v while unreachable, want 0", got)
+	}
+
+	var hits atomic.Int32
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("listening on %s again: %v", addr, err)
+	}
+	srv := httptest.NewUnstartedServer(serveCompute(&hits))
+	srv.Listener = l
+	srv.Start()
+	defer srv.Close()
+
+	err = wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		n, err := cs.CoreV1().Nodes().Get(ctx, "n", metav1.GetOptions{})
+		return err == nil && n.Labels[configv1.UpdateDomainLabelKey] == "4" && n.Labels[configv1.FaultDomainLabelKey] == "1", nil
+	})
+	if err != nil {
+		n, _ := cs.CoreV1().Nodes().Get(t.Context(), "n", metav1.GetOptions{})
+		t.Fatalf("node not labelled once the endpoint answered: %v", n.Labels)
+	}
+	if got := reachableSeries(t); got != 1 {
+		t.Errorf("pool_labeler_domain_metadata_reachable = %v once read, want 1", got)
+	}
+	events, _ := nodeEvents(t, cs)
+	var reasons []string
+	for _, e := range events {
+		reasons = append(reasons, e.Type+" "+e.Reason)
+	}
+	sort.Strings(reasons)
+	if diff := cmp.Diff([]string{"Normal " + ReasonMetadataReachable, "Warning " + ReasonMetadataUnreachable}, reasons); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("RunDomainMode returned %v after labelling", err)
 	}
 }

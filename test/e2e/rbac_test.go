@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -36,6 +37,7 @@ import (
 	configv1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/config/v1"
 	labelsv1alpha1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/labels/v1alpha1"
 	"github.com/pool-scheduler/pool-scheduler/pkg/controlplane"
+	"github.com/pool-scheduler/pool-scheduler/pkg/labeler"
 	"github.com/pool-scheduler/pool-scheduler/test/util"
 )
 
@@ -186,6 +188,7 @@ func TestLeastPrivilege(t *testing.T) {
 	if err != nil {
 		t.Fatalf("domain labeler did not label its node az-0: %s", domainProc.Output())
 	}
+	checkDomainLabelerEvents(tCtx, t, admin, domain)
 
 	// Refused writes.
 	labelPatch := []byte(`{"metadata":{"labels":{"example.com/owned":"yes"}}}`)
@@ -306,6 +309,15 @@ func TestLeastPrivilege(t *testing.T) {
 		{"domain labeler deletes its node", func(ctx context.Context) error {
 			return domain.CoreV1().Nodes().Delete(ctx, "az-0", metav1.DeleteOptions{})
 		}, apierrors.IsForbidden, ""},
+		// Its events: only in namespace default (RBAC), only about its own node (the policy).
+		{"domain labeler writes an event about another node", func(ctx context.Context) error {
+			_, err := domain.CoreV1().Events(metav1.NamespaceDefault).Create(ctx, nodeEvent(metav1.NamespaceDefault, "az-1"), metav1.CreateOptions{})
+			return err
+		}, anyError, "the domain labeler may only write events about the node its pod runs on"},
+		{"domain labeler writes an event in its own namespace", func(ctx context.Context) error {
+			_, err := domain.CoreV1().Events(ns).Create(ctx, nodeEvent(ns, "az-0"), metav1.CreateOptions{})
+			return err
+		}, apierrors.IsForbidden, ""},
 	}
 	for _, r := range refusals {
 		err := r.do(tCtx)
@@ -359,6 +371,52 @@ func TestLeastPrivilege(t *testing.T) {
 }
 
 func anyError(err error) bool { return err != nil }
+
+// checkDomainLabelerEvents runs the domain mode's own code with the domain labeler's token on
+// its node, now an Azure VM (spec.providerID) whose metadata endpoint does not answer: under the
+// shipped Role (namespace default) and events policy it writes its InstanceMetadataUnreachable
+// warning and updates it on the next probe (create, then patch).
+func checkDomainLabelerEvents(ctx context.Context, t *testing.T, admin, domain kubernetes.Interface) {
+	t.Helper()
+	util.PatchNode(ctx, t, admin, "az-0", `{"spec":{"providerID":"azure:///subscriptions/s/resourceGroups/mc/providers/Microsoft.Compute/virtualMachineScaleSets/aks-vmss/virtualMachines/0"}}`)
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- labeler.RunDomainMode(runCtx, domain, labeler.DomainOptions{
+			NodeName: "az-0", Endpoint: "http://127.0.0.1:1/metadata/instance/compute",
+			UpdateDomainKey: configv1.UpdateDomainLabelKey, FaultDomainKey: configv1.FaultDomainLabelKey,
+			RequestTimeout: time.Second, Backoff: wait.Backoff{Duration: 10 * time.Millisecond, Factor: 1, Steps: 2},
+			ReprobeInterval: 50 * time.Millisecond,
+		}, time.Hour)
+	}()
+	var events []v1.Event
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		list, err := admin.CoreV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=az-0,reason=" + labeler.ReasonMetadataUnreachable})
+		if err != nil {
+			return false, nil
+		}
+		events = list.Items
+		return len(events) == 1 && events[0].Count >= 2, nil
+	})
+	cancel()
+	if rerr := <-done; !errors.Is(rerr, labeler.ErrMetadataUnreachable) {
+		t.Errorf("domain mode on an Azure node with no endpoint returned %v, want ErrMetadataUnreachable", rerr)
+	}
+	if err != nil {
+		t.Errorf("the domain labeler's %s event was not written and updated under its own RBAC and policy (its log has the refusal): %v", labeler.ReasonMetadataUnreachable, events)
+	}
+}
+
+// nodeEvent is an event about a node, written into namespace.
+func nodeEvent(namespace, node string) *v1.Event {
+	now := metav1.Now()
+	return &v1.Event{
+		ObjectMeta:     metav1.ObjectMeta{Namespace: namespace, GenerateName: node + "."},
+		InvolvedObject: v1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: node},
+		Reason:         labeler.ReasonMetadataUnreachable, Message: "test", Type: v1.EventTypeWarning,
+		FirstTimestamp: now, LastTimestamp: now, Count: 1,
+	}
+}
 
 // grantNodeStatus binds a ClusterRole allowing patch on nodes/status to the ServiceAccounts.
 func grantNodeStatus(ctx context.Context, t *testing.T, admin kubernetes.Interface, ns string, serviceAccounts ...string) {

@@ -217,9 +217,14 @@ func TestHelmChart(t *testing.T) {
 		"ClusterRole pool-labeler-domain",
 		"ClusterRoleBinding pool-labeler-domain",
 		"DaemonSet pool-scheduler/pool-labeler-domain",
+		// Events about its node live in namespace default, whatever the release namespace.
+		"Role default/pool-labeler-domain",
+		"RoleBinding default/pool-labeler-domain",
 		"ServiceAccount pool-scheduler/pool-labeler-domain",
 		"ValidatingAdmissionPolicy pool-labeler-domain-own-node",
+		"ValidatingAdmissionPolicy pool-labeler-domain-own-node-events",
 		"ValidatingAdmissionPolicyBinding pool-labeler-domain-own-node",
+		"ValidatingAdmissionPolicyBinding pool-labeler-domain-own-node-events",
 	}
 	monitoringObjects := []string{
 		"Service pool-scheduler/pool-labeler",
@@ -476,6 +481,8 @@ labeler:
 			// Without leader election there is no hand-off controller, but the uninstall hook
 			// still hands waiting pods back.
 			"Job ops/nodepools-handback",
+			"Role default/pool-labeler-domain",
+			"RoleBinding default/pool-labeler-domain",
 			"RoleBinding kube-system/nodepools:extension-apiserver-authentication-reader",
 			"ServiceAccount ops/nodepools",
 			"ServiceAccount ops/nodepools-handback",
@@ -483,9 +490,11 @@ labeler:
 			"ValidatingAdmissionPolicy nodepools-handoff-deletes",
 			"ValidatingAdmissionPolicy nodepools-volume-binding",
 			"ValidatingAdmissionPolicy pool-labeler-domain-own-node",
+			"ValidatingAdmissionPolicy pool-labeler-domain-own-node-events",
 			"ValidatingAdmissionPolicyBinding nodepools-handoff-deletes",
 			"ValidatingAdmissionPolicyBinding nodepools-volume-binding",
 			"ValidatingAdmissionPolicyBinding pool-labeler-domain-own-node",
+			"ValidatingAdmissionPolicyBinding pool-labeler-domain-own-node-events",
 		},
 		check: func(t *testing.T, r *renderedChart, cfg *schedconfig.KubeSchedulerConfiguration) {
 			if cfg.LeaderElection.LeaderElect || cfg.Profiles[0].SchedulerName != "nodepools" {
@@ -715,6 +724,61 @@ func TestHelmChartRBACMatchesManifests(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("chart RBAC differs from manifests/ (-manifests +chart):\n%s", diff)
+	}
+}
+
+// TestHelmChartDomainHostNetwork: labeler.domain.hostNetwork puts the domain DaemonSet into the
+// node's network namespace (where pods cannot reach the metadata endpoint: AKS IMDS restriction)
+// with the DNS policy that keeps cluster DNS; off by default. Either way the labeler may write
+// Events about its node (namespace default), and the events policy names its ServiceAccount in
+// the release namespace.
+func TestHelmChartDomainHostNetwork(t *testing.T) {
+	tests := []struct {
+		name, namespace, values string
+		wantHostNetwork         bool
+		wantDNSPolicy           string
+	}{
+		{name: "default: pod network", namespace: chartNamespace},
+		{name: "hostNetwork", namespace: "ops", values: `labeler: {domain: {hostNetwork: true}}`, wantHostNetwork: true, wantDNSPolicy: "ClusterFirstWithHostNet"},
+		{name: "explicitly off", namespace: chartNamespace, values: `labeler: {domain: {hostNetwork: false}}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, err := renderChart(t, tt.namespace, tt.values)
+			if err != nil {
+				t.Fatalf("rendering: %v", err)
+			}
+			ds := r.get(t, "DaemonSet", "pool-labeler-domain")
+			hostNetwork, _, _ := unstructured.NestedBool(ds.Object, "spec", "template", "spec", "hostNetwork")
+			dnsPolicy, _, _ := unstructured.NestedString(ds.Object, "spec", "template", "spec", "dnsPolicy")
+			if hostNetwork != tt.wantHostNetwork || dnsPolicy != tt.wantDNSPolicy {
+				t.Errorf("hostNetwork %v, dnsPolicy %q; want %v, %q", hostNetwork, dnsPolicy, tt.wantHostNetwork, tt.wantDNSPolicy)
+			}
+
+			var role *unstructured.Unstructured
+			for _, o := range r.objects {
+				if o.GetKind() == "Role" && o.GetNamespace() == "default" && o.GetName() == "pool-labeler-domain" {
+					role = o
+				}
+			}
+			if role == nil {
+				t.Fatal("no Role default/pool-labeler-domain: the labeler could not write its node's events")
+			}
+			rules, _, _ := unstructured.NestedSlice(role.Object, "rules")
+			want := []any{map[string]any{"apiGroups": []any{""}, "resources": []any{"events"}, "verbs": []any{"create", "patch"}}}
+			if diff := cmp.Diff(want, rules); diff != "" {
+				t.Errorf("events Role rules (-want +got):\n%s", diff)
+			}
+			policy := r.get(t, "ValidatingAdmissionPolicy", "pool-labeler-domain-own-node-events")
+			conds, _, _ := unstructured.NestedSlice(policy.Object, "spec", "matchConditions")
+			if got, want := conds[0].(map[string]any)["expression"], "request.userInfo.username == 'system:serviceaccount:"+tt.namespace+":pool-labeler-domain'"; got != want {
+				t.Errorf("events policy matches %v, want %v", got, want)
+			}
+		})
+	}
+	_, err := renderChart(t, chartNamespace, `labeler: {domain: {hostNetwork: "yes"}}`)
+	if err == nil || !strings.Contains(err.Error(), "hostNetwork") {
+		t.Errorf("hostNetwork: \"yes\" rendered (error %v), want the schema to refuse it", err)
 	}
 }
 

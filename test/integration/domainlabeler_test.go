@@ -11,7 +11,9 @@ import (
 	"testing"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -82,6 +84,10 @@ func TestDomainLabeler(t *testing.T) {
 		giveUp   bool
 		// labels the node starts with, beside its pool label
 		nodeLabels map[string]string
+		// the node's spec.providerID: azure://... makes an endpoint that never answers
+		// "unreachable from this pod" (an event on the node), not "not Azure"
+		providerID string
+		wantEvent  bool
 	}{
 		{name: "Azure compute document", script: []func(http.ResponseWriter){compute(1, 4)}, want: labeler.Domains{FaultDomain: "1", UpdateDomain: "4"}, minCalls: 1},
 		// Fault domains repeat in every zone: on a zonal VM no fault-domain label is written, and
@@ -96,6 +102,11 @@ func TestDomainLabeler(t *testing.T) {
 		{name: "non-numeric domain is refused", script: []func(http.ResponseWriter){compute("../etc", 1)}, wantErr: labeler.ErrNotAzure},
 		{name: "404 is not Azure", script: []func(http.ResponseWriter){status(404)}, wantErr: labeler.ErrNotAzure},
 		{name: "nothing listening is not Azure", closed: true, wantErr: labeler.ErrNotAzure},
+		{name: "another provider, nothing listening: not Azure", closed: true, wantErr: labeler.ErrNotAzure, providerID: "aws:///eu-west-1a/i-0123456789abcdef0"},
+		// AKS IMDS restriction and egress policies block the endpoint for pods: on a node that
+		// is an Azure VM, that is a blocked endpoint the node must show, never "not Azure".
+		{name: "Azure node, nothing listening: unreachable, with an event", closed: true, wantErr: labeler.ErrMetadataUnreachable, providerID: azureProviderID, wantEvent: true},
+		{name: "Azure node, packets dropped: unreachable, with an event", script: []func(http.ResponseWriter){stall(500 * time.Millisecond)}, wantErr: labeler.ErrMetadataUnreachable, providerID: azureProviderID, wantEvent: true},
 		{name: "persistent server errors: gives up", script: []func(http.ResponseWriter){status(500)}, giveUp: true},
 	}
 	for i, tt := range tests {
@@ -105,7 +116,9 @@ func TestDomainLabeler(t *testing.T) {
 			for k, v := range tt.nodeLabels {
 				labels[k] = v
 			}
-			util.CreateNode(tCtx, t, cs, util.Node(nodeName, labels).Obj())
+			node := util.Node(nodeName, labels).Obj()
+			node.Spec.ProviderID = tt.providerID
+			node = util.CreateNode(tCtx, t, cs, node)
 			endpoint := "http://127.0.0.1:1/metadata/instance/compute"
 			var calls *atomic.Int32
 			if !tt.closed {
@@ -130,6 +143,9 @@ func TestDomainLabeler(t *testing.T) {
 					if tt.wantErr != nil && !errors.Is(err, tt.wantErr) {
 						t.Fatalf("error = %v, want %v", err, tt.wantErr)
 					}
+					if tt.wantEvent && errors.Is(err, labeler.ErrNotAzure) {
+						t.Fatalf("error = %v: an Azure node is never 'not Azure'", err)
+					}
 					if tt.giveUp && (err == nil || errors.Is(err, labeler.ErrNotAzure)) {
 						t.Fatalf("error = %v, want giving up on a transient error", err)
 					}
@@ -144,6 +160,7 @@ func TestDomainLabeler(t *testing.T) {
 				if _, ok := n.Labels[configv1.UpdateDomainLabelKey]; ok {
 					t.Errorf("node labelled despite the error: %v", n.Labels)
 				}
+				checkMetadataEvent(tCtx, t, cs, node, endpoint, tt.wantEvent)
 				return
 			}
 			err := wait.PollUntilContextTimeout(tCtx, 20*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
@@ -172,6 +189,42 @@ func TestDomainLabeler(t *testing.T) {
 			}
 		})
 	}
+}
+
+const azureProviderID = "azure:///subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/mc_rg_aks_westeurope/providers/Microsoft.Compute/virtualMachineScaleSets/aks-nodepool1-vmss/virtualMachines/0"
+
+// checkMetadataEvent: the node has an InstanceMetadataUnreachable warning, found the way
+// `kubectl describe node` finds events (kind, name and uid of the node, namespace default), that
+// names the endpoint, the likely causes and the fixes; or, with !want, none.
+func checkMetadataEvent(ctx context.Context, t *testing.T, cs kubernetes.Interface, node *v1.Node, endpoint string, want bool) {
+	t.Helper()
+	selector := fields.Set{
+		"involvedObject.kind": "Node", "involvedObject.name": node.Name, "involvedObject.uid": string(node.UID),
+		"reason": labeler.ReasonMetadataUnreachable,
+	}.AsSelector().String()
+	list, err := cs.CoreV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{FieldSelector: selector})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !want {
+		if len(list.Items) != 0 {
+			t.Errorf("node %s has %s events, want none: %v", node.Name, labeler.ReasonMetadataUnreachable, list.Items)
+		}
+		return
+	}
+	if len(list.Items) != 1 {
+		t.Fatalf("node %s has %d %s events, want 1", node.Name, len(list.Items), labeler.ReasonMetadataUnreachable)
+	}
+	ev := list.Items[0]
+	if ev.Type != v1.EventTypeWarning {
+		t.Errorf("event type %s, want Warning", ev.Type)
+	}
+	for _, s := range []string{endpoint, "nothing answered", "--enable-imds-restriction", "NetworkPolicy", "labeler.domain.hostNetwork=true", "169.254.169.254/32 TCP port 80"} {
+		if !strings.Contains(ev.Message, s) {
+			t.Errorf("event message lacks %q:\n%s", s, ev.Message)
+		}
+	}
+	t.Logf("%s: %s", ev.Reason, ev.Message)
 }
 
 // TestDomainLabelerRecovers: the domain mode does not give up on a node for good when the

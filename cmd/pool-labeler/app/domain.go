@@ -54,6 +54,14 @@ func newDomainCommand(kubeconfig *string) *cobra.Command {
 			}
 			logger := klog.FromContext(ctx)
 			err = labeler.RunDomainMode(ctx, cs, opts, interval)
+			if errors.Is(err, labeler.ErrMetadataUnreachable) {
+				// An Azure VM whose endpoint this pod cannot reach is a failure in every mode (the
+				// node is never labelled), not "not Azure"; idle returns only when ctx ended.
+				if onNotAzure == "idle" && ctx.Err() != nil {
+					return nil
+				}
+				return err
+			}
 			if errors.Is(err, labeler.ErrNotAzure) {
 				logger.Info("This node is not on Azure: no domains to label", "reason", err.Error(), "onNotAzure", onNotAzure)
 				switch onNotAzure {
@@ -75,7 +83,7 @@ func newDomainCommand(kubeconfig *string) *cobra.Command {
 	f.DurationVar(&opts.RequestTimeout, "request-timeout", 5*time.Second, "timeout of one metadata request")
 	f.IntVar(&attempts, "attempts", 8, "metadata attempts before giving up on transient errors: refused, unreachable, timeouts, 5xx, 429 (exponential backoff from 1s, at most 1m apart)")
 	f.DurationVar(&interval, "recheck-interval", 5*time.Minute, "how often the labels are checked and restored")
-	f.StringVar(&onNotAzure, "on-not-azure", "exit", "what to do when the endpoint is not Azure's or never answered: exit (0), idle (stay up and probe again every --reprobe-interval, for DaemonSets), fail (exit 1)")
-	f.DurationVar(&reprobe, "reprobe-interval", 10*time.Minute, "with --on-not-azure=idle, how often the endpoint is probed again")
+	f.StringVar(&onNotAzure, "on-not-azure", "exit", "what to do when the endpoint is not Azure's or never answered: exit (0), idle (stay up and probe again every --reprobe-interval, for DaemonSets), fail (exit 1). On a node whose spec.providerID says Azure, an endpoint that never answers is not 'not Azure': the node gets a "+labeler.ReasonMetadataUnreachable+" event, and exit and fail exit 1, idle probes again")
+	f.DurationVar(&reprobe, "reprobe-interval", 10*time.Minute, "with --on-not-azure=idle, how often the endpoint is probed again (also when it is unreachable on an Azure node)")
 	return cmd
 }
