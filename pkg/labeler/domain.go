@@ -21,6 +21,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
+
+	configv1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/config/v1"
 )
 
 // DefaultIMDSEndpoint is the Azure instance metadata service's compute document.
@@ -322,10 +324,14 @@ func LabelNodeDomains(ctx context.Context, cs kubernetes.Interface, opts DomainO
 	}
 	if opts.FaultDomainKey != "" {
 		current, has := node.Labels[opts.FaultDomainKey]
+		// Where cloud-provider-azure labels the fault domain itself (PR #10907's
+		// topology.kubernetes.azure.com/fault-domain), a second label with the same value says
+		// nothing more: DomainSpread reads the upstream one first.
+		_, upstream := node.Labels[configv1.AzureFaultDomainLabelKey]
 		switch {
-		case d.Zone != "" && has:
+		case (d.Zone != "" || upstream) && has:
 			labels[opts.FaultDomainKey] = nil // a merge patch's null removes the label
-		case d.Zone == "" && current != d.FaultDomain:
+		case d.Zone == "" && !upstream && current != d.FaultDomain:
 			labels[opts.FaultDomainKey] = d.FaultDomain
 		}
 	}

@@ -16,9 +16,9 @@ import (
 // Registry holds pool-scheduler's own plugins.
 func Registry() frameworkruntime.Registry {
 	return frameworkruntime.Registry{
-		nodepoolready.Name:   nodepoolready.New,
-		systempoolguard.Name: systempoolguard.New,
-		domainspread.Name:    domainspread.New,
+		nodepoolready.Name:    nodepoolready.New,
+		systempoolguard.Name:  systempoolguard.New,
+		domainspread.Name:     domainspread.New,
 		nodepoolaffinity.Name: nodepoolaffinity.New,
 	}
 }

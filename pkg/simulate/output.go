@@ -47,6 +47,7 @@ func rowsFor(c *Comparison) []row {
 		{label: "pods bound to nodes whose pool labels were not applied", violation: true, value: func(r *Result) string { return count(len(r.Report.PodsOnNotReadyNodes)) }},
 		{label: "user pods on system pools", violation: true, value: func(r *Result) string { return count(len(r.Report.UserPodsOnSystemNodes)) }},
 		{label: "load-balancer findings (Local traffic)", violation: true, value: func(r *Result) string { return count(len(r.Report.LoadBalancerMismatches)) }},
+		{label: "Local-traffic Services with uneven per-pod shares", violation: true, value: func(r *Result) string { return count(len(r.Report.LoadBalancerUnevenTraffic)) }},
 	}
 	names := make([]string, len(dims))
 	for d, dim := range dims {
@@ -180,7 +181,7 @@ func WriteJSON(w io.Writer, comparisons []*Comparison) error {
 
 // Violations sums the violation rows of a result.
 func Violations(r *Result) int {
-	n := len(r.Report.PodsOnNotReadyNodes) + len(r.Report.UserPodsOnSystemNodes) + len(r.Report.LoadBalancerMismatches) + skewed(r)
+	n := len(r.Report.PodsOnNotReadyNodes) + len(r.Report.UserPodsOnSystemNodes) + len(r.Report.LoadBalancerMismatches) + len(r.Report.LoadBalancerUnevenTraffic) + skewed(r)
 	for d := range r.Report.Dimensions {
 		n += r.Report.ConfinedWorkloads(d)
 	}

@@ -94,6 +94,10 @@ func TestDomainLabeler(t *testing.T) {
 		// one an earlier version wrote is removed, so it can never stand for the zone.
 		{name: "zonal VM: no fault-domain label", script: []func(http.ResponseWriter){computeZonal(0, 3, 2)}, want: labeler.Domains{UpdateDomain: "3", Zone: "2"}, minCalls: 1,
 			nodeLabels: map[string]string{"topology.kubernetes.io/zone": "westeurope-2", configv1.FaultDomainLabelKey: "0"}},
+		// Where cloud-provider-azure labels the fault domain itself (PR #10907), pool-labeler
+		// writes no second label with the same value, and removes one it wrote before.
+		{name: "fault domain labelled upstream: no fault-domain label of ours", script: []func(http.ResponseWriter){compute(1, 4)}, want: labeler.Domains{UpdateDomain: "4"}, minCalls: 1,
+			nodeLabels: map[string]string{configv1.AzureFaultDomainLabelKey: "1", configv1.FaultDomainLabelKey: "1"}},
 		{name: "non-numeric zone is refused", script: []func(http.ResponseWriter){computeZonal(0, 3, "../x")}, wantErr: labeler.ErrNotAzure},
 		{name: "server errors are retried", script: []func(http.ResponseWriter){status(500), status(503), status(429), compute(0, 2)}, want: labeler.Domains{FaultDomain: "0", UpdateDomain: "2"}, minCalls: 4},
 		{name: "timeouts are retried", script: []func(http.ResponseWriter){stall(500 * time.Millisecond), compute(2, 0)}, want: labeler.Domains{FaultDomain: "2", UpdateDomain: "0"}, minCalls: 2},
@@ -169,11 +173,12 @@ func TestDomainLabeler(t *testing.T) {
 					return false, nil
 				}
 				fd, hasFD := n.Labels[configv1.FaultDomainLabelKey]
-				return n.Labels[configv1.UpdateDomainLabelKey] == tt.want.UpdateDomain && hasFD == (tt.want.Zone == "") && fd == tt.want.FaultDomain, nil
+				_, upstream := tt.nodeLabels[configv1.AzureFaultDomainLabelKey]
+				return n.Labels[configv1.UpdateDomainLabelKey] == tt.want.UpdateDomain && hasFD == (tt.want.Zone == "" && !upstream) && fd == tt.want.FaultDomain, nil
 			})
 			if err != nil {
 				n, _ := cs.CoreV1().Nodes().Get(tCtx, nodeName, metav1.GetOptions{})
-				t.Fatalf("node not labelled with %+v (fault-domain label only outside zones): %v", tt.want, n.Labels)
+				t.Fatalf("node not labelled with %+v (fault-domain label only outside zones, and only without the upstream one): %v", tt.want, n.Labels)
 			}
 			if calls.Load() < tt.minCalls {
 				t.Errorf("%d metadata calls, want at least %d", calls.Load(), tt.minCalls)
