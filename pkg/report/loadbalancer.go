@@ -287,8 +287,12 @@ func (m LoadBalancerModel) backendOf(svc *v1.Service, azure bool, nodes map[stri
 			// With multiple Standard load balancers a Local Service gets a backend pool of its
 			// own, holding the nodes of its endpoints wherever they run
 			// (getBackendPoolNameForService, getLocalServiceEndpointsNodeNames): the nodes each
-			// load balancer is assigned play no part.
-			b.what = "the Service's own backend pool, the nodes of its endpoints except excluded ones (multiple Standard load balancers)"
+			// load balancer is assigned play no part. Exclusions do not hold there either:
+			// checkAndApplyLocalServiceBackendPoolUpdates (azure_local_services.go) puts the IPs
+			// of every endpoint's node back (nodePrivateIPs, which excluded nodes are in too)
+			// after EnsureHostsInPool took excluded ones out. So every endpoint is a backend.
+			b.has, b.why, b.unknown = func(*v1.Node) bool { return true }, nil, nil
+			b.what = "the Service's own backend pool, the nodes of its endpoints (multiple Standard load balancers)"
 		}
 		return b
 	}

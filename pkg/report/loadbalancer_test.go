@@ -252,12 +252,10 @@ func TestMultipleStandardLoadBalancers(t *testing.T) {
 			svc: lbService("web", v1.ServiceExternalTrafficPolicyCluster, nil, map[string]string{AzureLoadBalancerConfigurationsAnnotation: "lb-2"}),
 			wantUndetermined: []Finding{{Object: "default/web",
 				Detail: AzureLoadBalancerConfigurationsAnnotation + " names no load balancer of multipleStandardLoadBalancerConfigurations (kubernetes, lb-user, lb-gpu): cloud-provider-azure refuses to place the Service (an event on it says so)"}}},
-		// Exclusions still apply to a Local Service's own pool.
-		{name: "Local Service with an endpoint on an excluded node", excludeUser1: true,
-			svc: lbService("web", v1.ServiceExternalTrafficPolicyLocal, nil, onKubernetes),
-			wantMismatches: []Finding{{Object: "default/web", Node: "aks-user-31415926-vmss000001",
-				Detail: "endpoint on node aks-user-31415926-vmss000001 (pool user, set aks-user-31415926-vmss), outside the load balancer's backend pool: the Service's own backend pool, the nodes of its endpoints except excluded ones (multiple Standard load balancers); this node is excluded: labelled node.kubernetes.io/exclude-from-external-load-balancers; it receives no traffic",
-				Fix:    "keep the Service's pods off the nodes cloud-provider-azure excludes from load balancers: here labelled node.kubernetes.io/exclude-from-external-load-balancers"}}},
+		// Exclusions do not hold in a Local Service's own pool: checkAndApplyLocalServiceBackendPoolUpdates
+		// (azure_local_services.go) puts every endpoint's node back, excluded or not.
+		{name: "Local Service with an endpoint on an excluded node: its own pool holds it", excludeUser1: true,
+			svc: lbService("web", v1.ServiceExternalTrafficPolicyLocal, nil, onKubernetes)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
