@@ -390,6 +390,13 @@ func loadBalancerFindings(in Inputs, nodes map[string]*v1.Node, policy Policy) (
 			}
 			continue
 		}
+		if azure && policy.LoadBalancer.multi() && svc.Annotations[LoadBalancerPoolsAnnotation] == "" {
+			// A Local Service that no load balancer is eligible for gets none at all.
+			if _, _, problem := policy.LoadBalancer.placement(svc, in.NamespaceLabels); problem != "" {
+				undetermined = append(undetermined, Finding{Object: object, Detail: problem})
+				continue
+			}
+		}
 		b := policy.LoadBalancer.backendOf(svc, azure, nodes, policy)
 		endpoints := endpointNodes(in, svc)
 		if b.undetermined != "" {

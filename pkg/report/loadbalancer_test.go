@@ -252,6 +252,10 @@ func TestMultipleStandardLoadBalancers(t *testing.T) {
 			svc: lbService("web", v1.ServiceExternalTrafficPolicyCluster, nil, map[string]string{AzureLoadBalancerConfigurationsAnnotation: "lb-2"}),
 			wantUndetermined: []Finding{{Object: "default/web",
 				Detail: AzureLoadBalancerConfigurationsAnnotation + " names no load balancer of multipleStandardLoadBalancerConfigurations (kubernetes, lb-user, lb-gpu): cloud-provider-azure refuses to place the Service (an event on it says so)"}}},
+		{name: "a Local Service no load balancer is eligible for gets none",
+			svc: lbService("web", v1.ServiceExternalTrafficPolicyLocal, nil, map[string]string{AzureLoadBalancerConfigurationsAnnotation: "lb-2"}),
+			wantUndetermined: []Finding{{Object: "default/web",
+				Detail: AzureLoadBalancerConfigurationsAnnotation + " names no load balancer of multipleStandardLoadBalancerConfigurations (kubernetes, lb-user, lb-gpu): cloud-provider-azure refuses to place the Service (an event on it says so)"}}},
 		// Exclusions do not hold in a Local Service's own pool: checkAndApplyLocalServiceBackendPoolUpdates
 		// (azure_local_services.go) puts every endpoint's node back, excluded or not.
 		{name: "Local Service with an endpoint on an excluded node: its own pool holds it", excludeUser1: true,
