@@ -107,6 +107,18 @@ func (r *renderedChart) ids() []string {
 	return ids
 }
 
+// getIn is get for a namespaced object.
+func (r *renderedChart) getIn(t *testing.T, kind, namespace, name string) *unstructured.Unstructured {
+	t.Helper()
+	for _, o := range r.objects {
+		if o.GetKind() == kind && o.GetNamespace() == namespace && o.GetName() == name {
+			return o
+		}
+	}
+	t.Fatalf("rendered chart has no %s %s/%s; it has %v", kind, namespace, name, r.ids())
+	return nil
+}
+
 func (r *renderedChart) get(t *testing.T, kind, name string) *unstructured.Unstructured {
 	t.Helper()
 	for _, o := range r.objects {
@@ -439,11 +451,34 @@ admission: {mode: policy, namespaces: [team-a, kube-system]}
 	}, {
 		name:   "Azure Monitor managed Prometheus",
 		values: `monitoring: {flavor: azure-managed-prometheus, serviceMonitor: {enabled: true}}`,
-		want: concat(schedulerObjects, controllerObjects, domainObjects, monitoringObjects, webhookObjects, handoffObjects,
-			[]string{"Service pool-scheduler/pool-scheduler-handoff", "ServiceMonitor pool-scheduler/pool-scheduler-handoff",
-				"Role pool-scheduler/pool-scheduler-ama-metrics", "RoleBinding pool-scheduler/pool-scheduler-ama-metrics"}),
+		// The ServiceMonitors, a CA-only Secret and the add-on's Role in a namespace of their own.
+		want: concat(schedulerObjects, controllerObjects, domainObjects, webhookObjects, handoffObjects,
+			[]string{"Service pool-scheduler/pool-labeler", "Service pool-scheduler/pool-scheduler", "Service pool-scheduler/pool-scheduler-handoff",
+				"Secret pool-scheduler/pool-scheduler-metrics-tls",
+				"Namespace pool-scheduler-metrics", "Secret pool-scheduler-metrics/pool-scheduler-metrics-ca",
+				"ServiceMonitor pool-scheduler-metrics/pool-labeler", "ServiceMonitor pool-scheduler-metrics/pool-scheduler",
+				"ServiceMonitor pool-scheduler-metrics/pool-scheduler-handoff",
+				"Role pool-scheduler-metrics/pool-scheduler-ama-metrics", "RoleBinding pool-scheduler-metrics/pool-scheduler-ama-metrics"}),
 		check: func(t *testing.T, r *renderedChart, _ *schedconfig.KubeSchedulerConfiguration) {
 			checkMetricsTLS(t, r)
+		},
+	}, {
+		// The events Role is bounded only by the events policy: without the policies it is not
+		// rendered (the labeler then writes no Events, logs the refusal, and labels as usual).
+		name:   "domain labeler without its admission policies: no events Role",
+		values: `labeler: {domain: {admissionPolicy: {enabled: false}}}`,
+		want: concat(schedulerObjects, controllerObjects, webhookObjects, handoffObjects, []string{
+			"ClusterRole pool-labeler-domain",
+			"ClusterRoleBinding pool-labeler-domain",
+			"DaemonSet pool-scheduler/pool-labeler-domain",
+			"ServiceAccount pool-scheduler/pool-labeler-domain",
+		}),
+		check: func(t *testing.T, r *renderedChart, _ *schedconfig.KubeSchedulerConfiguration) {
+			for _, o := range r.objects {
+				if o.GetNamespace() == "default" || strings.Contains(o.GetName(), "events") {
+					t.Errorf("%s rendered without the admission policies", objectID(o))
+				}
+			}
 		},
 	}, {
 		name:   "labelers off",
@@ -536,8 +571,14 @@ labeler:
 			if diff := cmp.Diff(tt.want, r.ids()); diff != "" {
 				t.Errorf("rendered objects (-want +got):\n%s", diff)
 			}
-			// `helm install --create-namespace`: the namespace is real, everything else dry-run.
+			// `helm install --create-namespace`: the namespace is real, everything else dry-run;
+			// so are the namespaces the chart renders (helm creates them first).
 			ensureNamespace(tCtx, t, cp, ns)
+			for _, o := range r.objects {
+				if o.GetKind() == "Namespace" {
+					ensureNamespace(tCtx, t, cp, o.GetName())
+				}
+			}
 			for _, crd := range r.crds {
 				objs, err := decodeObjects(string(crd.File.Data))
 				if err != nil {
@@ -1025,8 +1066,12 @@ func checkMetricsTLS(t *testing.T, r *renderedChart) {
 			}
 			caSecret, _, _ := unstructured.NestedString(ep, "tlsConfig", "ca", "secret", "name")
 			serverName, _, _ := unstructured.NestedString(ep, "tlsConfig", "serverName")
-			if caSecret != secret.GetName() {
-				t.Errorf("ServiceMonitor %s CA from Secret %q, want %s", name, caSecret, secret.GetName())
+			// The metrics TLS Secret in the release namespace, or (Azure flavor) a Secret in the
+			// monitor's own namespace holding the same CA.
+			ca := r.getIn(t, "Secret", sm.GetNamespace(), caSecret)
+			caData, _, _ := unstructured.NestedStringMap(ca.Object, "data")
+			if caData["ca.crt"] != data["ca.crt"] {
+				t.Errorf("ServiceMonitor %s: ca.crt of Secret %s/%s is not the metrics certificate's CA", name, ca.GetNamespace(), caSecret)
 			}
 			if _, err := cert.Verify(x509.VerifyOptions{Roots: roots, DNSName: serverName, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
 				t.Errorf("ServiceMonitor %s: the certificate does not verify for serverName %q: %v", name, serverName, err)
@@ -1329,16 +1374,25 @@ func TestHelmChartMutatingAdmissionPolicyVersion(t *testing.T) {
 // TestHelmChartAzureManagedPrometheus: monitoring.flavor azure-managed-prometheus renders the
 // same ServiceMonitors as the default flavor (selectors, endpoints, TLS verification with the
 // release's CA and serverName) in Azure Monitor's group azmonitoring.coreos.com/v1, with the
-// label limits Azure asks for, plus a Role that lets the add-on's ServiceAccount
-// (kube-system/ama-metrics-serviceaccount) get the metrics TLS Secret by name and nothing else.
-// A PrometheusRule is refused (Azure reads none), and the flavor is validated.
+// label limits Azure asks for, in a namespace of their own that holds a Secret with the CA and
+// nothing else: the add-on's ServiceAccount (kube-system/ama-metrics-serviceaccount) may get,
+// list and watch Secrets there (its target allocator reads Secrets through a namespace-scoped
+// informer from Kubernetes 1.37) and gets nothing in the release namespace, whose metrics TLS
+// Secret holds the private key. A PrometheusRule is refused (Azure reads none), and the flavor
+// is validated.
 func TestHelmChartAzureManagedPrometheus(t *testing.T) {
-	const enabled = `monitoring: {serviceMonitor: {enabled: true}}`
+	const (
+		enabled      = `monitoring: {serviceMonitor: {enabled: true}}`
+		azure        = `monitoring: {flavor: azure-managed-prometheus, serviceMonitor: {enabled: true}}`
+		metricsNS    = chartNamespace + "-metrics"
+		amaAccount   = "ama-metrics-serviceaccount"
+		caOnlySecret = "pool-scheduler-metrics-ca"
+	)
 	def, err := renderChart(t, chartNamespace, enabled)
 	if err != nil {
 		t.Fatal(err)
 	}
-	az, err := renderChart(t, chartNamespace, `monitoring: {flavor: azure-managed-prometheus, serviceMonitor: {enabled: true}}`)
+	az, err := renderChart(t, chartNamespace, azure)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1368,6 +1422,9 @@ func TestHelmChartAzureManagedPrometheus(t *testing.T) {
 		if got := defMonitors[name].GetAPIVersion(); got != "monitoring.coreos.com/v1" {
 			t.Errorf("default ServiceMonitor %s: apiVersion %s, want monitoring.coreos.com/v1", name, got)
 		}
+		if sm.GetNamespace() != metricsNS || defMonitors[name].GetNamespace() != chartNamespace {
+			t.Errorf("ServiceMonitor %s in %s (default flavor: %s), want %s (%s)", name, sm.GetNamespace(), defMonitors[name].GetNamespace(), metricsNS, chartNamespace)
+		}
 		spec, _, _ := unstructured.NestedMap(sm.Object, "spec")
 		defSpec, _, _ := unstructured.NestedMap(defMonitors[name].Object, "spec")
 		for k, v := range limits {
@@ -1379,6 +1436,22 @@ func TestHelmChartAzureManagedPrometheus(t *testing.T) {
 			}
 			delete(spec, k)
 		}
+		// It selects the Services of the release namespace from its own.
+		if diff := cmp.Diff(map[string]any{"matchNames": []any{chartNamespace}}, spec["namespaceSelector"]); diff != "" {
+			t.Errorf("ServiceMonitor %s namespaceSelector (-want +got):\n%s", name, diff)
+		}
+		delete(spec, "namespaceSelector")
+		// Its CA comes from the CA-only Secret, in its own namespace (where prometheus-operator's
+		// asset store looks it up).
+		endpoints, _, _ := unstructured.NestedSlice(spec, "endpoints")
+		for i, e := range endpoints {
+			ca, _, _ := unstructured.NestedMap(e.(map[string]any), "tlsConfig", "ca", "secret")
+			if diff := cmp.Diff(map[string]any{"name": caOnlySecret, "key": "ca.crt"}, ca); diff != "" {
+				t.Errorf("ServiceMonitor %s endpoint %d CA (-want +got):\n%s", name, i, diff)
+			}
+			_ = unstructured.SetNestedField(e.(map[string]any), "pool-scheduler-metrics-tls", "tlsConfig", "ca", "secret", "name")
+		}
+		spec["endpoints"] = endpoints
 		// Everything else, endpoints and TLS included, is the default flavor's.
 		if diff := cmp.Diff(defSpec, spec); diff != "" {
 			t.Errorf("ServiceMonitor %s spec (-default +azure):\n%s", name, diff)
@@ -1388,33 +1461,119 @@ func TestHelmChartAzureManagedPrometheus(t *testing.T) {
 		}
 	}
 
-	// The add-on's ServiceAccount may get the metrics TLS Secret, by name, and nothing else.
-	for _, tt := range []struct{ values, secret string }{
-		{`monitoring: {flavor: azure-managed-prometheus, serviceMonitor: {enabled: true}}`, "pool-scheduler-metrics-tls"},
-		{`monitoring: {flavor: azure-managed-prometheus, serviceMonitor: {enabled: true, tlsSecretName: scrape-tls}}`, "scrape-tls"},
-	} {
-		r, err := renderChart(t, chartNamespace, tt.values)
+	// No private key where the add-on may read: every Secret its monitors name, and every Secret
+	// of a namespace where it is granted anything.
+	noKey := func(r *renderedChart, values, ns, name string) {
+		t.Helper()
+		sec := r.getIn(t, "Secret", ns, name)
+		data, _, _ := unstructured.NestedStringMap(sec.Object, "data")
+		if !slices.Equal(slices.Sorted(maps.Keys(data)), []string{"ca.crt"}) {
+			t.Errorf("%s: Secret %s/%s the add-on reads holds %v, want ca.crt alone", values, ns, name, slices.Sorted(maps.Keys(data)))
+		}
+		for k, v := range data {
+			b, _ := base64.StdEncoding.DecodeString(v)
+			if strings.Contains(string(b), "PRIVATE KEY") {
+				t.Errorf("%s: Secret %s/%s key %s holds a private key", values, ns, name, k)
+			}
+		}
+	}
+	for _, sm := range azMonitors {
+		endpoints, _, _ := unstructured.NestedSlice(sm.Object, "spec", "endpoints")
+		for _, e := range endpoints {
+			name, _, _ := unstructured.NestedString(e.(map[string]any), "tlsConfig", "ca", "secret", "name")
+			noKey(az, azure, sm.GetNamespace(), name)
+		}
+	}
+	if ns := az.get(t, "Namespace", metricsNS); ns.GetLabels()["app.kubernetes.io/instance"] != chartRelease {
+		t.Errorf("Namespace %s labels %v, want the release's", metricsNS, ns.GetLabels())
+	}
+
+	// The add-on's grants: get, list and watch Secrets in the monitors' namespace (the informer
+	// lists them), which holds nothing but the monitors, the CA-only Secret and the grant itself;
+	// nothing in the release namespace, nothing on the metrics TLS Secret.
+	checkGrants := func(values, wantNS string, wantSecrets []string) {
+		t.Helper()
+		r, err := renderChart(t, chartNamespace, values)
 		if err != nil {
 			t.Fatal(err)
 		}
-		role := r.get(t, "Role", "pool-scheduler-ama-metrics")
-		rules, _, _ := unstructured.NestedSlice(role.Object, "rules")
-		wantRules := []any{map[string]any{
-			"apiGroups": []any{""}, "resources": []any{"secrets"}, "resourceNames": []any{tt.secret}, "verbs": []any{"get"},
-		}}
-		if diff := cmp.Diff(wantRules, rules); diff != "" {
-			t.Errorf("%s: Role rules (-want +got):\n%s", tt.values, diff)
+		var bound []string
+		for _, b := range r.objects {
+			if b.GetKind() != "RoleBinding" && b.GetKind() != "ClusterRoleBinding" {
+				continue
+			}
+			subjects, _, _ := unstructured.NestedSlice(b.Object, "subjects")
+			for _, s := range subjects {
+				if s.(map[string]any)["name"] == amaAccount {
+					bound = append(bound, objectID(b))
+				}
+			}
 		}
-		binding := r.get(t, "RoleBinding", "pool-scheduler-ama-metrics")
+		if want := []string{"RoleBinding " + wantNS + "/pool-scheduler-ama-metrics"}; !slices.Equal(bound, want) {
+			t.Errorf("%s: bindings for %s %v, want %v", values, amaAccount, bound, want)
+		}
+		binding := r.getIn(t, "RoleBinding", wantNS, "pool-scheduler-ama-metrics")
 		subjects, _, _ := unstructured.NestedSlice(binding.Object, "subjects")
-		wantSubjects := []any{map[string]any{"kind": "ServiceAccount", "name": "ama-metrics-serviceaccount", "namespace": "kube-system"}}
+		wantSubjects := []any{map[string]any{"kind": "ServiceAccount", "name": amaAccount, "namespace": "kube-system"}}
 		if diff := cmp.Diff(wantSubjects, subjects); diff != "" {
-			t.Errorf("%s: RoleBinding subjects (-want +got):\n%s", tt.values, diff)
+			t.Errorf("%s: RoleBinding subjects (-want +got):\n%s", values, diff)
 		}
-		if ref, _, _ := unstructured.NestedString(binding.Object, "roleRef", "name"); ref != role.GetName() || role.GetNamespace() != chartNamespace || binding.GetNamespace() != chartNamespace {
-			t.Errorf("RoleBinding %s/%s refers to %q; Role in %s", binding.GetNamespace(), binding.GetName(), ref, role.GetNamespace())
+		role := r.getIn(t, "Role", wantNS, "pool-scheduler-ama-metrics")
+		if ref, _, _ := unstructured.NestedString(binding.Object, "roleRef", "name"); ref != role.GetName() {
+			t.Errorf("%s: RoleBinding refers to %q", values, ref)
+		}
+		rules, _, _ := unstructured.NestedSlice(role.Object, "rules")
+		wantRules := []any{map[string]any{"apiGroups": []any{""}, "resources": []any{"secrets"}, "verbs": []any{"get", "list", "watch"}}}
+		if diff := cmp.Diff(wantRules, rules); diff != "" {
+			t.Errorf("%s: Role rules (-want +got):\n%s", values, diff)
+		}
+		var inNS, secrets []string
+		for _, o := range r.objects {
+			if o.GetNamespace() == wantNS {
+				inNS = append(inNS, o.GetKind())
+				if o.GetKind() == "Secret" {
+					secrets = append(secrets, o.GetName())
+					noKey(r, values, wantNS, o.GetName())
+				}
+			}
+		}
+		if !slices.Equal(secrets, wantSecrets) {
+			t.Errorf("%s: Secrets in %s %v, want %v", values, wantNS, secrets, wantSecrets)
+		}
+		for _, k := range inNS {
+			if !slices.Contains([]string{"ServiceMonitor", "Secret", "Role", "RoleBinding"}, k) {
+				t.Errorf("%s: a %s in %s, which should hold only the monitors, the CA and the grant", values, k, wantNS)
+			}
 		}
 	}
+	checkGrants(azure, metricsNS, []string{caOnlySecret})
+	checkGrants(`monitoring: {flavor: azure-managed-prometheus, serviceMonitor: {enabled: true}, azureManagedPrometheus: {namespace: scrape-ca, createNamespace: false}}`, "scrape-ca", []string{caOnlySecret})
+	// Your own serving Secret (cert-manager): the monitors read a CA-only Secret you keep in
+	// their namespace; the chart renders no Secret.
+	own := `monitoring: {flavor: azure-managed-prometheus, serviceMonitor: {enabled: true, tlsSecretName: scrape-tls}, azureManagedPrometheus: {caSecretName: scrape-ca}}`
+	checkGrants(own, metricsNS, nil)
+	if r, err := renderChart(t, chartNamespace, own); err != nil {
+		t.Fatal(err)
+	} else {
+		for name, sm := range monitors(r) {
+			endpoints, _, _ := unstructured.NestedSlice(sm.Object, "spec", "endpoints")
+			for _, e := range endpoints {
+				if got, _, _ := unstructured.NestedString(e.(map[string]any), "tlsConfig", "ca", "secret", "name"); got != "scrape-ca" {
+					t.Errorf("%s: ServiceMonitor %s CA from %q, want scrape-ca", own, name, got)
+				}
+			}
+		}
+	}
+	if r, err := renderChart(t, chartNamespace, `monitoring: {flavor: azure-managed-prometheus, serviceMonitor: {enabled: true}, azureManagedPrometheus: {createNamespace: false}}`); err != nil {
+		t.Fatal(err)
+	} else {
+		for _, o := range r.objects {
+			if o.GetKind() == "Namespace" {
+				t.Errorf("createNamespace false: rendered %s", objectID(o))
+			}
+		}
+	}
+
 	// Neither the Role nor the ServiceMonitors without the flavor or without ServiceMonitors.
 	for _, values := range []string{enabled, `monitoring: {flavor: azure-managed-prometheus}`} {
 		r, err := renderChart(t, chartNamespace, values)
@@ -1422,7 +1581,7 @@ func TestHelmChartAzureManagedPrometheus(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, o := range r.objects {
-			if strings.HasSuffix(o.GetName(), "-ama-metrics") || o.GetAPIVersion() == "azmonitoring.coreos.com/v1" {
+			if strings.HasSuffix(o.GetName(), "-ama-metrics") || strings.HasSuffix(o.GetName(), "-metrics-ca") || o.GetKind() == "Namespace" || o.GetAPIVersion() == "azmonitoring.coreos.com/v1" {
 				t.Errorf("%s: rendered %s", values, objectID(o))
 			}
 		}
@@ -1431,6 +1590,9 @@ func TestHelmChartAzureManagedPrometheus(t *testing.T) {
 	for _, tt := range []struct{ name, values, wantErr string }{
 		{"PrometheusRule with the Azure flavor", `monitoring: {flavor: azure-managed-prometheus, serviceMonitor: {enabled: true}, prometheusRule: {enabled: true}}`, "reads no PrometheusRule"},
 		{"unknown flavor", `monitoring: {flavor: azure, serviceMonitor: {enabled: true}}`, "/monitoring/flavor"},
+		{"the release namespace for the add-on", `monitoring: {flavor: azure-managed-prometheus, serviceMonitor: {enabled: true}, azureManagedPrometheus: {namespace: pool-scheduler}}`, "must not be the release namespace"},
+		{"own serving Secret without a CA-only Secret", `monitoring: {flavor: azure-managed-prometheus, serviceMonitor: {enabled: true, tlsSecretName: scrape-tls}}`, "set monitoring.azureManagedPrometheus.caSecretName"},
+		{"CA-only Secret without own serving Secret", `monitoring: {flavor: azure-managed-prometheus, serviceMonitor: {enabled: true}, azureManagedPrometheus: {caSecretName: scrape-ca}}`, "goes with monitoring.flavor azure-managed-prometheus and monitoring.serviceMonitor.tlsSecretName"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := renderChart(t, chartNamespace, tt.values)
