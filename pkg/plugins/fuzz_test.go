@@ -27,6 +27,7 @@ import (
 	_ "github.com/pool-scheduler/pool-scheduler/pkg/apis/config/scheme"
 	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config/validation"
 	"github.com/pool-scheduler/pool-scheduler/pkg/plugins/domainspread"
+	"github.com/pool-scheduler/pool-scheduler/pkg/plugins/nodepoolaffinity"
 	"github.com/pool-scheduler/pool-scheduler/pkg/plugins/nodepoolready"
 	"github.com/pool-scheduler/pool-scheduler/pkg/plugins/systempoolguard"
 )
@@ -79,6 +80,8 @@ var argsSeeds = []string{
 	argsHeader + "  - name: DomainSpread\n    args:\n      maxSkew: -2147483648\n      dimensions: [{name: x}]\n",
 	argsHeader + "  - name: NodePoolReady\n    args: &a {unknownPoolPolicy: Allow}\n  - name: SystemPoolGuard\n    args: {systemPools: [system]}\n  - name: DomainSpread\n    args: {mode: Soft}\n",
 	argsHeader + "  - name: NodePoolReady\n    args: {}\n  - name: NodePoolReady\n    args: {}\n",
+	argsHeader + "  - name: NodePoolAffinity\n    args:\n      poolLabelKeys: [kubernetes.azure.com/agentpool, karpenter.sh/nodepool]\n",
+	argsHeader + "  - name: NodePoolAffinity\n    args:\n      poolLabelKeys: [\"not a key\", \"\"]\n",
 	`{"apiVersion":"kubescheduler.config.k8s.io/v1","kind":"KubeSchedulerConfiguration","profiles":[{"schedulerName":"p","pluginConfig":[{"name":"DomainSpread","args":{"dimensions":[{"name":"host","labelKeys":["kubernetes.io/hostname"]}]}}]}]}`,
 	"apiVersion: kubescheduler.config.k8s.io/v1\nkind: NodePoolReadyArgs\n",
 	"apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n",
@@ -156,6 +159,21 @@ func FuzzDecodePluginArgs(f *testing.F) {
 			},
 			build: func(ctx context.Context, o runtime.Object) error {
 				_, err := systempoolguard.New(ctx, o, handle)
+				return err
+			},
+		},
+		nodepoolaffinity.Name: {
+			validate: func(p *field.Path, o runtime.Object) error {
+				return validation.ValidateNodePoolAffinityArgs(p, o.(*argsconfig.NodePoolAffinityArgs))
+			},
+			invariants: func(o runtime.Object) error {
+				if len(o.(*argsconfig.NodePoolAffinityArgs).PoolLabelKeys) == 0 {
+					return errors.New("no pool label keys")
+				}
+				return nil
+			},
+			build: func(ctx context.Context, o runtime.Object) error {
+				_, err := nodepoolaffinity.New(ctx, o, handle)
 				return err
 			},
 		},
@@ -281,6 +299,8 @@ func TestArgsFuzzSeedsCoverEveryPlugin(t *testing.T) {
 					err = validation.ValidateSystemPoolGuardArgs(field.NewPath("args"), a)
 				case *argsconfig.DomainSpreadArgs:
 					err = validation.ValidateDomainSpreadArgs(field.NewPath("args"), a)
+				case *argsconfig.NodePoolAffinityArgs:
+					err = validation.ValidateNodePoolAffinityArgs(field.NewPath("args"), a)
 				default:
 					continue
 				}
@@ -292,9 +312,10 @@ func TestArgsFuzzSeedsCoverEveryPlugin(t *testing.T) {
 		}
 	}
 	want := map[string]map[bool]bool{
-		nodepoolready.Name:   {true: true, false: true},
-		systempoolguard.Name: {true: true, false: true},
-		domainspread.Name:    {true: true, false: true},
+		nodepoolready.Name:    {true: true, false: true},
+		systempoolguard.Name:  {true: true, false: true},
+		domainspread.Name:     {true: true, false: true},
+		nodepoolaffinity.Name: {true: true, false: true},
 	}
 	if diff := cmp.Diff(want, validated); diff != "" {
 		t.Errorf("seeds with valid (true) and invalid (false) args per plugin (-want +got):\n%s", diff)

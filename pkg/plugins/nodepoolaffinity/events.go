@@ -27,7 +27,8 @@ func (pl *NodePoolAffinity) isSchedulableAfterNodeChange(logger klog.Logger, pod
 		return fwk.Queue, err
 	}
 	pins := pool.PinsOf(pod, pl.keys)
-	if !pins.Allow(newNode.Labels) {
+	if pins.Empty() || !pins.Allow(newNode.Labels) {
+		// Unpinned: this plugin never narrowed the pod's search.
 		return fwk.QueueSkip, nil
 	}
 	if oldNode != nil && pins.Allow(oldNode.Labels) {

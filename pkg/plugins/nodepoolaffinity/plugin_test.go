@@ -10,6 +10,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/backend/cache"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
@@ -229,4 +231,39 @@ func TestNeverDropsAFeasibleNode(t *testing.T) {
 		t.Errorf("narrowed %d of %d pinned pods: the test would pass with a plugin that never narrows", narrowed, pinned)
 	}
 	t.Logf("narrowed the search for %d of %d pool-pinned pods", narrowed, pinned)
+}
+
+func TestQueueingHint(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	pl := newTestPlugin(t, ctx, cache.NewSnapshot(nil, nil))
+	pinned := st.MakePod().Name("p").NodeSelector(map[string]string{agentPool: "a"}).Obj()
+	inA := st.MakeNode().Name("n").Label(agentPool, "a").Obj()
+	inB := st.MakeNode().Name("n").Label(agentPool, "b").Obj()
+	tests := []struct {
+		name     string
+		pod      *v1.Pod
+		old, new *v1.Node
+		want     fwk.QueueingHint
+	}{
+		{name: "a node of the pod's pool added", pod: pinned, new: inA, want: fwk.Queue},
+		{name: "a node of another pool added", pod: pinned, new: inB, want: fwk.QueueSkip},
+		{name: "a node relabelled into the pod's pool", pod: pinned, old: inB, new: inA, want: fwk.Queue},
+		{name: "a node of the pod's pool relabelled otherwise", pod: pinned, old: inA, new: inA, want: fwk.QueueSkip},
+		{name: "an unpinned pod: every node is in its search", pod: st.MakePod().Name("q").Obj(), new: inA, want: fwk.QueueSkip},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var old any
+			if tt.old != nil {
+				old = tt.old
+			}
+			got, err := pl.isSchedulableAfterNodeChange(klog.FromContext(ctx), tt.pod, old, tt.new)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tt.want {
+				t.Errorf("hint = %v, want %v", got, tt.want)
+			}
+		})
+	}
 }
