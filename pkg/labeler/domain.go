@@ -354,10 +354,16 @@ func LabelNodeDomains(ctx context.Context, cs kubernetes.Interface, opts DomainO
 // not an Azure VM) it returns ErrNotAzure (wrapped); when it never answered on an Azure VM, it
 // returns ErrMetadataUnreachable after a Warning Event on the node. With a ReprobeInterval it
 // probes again that often instead, until the endpoint answers.
+//
+// When ctx ends it returns the verdict of the last completed round (probe round or labelling
+// round; nil when none completed or the last one succeeded): a round that ctx cut short (its
+// metadata request, node read or patch) failed because of the cancellation, which is neither
+// counted as an error nor returned as one.
 func RunDomainMode(ctx context.Context, cs kubernetes.Interface, opts DomainOptions, interval time.Duration) error {
 	logger := klog.FromContext(ctx)
 	events := &metadataEvents{cs: cs, opts: opts}
 	var d Domains
+	var verdict error // the last completed probe round's
 	for {
 		var err error
 		d, err = FetchDomains(ctx, opts)
@@ -366,6 +372,12 @@ func RunDomainMode(ctx context.Context, cs kubernetes.Interface, opts DomainOpti
 		}
 		var node *corev1.Node
 		node, err = classifyNoAnswer(ctx, cs, opts, err)
+		if ctx.Err() != nil {
+			// Cut short by ctx (FetchDomains gives up with "giving up: <the cancelled
+			// request>", the node read fails): not a verdict, so no metric and no Event.
+			return verdict
+		}
+		verdict = err
 		switch {
 		case errors.Is(err, ErrMetadataUnreachable):
 			domainLabelings.WithLabelValues("metadata_unreachable").Inc()
@@ -464,17 +476,33 @@ func (m *metadataEvents) unreachable(ctx context.Context, node *corev1.Node, err
 			return
 		}
 		if !apierrors.IsNotFound(perr) {
-			klog.FromContext(ctx).Error(perr, "Updating the node's event failed", "node", node.Name, "reason", ReasonMetadataUnreachable)
+			m.writeFailed(ctx, perr, node.Name, ReasonMetadataUnreachable)
 			return
 		}
 		// Expired (the apiserver's event TTL): write a new one.
 	}
 	ev, cerr := m.create(ctx, node, corev1.EventTypeWarning, ReasonMetadataUnreachable, msg, now)
 	if cerr != nil {
-		klog.FromContext(ctx).Error(cerr, "Writing the node's event failed (RBAC: create and patch events in namespace default)", "node", node.Name, "reason", ReasonMetadataUnreachable)
+		m.writeFailed(ctx, cerr, node.Name, ReasonMetadataUnreachable)
 		return
 	}
 	m.event = ev
+}
+
+// writeFailed logs a failed Event write; the labeler carries on (Events are a courtesy, labelling
+// does not depend on them). Refused (no events Role: the chart renders it only with the admission
+// policy that bounds it) is logged as such; cut short by ctx ending, not at all.
+func (m *metadataEvents) writeFailed(ctx context.Context, err error, node, reason string) {
+	logger := klog.FromContext(ctx)
+	switch {
+	case ctx.Err() != nil:
+		logger.V(4).Info("Writing the node's event cut short", "node", node, "reason", reason, "err", err)
+	case apierrors.IsForbidden(err):
+		logger.Info("Writing the node's event was refused: the node shows no event; labelling goes on (needs create and patch on events in namespace default, and the pool-labeler-domain-own-node-events admission policy allowing it)",
+			"node", node, "reason", reason, "err", err.Error())
+	default:
+		logger.Error(err, "Writing the node's event failed", "node", node, "reason", reason)
+	}
 }
 
 func (m *metadataEvents) reachable(ctx context.Context) {
@@ -484,7 +512,7 @@ func (m *metadataEvents) reachable(ctx context.Context) {
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: m.event.InvolvedObject.Name, UID: m.event.InvolvedObject.UID}}
 	msg := fmt.Sprintf("The instance metadata endpoint %s answers again; labelling the node.", m.opts.Endpoint)
 	if _, err := m.create(ctx, node, corev1.EventTypeNormal, ReasonMetadataReachable, msg, metav1.Now()); err != nil {
-		klog.FromContext(ctx).Error(err, "Writing the node's event failed", "node", node.Name, "reason", ReasonMetadataReachable)
+		m.writeFailed(ctx, err, node.Name, ReasonMetadataReachable)
 	}
 	m.event = nil
 }

@@ -17,10 +17,13 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	configv1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/config/v1"
 )
@@ -432,6 +435,144 @@ func TestRunDomainModeUnreachableThenReachable(t *testing.T) {
 	sort.Strings(reasons)
 	if diff := cmp.Diff([]string{"Normal " + ReasonMetadataReachable, "Warning " + ReasonMetadataUnreachable}, reasons); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("RunDomainMode returned %v after labelling", err)
+	}
+}
+
+// stallingEndpoint never answers its first answerAfter requests (they time out, as when packets
+// are dropped), then serves the compute document (answerAfter < 0: never).
+func stallingEndpoint(t *testing.T, answerAfter int32) string {
+	t.Helper()
+	var hits atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n := hits.Add(1); answerAfter < 0 || n <= answerAfter {
+			<-r.Context().Done()
+			return
+		}
+		fmt.Fprint(w, computeDoc)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL + "/metadata/instance/compute"
+}
+
+// Ending ctx in the middle of a probe round (during its metadata request or its node read) is
+// shutting down, not a failure: RunDomainMode returns the verdict of the last completed round (nil
+// when none completed), counts no error for the cut-short round and writes no Event for it.
+func TestRunDomainModeCancelledMidRound(t *testing.T) {
+	tests := []struct {
+		name string
+		// cutInRequest: ctx ends during this metadata request (1-based; 3 per round);
+		// cutInNodeRead: during this node read (one per round).
+		cutInRequest, cutInNodeRead int32
+		wantUnreachable             bool // the result is ErrMetadataUnreachable; else nil
+		wantRounds                  float64
+	}{
+		{name: "during the second round's metadata request", cutInRequest: 5, wantUnreachable: true, wantRounds: 1},
+		{name: "during the second round's node read", cutInNodeRead: 2, wantUnreachable: true, wantRounds: 1},
+		{name: "during the first round's metadata request", cutInRequest: 2, wantRounds: 0},
+		{name: "during the first round's node read", cutInNodeRead: 1, wantRounds: 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			cs := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", UID: "uid-n"}, Spec: corev1.NodeSpec{ProviderID: azureProviderID}})
+			var reads atomic.Int32
+			cs.PrependReactor("get", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+				if reads.Add(1) == tt.cutInNodeRead {
+					cancel()
+					return true, nil, context.Canceled
+				}
+				return false, nil, nil
+			})
+			opts := testOptions(stallingEndpoint(t, -1))
+			if tt.cutInRequest > 0 {
+				var requests atomic.Int32
+				opts.HTTPClient = &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+					if requests.Add(1) == tt.cutInRequest {
+						cancel()
+					}
+					return http.DefaultTransport.RoundTrip(r)
+				})}
+			}
+			opts.RequestTimeout = 50 * time.Millisecond
+			opts.ReprobeInterval = 10 * time.Millisecond
+			before := map[string]float64{}
+			for _, result := range []string{"error", "metadata_unreachable"} {
+				before[result] = testutil.ToFloat64(domainLabelings.WithLabelValues(result))
+			}
+
+			err := RunDomainMode(ctx, cs, opts, time.Hour)
+			if tt.wantUnreachable && !errors.Is(err, ErrMetadataUnreachable) {
+				t.Errorf("RunDomainMode = %v, want the last completed round's ErrMetadataUnreachable", err)
+			}
+			if !tt.wantUnreachable && err != nil {
+				t.Errorf("RunDomainMode = %v, want nil: no round completed", err)
+			}
+			if got := testutil.ToFloat64(domainLabelings.WithLabelValues("error")) - before["error"]; got != 0 {
+				t.Errorf("result=error counted %v times for a cancellation, want 0", got)
+			}
+			if got := testutil.ToFloat64(domainLabelings.WithLabelValues("metadata_unreachable")) - before["metadata_unreachable"]; got != tt.wantRounds {
+				t.Errorf("result=metadata_unreachable counted %v times, want %v (the completed rounds)", got, tt.wantRounds)
+			}
+			events, _ := nodeEvents(t, cs)
+			var want []eventSummary
+			if tt.wantRounds > 0 {
+				want = []eventSummary{{Type: "Warning", Reason: ReasonMetadataUnreachable, Kind: "Node", Name: "n", Count: int32(tt.wantRounds)}}
+			}
+			if diff := cmp.Diff(want, events); diff != "" {
+				t.Errorf("events (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// Without the right to write Events (the chart renders the events Role only with the admission
+// policy bounding it), the labeler logs the refusal, keeps probing and labels the node once the
+// endpoint answers.
+func TestRunDomainModeEventsForbidden(t *testing.T) {
+	cs := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", UID: "uid-n"}, Spec: corev1.NodeSpec{ProviderID: azureProviderID}})
+	var writes atomic.Int32
+	for _, verb := range []string{"create", "patch"} {
+		cs.PrependReactor(verb, "events", func(k8stesting.Action) (bool, runtime.Object, error) {
+			writes.Add(1)
+			return true, nil, apierrors.NewForbidden(corev1.Resource("events"), "", errors.New("no events Role"))
+		})
+	}
+	domainMetadataReachable.Reset()
+	// Two rounds of three requests go unanswered, then the endpoint answers.
+	opts := testOptions(stallingEndpoint(t, 6))
+	opts.RequestTimeout = 50 * time.Millisecond
+	opts.ReprobeInterval = 10 * time.Millisecond
+	before := testutil.ToFloat64(domainLabelings.WithLabelValues("metadata_unreachable"))
+
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- RunDomainMode(ctx, cs, opts, time.Hour) }()
+	err := wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		n, err := cs.CoreV1().Nodes().Get(ctx, "n", metav1.GetOptions{})
+		return err == nil && n.Labels[configv1.UpdateDomainLabelKey] == "4", nil
+	})
+	if err != nil {
+		n, _ := cs.CoreV1().Nodes().Get(t.Context(), "n", metav1.GetOptions{})
+		t.Fatalf("node not labelled after refused event writes: %v", n.Labels)
+	}
+	if got := testutil.ToFloat64(domainLabelings.WithLabelValues("metadata_unreachable")) - before; got != 2 {
+		t.Errorf("result=metadata_unreachable counted %v times, want 2 (one per unanswered round)", got)
+	}
+	if got := writes.Load(); got != 2 {
+		t.Errorf("%d event writes tried, want 2 (one Warning per round, each refused; no Normal after no Warning)", got)
+	}
+	if got := reachableSeries(t); got != 1 {
+		t.Errorf("pool_labeler_domain_metadata_reachable = %v once read, want 1", got)
 	}
 	cancel()
 	if err := <-done; err != nil {

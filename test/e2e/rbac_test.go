@@ -188,7 +188,7 @@ func TestLeastPrivilege(t *testing.T) {
 	if err != nil {
 		t.Fatalf("domain labeler did not label its node az-0: %s", domainProc.Output())
 	}
-	checkDomainLabelerEvents(tCtx, t, admin, domain)
+	ownEvent := checkDomainLabelerEvents(tCtx, t, admin, domain)
 
 	// Refused writes.
 	labelPatch := []byte(`{"metadata":{"labels":{"example.com/owned":"yes"}}}`)
@@ -318,6 +318,39 @@ func TestLeastPrivilege(t *testing.T) {
 			_, err := domain.CoreV1().Events(ns).Create(ctx, nodeEvent(ns, "az-0"), metav1.CreateOptions{})
 			return err
 		}, apierrors.IsForbidden, ""},
+		{"domain labeler writes an event about its node with another reason", func(ctx context.Context) error {
+			ev := nodeEvent(metav1.NamespaceDefault, "az-0")
+			ev.Reason, ev.Type = "NodeNotReady", v1.EventTypeNormal
+			_, err := domain.CoreV1().Events(metav1.NamespaceDefault).Create(ctx, ev, metav1.CreateOptions{})
+			return err
+		}, anyError, "the domain labeler may only write its own events"},
+		{"domain labeler writes an event about its node under another source", func(ctx context.Context) error {
+			ev := nodeEvent(metav1.NamespaceDefault, "az-0")
+			ev.Source.Component = "kubelet"
+			_, err := domain.CoreV1().Events(metav1.NamespaceDefault).Create(ctx, ev, metav1.CreateOptions{})
+			return err
+		}, anyError, "the domain labeler's events must name it as their source"},
+		// core/v1 lets an update rewrite involvedObject, reason, type and message: the policy
+		// reads the old Event too, so no Event in default but its own about its node is its to
+		// patch, not even another labeler pod's.
+		{"domain labeler takes over another node's labeler event, pointing it at its node", takeOverEvent(admin, domain,
+			nodeEvent(metav1.NamespaceDefault, "az-1"), `{"involvedObject":{"name":"az-0"},"message":"stolen"}`),
+			anyError, "the domain labeler may only update its own events about the node its pod runs on"},
+		{"domain labeler rewrites another node's NodeNotReady event into its own", takeOverEvent(admin, domain, &v1.Event{
+			ObjectMeta:     metav1.ObjectMeta{Namespace: metav1.NamespaceDefault, GenerateName: "az-1."},
+			InvolvedObject: v1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: "az-1"},
+			Reason:         "NodeNotReady", Message: "Node az-1 status is now: NodeNotReady", Type: v1.EventTypeNormal,
+			Source: v1.EventSource{Component: "node-controller"}, Count: 1,
+		}, `{"involvedObject":{"name":"az-0"},"reason":"`+labeler.ReasonMetadataUnreachable+`","type":"Warning","source":{"component":"`+domainEventSource+`"},"message":"stolen"}`),
+			anyError, "the domain labeler may only update its own events about the node its pod runs on"},
+		{"domain labeler changes its own event's reason", func(ctx context.Context) error {
+			if ownEvent == nil {
+				return errors.New("no event of its own to patch (see above)")
+			}
+			_, err := domain.CoreV1().Events(metav1.NamespaceDefault).Patch(ctx, ownEvent.Name, types.MergePatchType,
+				[]byte(`{"reason":"`+labeler.ReasonMetadataReachable+`","type":"Normal"}`), metav1.PatchOptions{})
+			return err
+		}, anyError, "the domain labeler may not change what an event is about"},
 	}
 	for _, r := range refusals {
 		err := r.do(tCtx)
@@ -375,8 +408,8 @@ func anyError(err error) bool { return err != nil }
 // checkDomainLabelerEvents runs the domain mode's own code with the domain labeler's token on
 // its node, now an Azure VM (spec.providerID) whose metadata endpoint does not answer: under the
 // shipped Role (namespace default) and events policy it writes its InstanceMetadataUnreachable
-// warning and updates it on the next probe (create, then patch).
-func checkDomainLabelerEvents(ctx context.Context, t *testing.T, admin, domain kubernetes.Interface) {
+// warning and updates it on the next probe (create, then patch). It returns that Event.
+func checkDomainLabelerEvents(ctx context.Context, t *testing.T, admin, domain kubernetes.Interface) *v1.Event {
 	t.Helper()
 	util.PatchNode(ctx, t, admin, "az-0", `{"spec":{"providerID":"azure:///subscriptions/s/resourceGroups/mc/providers/Microsoft.Compute/virtualMachineScaleSets/aks-vmss/virtualMachines/0"}}`)
 	runCtx, cancel := context.WithCancel(ctx)
@@ -399,22 +432,49 @@ func checkDomainLabelerEvents(ctx context.Context, t *testing.T, admin, domain k
 		return len(events) == 1 && events[0].Count >= 2, nil
 	})
 	cancel()
-	if rerr := <-done; !errors.Is(rerr, labeler.ErrMetadataUnreachable) {
-		t.Errorf("domain mode on an Azure node with no endpoint returned %v, want ErrMetadataUnreachable", rerr)
+	// The outcome is the Event. Cancelled, RunDomainMode returns the last completed probe
+	// round's verdict (ErrMetadataUnreachable here), never the cut-short round's "giving up".
+	if rerr := <-done; rerr != nil && !errors.Is(rerr, labeler.ErrMetadataUnreachable) {
+		t.Errorf("domain mode on an Azure node with no endpoint, cancelled, returned %v, want ErrMetadataUnreachable (or nil)", rerr)
 	}
 	if err != nil {
 		t.Errorf("the domain labeler's %s event was not written and updated under its own RBAC and policy (its log has the refusal): %v", labeler.ReasonMetadataUnreachable, events)
+		return nil
 	}
+	ev := &events[0]
+	if ev.Type != v1.EventTypeWarning || ev.InvolvedObject.Kind != "Node" || ev.Source.Component != domainEventSource {
+		t.Errorf("the domain labeler's event: type %q, about %s %s, source %q; want a Warning about Node az-0 from %s",
+			ev.Type, ev.InvolvedObject.Kind, ev.InvolvedObject.Name, ev.Source.Component, domainEventSource)
+	}
+	return ev
 }
 
-// nodeEvent is an event about a node, written into namespace.
+// domainEventSource is the source.component of the domain labeler's Events (pkg/labeler), which
+// its events policy requires.
+const domainEventSource = "pool-labeler-domain"
+
+// nodeEvent is an event about a node, written into namespace, as the domain labeler writes them.
 func nodeEvent(namespace, node string) *v1.Event {
 	now := metav1.Now()
 	return &v1.Event{
 		ObjectMeta:     metav1.ObjectMeta{Namespace: namespace, GenerateName: node + "."},
 		InvolvedObject: v1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: node},
 		Reason:         labeler.ReasonMetadataUnreachable, Message: "test", Type: v1.EventTypeWarning,
+		Source:         v1.EventSource{Component: domainEventSource, Host: node},
 		FirstTimestamp: now, LastTimestamp: now, Count: 1,
+	}
+}
+
+// takeOverEvent creates (as admin) an event in default about another node, then patches it with
+// the domain labeler's token to point at its own node az-0 (and the rest of patch).
+func takeOverEvent(admin, domain kubernetes.Interface, ev *v1.Event, patch string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		created, err := admin.CoreV1().Events(metav1.NamespaceDefault).Create(ctx, ev, metav1.CreateOptions{})
+		if err != nil {
+			return fmt.Errorf("admin creating the event: %w", err)
+		}
+		_, err = domain.CoreV1().Events(metav1.NamespaceDefault).Patch(ctx, created.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+		return err
 	}
 }
 
