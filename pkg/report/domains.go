@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
@@ -151,7 +152,7 @@ func degenerateFix(d DimensionValues) string {
 	switch {
 	case d.Distinct == 0:
 		return "label the nodes (for pool-labeler's domain keys: is its domain DaemonSet running there, and can it reach the instance metadata endpoint? docs/azure.md)"
-	case zoneKey && isNumber(d.Values[0]):
+	case zoneKey && isFaultDomainNumber(d.Values[0]):
 		return "on Azure a non-zonal node's zone label is its platform fault domain, one value on a scale set of fault-domain count 1 (AKS's default) and on VM node pools; " +
 			"create the pool in availability zones (--zones) to spread over zones (docs/azure.md)"
 	case slices.Contains(d.Keys, configv1.UpdateDomainLabelKey):
@@ -161,14 +162,9 @@ func degenerateFix(d DimensionValues) string {
 	return "the dimension has one value in this pool: replicas kept to the pool cannot be spread over it"
 }
 
-func isNumber(s string) bool {
-	if s == "" {
-		return false
-	}
-	for _, r := range s {
-		if r < '0' || r > '9' {
-			return false
-		}
-	}
-	return true
+// isFaultDomainNumber: cloud-provider-azure writes a non-zonal VM's fault domain (0, 1, 2) as its
+// zone; a zonal VM's zone is <region>-<zone>.
+func isFaultDomainNumber(s string) bool {
+	_, err := strconv.ParseUint(s, 10, 16)
+	return err == nil
 }
