@@ -153,7 +153,10 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("nodepoollabelset").
-		For(&labelsv1alpha1.NodePoolLabelSet{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// Status changes too: the status is computed from the cache, so a write made while the
+		// cache held an older status (skipped as equal, or refused as stale below) is corrected
+		// when the newer one arrives. Its own writes cost one reconcile that writes nothing.
+		For(&labelsv1alpha1.NodePoolLabelSet{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, statusChanged{}))).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(c.setsOfNode),
 			builder.WithPredicates(nodeChanged{})).
 		// A set of the same pool in another namespace can put this one in conflict, or out.
@@ -167,6 +170,18 @@ type resync struct{ predicate.Funcs }
 
 func (resync) Update(e event.UpdateEvent) bool {
 	return e.ObjectOld.GetResourceVersion() == e.ObjectNew.GetResourceVersion()
+}
+
+// statusChanged passes updates of a NodePoolLabelSet's status.
+type statusChanged struct{ predicate.Funcs }
+
+func (statusChanged) Create(event.CreateEvent) bool   { return false }
+func (statusChanged) Delete(event.DeleteEvent) bool   { return false }
+func (statusChanged) Generic(event.GenericEvent) bool { return false }
+func (statusChanged) Update(e event.UpdateEvent) bool {
+	o, ok1 := e.ObjectOld.(*labelsv1alpha1.NodePoolLabelSet)
+	n, ok2 := e.ObjectNew.(*labelsv1alpha1.NodePoolLabelSet)
+	return ok1 && ok2 && !equalStatus(o.Status, n.Status)
 }
 
 // nodeChanged passes node events that can change a set's status: any add or delete, and
@@ -512,9 +527,18 @@ func (c *Controller) reconcileStatus(ctx context.Context, req reconcile.Request)
 	if equalStatus(set.Status, status) {
 		return reconcile.Result{}, nil
 	}
-	patch := client.MergeFrom(set.DeepCopy())
+	// Optimistic lock: a merge patch computed against a cached set older than the server's sends
+	// only the fields that differ from the cached status, and would leave the server's newer
+	// values of the others in place (a status no computation produced, e.g. NodesMatched 2 with
+	// NodesReady 0 and NodesHeld 1). With the resourceVersion in the patch such a write is
+	// refused (Conflict) and retried once the cache has caught up.
+	patch := client.MergeFromWithOptions(set.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	set.Status = status
 	if err := c.client.Status().Patch(ctx, set, patch); err != nil {
+		if apierrors.IsConflict(err) {
+			// Not an error: the cache is behind; the newer set's event reconciles it again.
+			return reconcile.Result{Requeue: true}, nil
+		}
 		return reconcile.Result{}, err
 	}
 	return reconcile.Result{}, nil
