@@ -2,6 +2,7 @@ package report
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -302,7 +303,9 @@ func TestUnevenLocalTraffic(t *testing.T) {
 		policy  v1.ServiceExternalTrafficPolicy
 		exclude bool // the second node is excluded from the backend pool
 		slices  bool // endpoints from an EndpointSlice, with not-ready ones
-		want    []Finding
+		// dualStack: the same pods in an IPv4 and an IPv6 EndpointSlice
+		dualStack bool
+		want      []Finding
 	}{
 		{name: "3 and 1", perNode: []int{3, 1, 0}, want: uneven(2, 1, 1, "50.0%", 0, 3, "16.7%", "3.0")},
 		{name: "2 and 1: twice", perNode: []int{2, 1, 0}, want: uneven(2, 1, 1, "50.0%", 0, 2, "25.0%", "2.0")},
@@ -313,6 +316,7 @@ func TestUnevenLocalTraffic(t *testing.T) {
 		{name: "only backend nodes count", perNode: []int{2, 1, 0}, exclude: true},
 		{name: "Cluster traffic is balanced per pod", perNode: []int{3, 1, 0}, policy: v1.ServiceExternalTrafficPolicyCluster},
 		{name: "not-ready endpoints get no traffic", perNode: []int{1, 1, 0}, slices: true},
+		{name: "dual-stack: each pod counted once", perNode: []int{2, 1, 0}, slices: true, dualStack: true, want: uneven(2, 1, 1, "50.0%", 0, 2, "25.0%", "2.0")},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -328,16 +332,26 @@ func TestUnevenLocalTraffic(t *testing.T) {
 			}
 			inputs := Inputs{Nodes: in, Pods: podsOn("web", in, tt.perNode...), Services: []*v1.Service{lbService("web", etp, nil, nil)}}
 			if tt.slices {
-				es := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web-x", Labels: map[string]string{discoveryv1.LabelServiceName: "web"}}}
-				for i, n := range tt.perNode {
-					for j := 0; j < n; j++ {
-						es.Endpoints = append(es.Endpoints, discoveryv1.Endpoint{NodeName: ptr.To(in[i].Name), Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}})
+				families := []discoveryv1.AddressType{discoveryv1.AddressTypeIPv4}
+				if tt.dualStack {
+					families = append(families, discoveryv1.AddressTypeIPv6)
+				}
+				for _, family := range families {
+					es := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web-" + strings.ToLower(string(family)),
+						Labels: map[string]string{discoveryv1.LabelServiceName: "web"}}, AddressType: family}
+					pod := 0
+					for i, n := range tt.perNode {
+						for j := 0; j < n; j++ {
+							pod++
+							es.Endpoints = append(es.Endpoints, discoveryv1.Endpoint{NodeName: ptr.To(in[i].Name), Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)},
+								TargetRef: &v1.ObjectReference{Kind: "Pod", Namespace: "default", Name: fmt.Sprintf("web-%d", pod)}})
+						}
 					}
+					for j := 0; j < 3; j++ {
+						es.Endpoints = append(es.Endpoints, discoveryv1.Endpoint{NodeName: ptr.To(in[0].Name), Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(false)}})
+					}
+					inputs.EndpointSlices = append(inputs.EndpointSlices, es)
 				}
-				for j := 0; j < 3; j++ {
-					es.Endpoints = append(es.Endpoints, discoveryv1.Endpoint{NodeName: ptr.To(in[0].Name), Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(false)}})
-				}
-				inputs.EndpointSlices = []*discoveryv1.EndpointSlice{es}
 			}
 			r := Compute(inputs, policy)
 			if diff := cmp.Diff(tt.want, r.LoadBalancerUnevenTraffic); diff != "" {

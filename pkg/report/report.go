@@ -355,15 +355,26 @@ func workloads(pods []*v1.Pod, nodes map[string]*v1.Node, policy Policy) []Workl
 func endpointNodes(in Inputs, svc *v1.Service) []string {
 	var nodes []string
 	found := false
+	// A dual-stack Service has an EndpointSlice per address family, each listing every pod: an
+	// endpoint is counted once per pod it targets (without a targetRef, once per entry).
+	seen := map[string]bool{}
 	for _, es := range in.EndpointSlices {
 		if es.Namespace != svc.Namespace || es.Labels[discoveryv1.LabelServiceName] != svc.Name {
 			continue
 		}
 		found = true
 		for _, ep := range es.Endpoints {
-			if ep.NodeName != nil && (ep.Conditions.Ready == nil || *ep.Conditions.Ready) {
-				nodes = append(nodes, *ep.NodeName)
+			if ep.NodeName == nil || (ep.Conditions.Ready != nil && !*ep.Conditions.Ready) {
+				continue
 			}
+			if ref := ep.TargetRef; ref != nil {
+				key := ref.Kind + "/" + ref.Namespace + "/" + ref.Name + "/" + string(ref.UID)
+				if seen[key] {
+					continue
+				}
+				seen[key] = true
+			}
+			nodes = append(nodes, *ep.NodeName)
 		}
 	}
 	if found || len(svc.Spec.Selector) == 0 {

@@ -684,6 +684,8 @@ func TestHelmChartRejectsBadValues(t *testing.T) {
 		{name: "max skew zero", values: `scheduler: {plugins: {domainSpread: {args: {maxSkew: 0}}}}`, wantErr: "maxSkew"},
 		{name: "misspelled labeler section", values: `labeler: {controler: {enabled: false}}`, wantErr: "controler"},
 		{name: "both PDB budgets", values: `scheduler: {podDisruptionBudget: {minAvailable: 1, maxUnavailable: 1}}`, wantErr: "not both"},
+		{name: "admission.namespaces lists the release namespace", values: `admission: {namespaces: [shop, pool-scheduler]}`, wantErr: "lists the release namespace pool-scheduler"},
+		{name: "the release namespace listed, policy mode", values: `admission: {mode: policy, namespaces: [pool-scheduler]}`, wantErr: "lists the release namespace pool-scheduler"},
 		{name: "invalid label key reaches args validation", values: `scheduler: {plugins: {domainSpread: {args: {dimensions: [{name: zone, labelKeys: ["not a key"]}]}}}}`, wantErr: "dimensions[0].labelKeys[0]"},
 		{name: "no system nodes reaches args validation", values: `scheduler: {plugins: {systemPoolGuard: {args: {systemPools: [], systemNodeSelector: {}}}}}`, wantErr: "args.systemPools"},
 		{name: "update domain required, domain labeler off", values: `{labeler: {domain: {enabled: false}}, scheduler: {plugins: {nodePoolReady: {args: {requiredLabelKeys: [topology.pool-scheduler.io/update-domain]}}}}}`, wantErr: "labeler.domain.enabled is false"},
@@ -1608,5 +1610,35 @@ func TestHelmChartAzureManagedPrometheus(t *testing.T) {
 	}
 	if rule := r.get(t, "PrometheusRule", "pool-scheduler"); rule.GetAPIVersion() != "monitoring.coreos.com/v1" {
 		t.Errorf("PrometheusRule apiVersion %s", rule.GetAPIVersion())
+	}
+}
+
+// TestHelmChartPDBsNeedTwoReplicas: a PodDisruptionBudget with minAvailable 1 over one replica
+// would block every drain of its node, so the chart renders a workload's PDB only when it runs
+// two or more replicas.
+func TestHelmChartPDBsNeedTwoReplicas(t *testing.T) {
+	for _, tt := range []struct {
+		name, values, pdb string
+	}{
+		{name: "scheduler", values: `scheduler: {replicaCount: 1}`, pdb: "PodDisruptionBudget pool-scheduler/pool-scheduler"},
+		{name: "labeler controller", values: `labeler: {controller: {replicaCount: 1}}`, pdb: "PodDisruptionBudget pool-scheduler/pool-labeler"},
+		{name: "webhook", values: `admission: {webhook: {replicaCount: 1}}`, pdb: "PodDisruptionBudget pool-scheduler/pool-scheduler-webhook"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			two, err := renderChart(t, chartNamespace, `{}`)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Contains(two.ids(), tt.pdb) {
+				t.Fatalf("with the default two replicas the chart renders no %s: %v", tt.pdb, two.ids())
+			}
+			one, err := renderChart(t, chartNamespace, tt.values)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if slices.Contains(one.ids(), tt.pdb) {
+				t.Errorf("with %s the chart renders %s, which would block drains of its node", tt.values, tt.pdb)
+			}
+		})
 	}
 }

@@ -116,6 +116,9 @@ minAvailable: {{ $min | default 1 }}
 {{/* pkg/admission.NamespaceSelector: the opt-in label, minus admission.excludedNamespaces and
      the release namespace (the scheduler must never be given to itself). */}}
 {{- define "pool-scheduler.admissionNamespaceSelector" -}}
+{{- if has .Release.Namespace .Values.admission.namespaces -}}
+{{- fail (printf "admission.namespaces lists the release namespace %s: pool-scheduler's own pods would be handed to pool-scheduler, and could never be scheduled again once its replicas were gone (the admission path always leaves its own namespace out)" .Release.Namespace) -}}
+{{- end -}}
 matchLabels:
   pool-scheduler.io/enabled: "true"
 matchExpressions:
