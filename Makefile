@@ -137,7 +137,7 @@ perf-smoke: etcd binaries kube-scheduler ## scheduler_perf's short workload for 
 	$(TEST_ENV) ARTIFACTS=$(CURDIR)/_output/perf-smoke $(GO) test ./test/installed -run='^$$' -bench='^BenchmarkInstalled$$/^smoke$$' -benchtime=1x -timeout=20m
 
 .PHONY: bench
-bench: etcd binaries kube-scheduler ## Plugin microbenchmarks and memory per node/pod, scheduler_perf (WORKLOADS=1000Nodes COUNT=3) and the installed benchmark (INSTALLED="500Nodes 5000Nodes"; SUITES picks) -> docs/performance.md.
+bench: etcd binaries $(if $(LINE),,kube-scheduler) ## Plugin microbenchmarks and memory per node/pod, scheduler_perf (WORKLOADS=1000Nodes COUNT=3) and the installed benchmark (INSTALLED="500Nodes 5000Nodes"; SUITES picks) -> docs/performance.md; LINE=<line>: scheduler_perf alone, on that release line.
 	hack/bench.sh
 
 .PHONY: generate

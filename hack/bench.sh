@@ -11,6 +11,9 @@
 #   CASES      scheduler_perf test cases (default every case that defines the workload; e.g.
 #              "default pool-scheduler" for the #18 pair alone).
 #   INSTALLED_COUNT  installed runs, each on a new cluster (default 1; ROUNDS is the cheaper way
+#   LINE       a release line other than the default (e.g. 1.36, lines/k8s-<line>; make sets the
+#              line's GOFLAGS): scheduler_perf only (SUITES=scheduler_perf), written between
+#              docs/performance.md's results-k8s<line> markers; no microbenchmarks or churn.
 #              to repeat: the rounds share one cluster).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,6 +27,14 @@ for s in $SUITES; do
   case $s in scheduler_perf|installed) ;; *) echo "SUITES: unknown suite $s (scheduler_perf, installed)" >&2; exit 2 ;; esac
 done
 runs() { [[ " $SUITES " == *" $1 "* ]]; }
+LINE=${LINE:-}
+KUBE_VERSION=$(grep '^KUBE_VERSION' hack/versions.env | cut -d= -f2)
+if [[ -n $LINE ]]; then
+  [[ $SUITES == scheduler_perf ]] || { echo "LINE=$LINE: set SUITES=scheduler_perf (the installed benchmark runs the default line)" >&2; exit 2; }
+  [[ -f lines/k8s-$LINE/versions.env ]] || { echo "LINE=$LINE: no lines/k8s-$LINE/versions.env" >&2; exit 2; }
+  KUBE_VERSION=$(grep '^KUBE_VERSION' "lines/k8s-$LINE/versions.env" | cut -d= -f2)
+  grep -q "^<!-- results-k8s$LINE:begin -->$" docs/performance.md || { echo "LINE=$LINE: no results-k8s$LINE markers in docs/performance.md" >&2; exit 2; }
+fi
 ART=$PWD/artifacts/bench
 rm -rf "$ART" && mkdir -p "$ART"
 machine="$(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'))"
@@ -40,7 +51,7 @@ if runs installed; then
   ARTIFACTS=$ART go test ./test/installed -run='^$' -bench="$pattern" -benchtime="${ROUNDS}x" -count="$INSTALLED_COUNT" -timeout=180m \
     | tee "$ART/installed.txt" >&2
   {
-    echo "Measured $(date -u +%F) on $machine, $(go version | cut -d' ' -f3), k8s.io/kubernetes $(grep '^KUBE_VERSION' hack/versions.env | cut -d= -f2);"
+    echo "Measured $(date -u +%F) on $machine, $(go version | cut -d' ' -f3), k8s.io/kubernetes $KUBE_VERSION;"
     echo "load average (1, 5, 15 min) $load_before before, $(cut -d' ' -f1-3 /proc/loadavg) after."
     echo "Command: \`SUITES=\"$SUITES\" INSTALLED=\"$INSTALLED\" ROUNDS=$ROUNDS INSTALLED_COUNT=$INSTALLED_COUNT make bench\`."
     echo
@@ -54,6 +65,7 @@ if runs installed; then
 fi
 runs scheduler_perf || exit 0
 
+if [[ -z $LINE ]]; then
 echo "== microbenchmarks" >&2
 # Log records of the fakes the benchmarks build (klog writes to the same stream) can land in the
 # middle of a benchmark's line; they are cut out so that benchstat parses every result.
@@ -107,6 +119,7 @@ mem_top() {
     || echo "  (go tool pprof failed on $largest)"
 }
 mem_top_md=$(for m in NodePoolReady SystemPoolGuard DomainSpread replicaindex; do mem_top "$m"; done)
+fi
 
 echo "== scheduler_perf ($WORKLOADS, count $COUNT${CASES:+, cases $CASES})" >&2
 # Every case of every workload and run in a process of its own: -count repeats a case back to
@@ -117,10 +130,17 @@ echo "== scheduler_perf ($WORKLOADS, count $COUNT${CASES:+, cases $CASES})" >&2
 # other run (pool-scheduler first in even runs). The test binary is built once (go test would link
 # it again for every process).
 # The cases that define a workload (top-level "- name:" entries and their workloads'
-# "  - name:" entries), default and pool-scheduler last.
+# "  - name:" entries), grouped by family (the name before its scheduler: "pools-pinned-" for
+# "pools-pinned-default"; hack/perfreport pairs within a family), pool-scheduler's case and the
+# default's last in each family, so those two run back to back.
 cases_of() {
   awk -v w="$1" '/^- name: / { tc = $3 } /^  - name: / && $3 == w { print tc }' test/perf/config/performance-config.yaml \
-    | awk '{ rank = ($0 == "default") ? 1 : ($0 == "pool-scheduler") ? 2 : 0; print rank, NR, $0 }' | sort -n -k1,1 -k2,2 | cut -d' ' -f3
+    | awk '{ fam = $0; rank = 0
+             if (match($0, /(^|-)default$/)) { rank = 1; fam = substr($0, 1, RSTART - 1 + (RSTART > 1)) }
+             else if (match($0, /(^|-)pool-scheduler(-.*)?$/)) { rank = 2; fam = substr($0, 1, RSTART - 1 + (RSTART > 1)) }
+             else if (match($0, /(^|-)(floor|intree-equivalent|anti-affinity|degraded-affinity|degraded)$/)) { fam = substr($0, 1, RSTART - 1 + (RSTART > 1)) }
+             print (fam == "" ? "_" : fam), rank, NR, $0 }' \
+    | sort -k1,1 -k2,2n -k3,3n | cut -d' ' -f4
 }
 go test -c -o "$ART/perf.test" ./test/perf
 : > "$ART/perf.txt"
@@ -164,7 +184,7 @@ profile_row() {
     "$(focused "$f" '\.RunScorePlugins(\.func[0-9.]+)?$')" "$(focused "$f" '^runtime\.gcBgMarkWorker$')"
 }
 profile_md=$(for w in $WORKLOADS; do
-  for tc in default pool-scheduler; do
+  for tc in $(cases_of "$w"); do
     rows=$(for f in "$ART"/perf-"$tc"-"$w"-run*.cpu.pprof; do if [[ -e $f ]]; then profile_row "$f"; fi; done)
     [[ -n $rows ]] || continue
     echo "$rows" | awk -v w="$w" -v tc="$tc" '{ n++; for (i = 1; i <= 5; i++) s[i] += $i }
@@ -173,6 +193,7 @@ profile_md=$(for w in $WORKLOADS; do
   done
 done)
 
+if [[ -z $LINE ]]; then
 echo "== churn (count $COUNT)" >&2
 # The test binary built above, run directly: go test would print the binary's stderr on its
 # stdout, and from the second run on klog writes the embedded control plane's records to stderr,
@@ -181,7 +202,26 @@ echo "== churn (count $COUNT)" >&2
 (cd test/perf && "$ART/perf.test" -test.run='^$' -test.bench='^BenchmarkChurn$' -test.benchtime=1x -test.count="$COUNT" -test.timeout=60m 2>/dev/null) \
   | grep -E '^BenchmarkChurn.*label-to-bind' | tee "$ART/churn.txt" >&2
 
+fi
 go run ./hack/perfreport -artifacts "$ART" > "$ART/perf.md"
+if [[ -n $LINE ]]; then
+  {
+    echo "Measured $(date -u +%F) on $machine, $(go version | cut -d' ' -f3), k8s.io/kubernetes $KUBE_VERSION (the $LINE line)."
+    echo "Command: \`LINE=$LINE SUITES=scheduler_perf WORKLOADS=\"$WORKLOADS\"${CASES:+ CASES=\"$CASES\"} COUNT=$COUNT make bench\`."
+    cat "$ART/perf.md"
+    echo
+    echo "Mean CPU per run (columns as in the default line's \"Where the CPU goes\", below):"
+    echo
+    echo "| workload | case | runs | process | our plugins | Filter loop | Score phase | GC mark |"
+    echo "|---|---|---|---|---|---|---|---|"
+    echo "$profile_md"
+  } > "$ART/line.md"
+  LINE="$LINE" LINE_MD=$ART/line.md perl -0pi -e '
+    BEGIN { open my $f, "<", $ENV{LINE_MD} or die; local $/; $new = <$f> }
+    s/(<!-- results-k8s\Q$ENV{LINE}\E:begin -->\n).*?(<!-- results-k8s\Q$ENV{LINE}\E:end -->)/$1\n$new\n$2/s or die "no results-k8s$ENV{LINE} markers\n"' docs/performance.md
+  echo "wrote the $LINE line's results to docs/performance.md" >&2
+  exit 0
+fi
 # Churn: label-to-bind latency of gated pods (mean over runs, and the worst run's p99).
 churn_md=$(awk '
   { for (i = 1; i < NF; i++) { if ($(i+1) == "label-to-bind-p50-ms") { p50 += $i; n++ }
@@ -198,7 +238,7 @@ fi
 {
   sed -n '1,/^<!-- results -->$/p' docs/performance.md
   echo
-  echo "Measured $(date -u +%F) on $machine, $(go version | cut -d' ' -f3), k8s.io/kubernetes $(grep '^KUBE_VERSION' hack/versions.env | cut -d= -f2)."
+  echo "Measured $(date -u +%F) on $machine, $(go version | cut -d' ' -f3), k8s.io/kubernetes $KUBE_VERSION."
   echo "Command: \`SUITES=\"$SUITES\" WORKLOADS=\"$WORKLOADS\"${CASES:+ CASES=\"$CASES\"} COUNT=$COUNT make bench\`."
   cat "$ART/perf.md"
   echo

@@ -1,6 +1,9 @@
 // Command perfreport turns scheduler_perf result files (BenchmarkPerfScheduling_*.json) and the
 // plugins' Go benchmark output into docs/performance.md tables: pods/s and attempt latency per
-// test case, and the ratios of pool-scheduler to every other case of the same workload.
+// test case, and the ratios of pool-scheduler's cases to every other case of the same family and
+// workload. A family is the cases that differ only in their scheduler: "pools-pinned-default" and
+// "pools-pinned-pool-scheduler" are family "pools-pinned-"; the suite's first cases ("default",
+// "pool-scheduler", "pool-scheduler-admitted", ...) are family "".
 package main
 
 import (
@@ -24,7 +27,7 @@ type result struct {
 	p50, p99   []float64
 	// Average time per scheduling cycle of the Filter and Score extension points (all plugins,
 	// parallel over nodes): where the cases' cycles differ.
-	filter, score []float64
+	prefilter, filter, score []float64
 }
 
 func main() {
@@ -70,6 +73,8 @@ func main() {
 			case it.Labels["Metric"] == "scheduler_scheduling_attempt_duration_seconds" && it.Labels["result"] == "scheduled":
 				r.p50 = append(r.p50, it.Data["Perc50"])
 				r.p99 = append(r.p99, it.Data["Perc99"])
+			case it.Labels["Metric"] == "scheduler_framework_extension_point_duration_seconds" && it.Labels["extension_point"] == "PreFilter":
+				r.prefilter = append(r.prefilter, it.Data["Average"])
 			case it.Labels["Metric"] == "scheduler_framework_extension_point_duration_seconds" && it.Labels["extension_point"] == "Filter":
 				r.filter = append(r.filter, it.Data["Average"])
 			case it.Labels["Metric"] == "scheduler_framework_extension_point_duration_seconds" && it.Labels["extension_point"] == "Score":
@@ -77,33 +82,109 @@ func main() {
 			}
 		}
 	}
-	order := []string{"floor", "default", "intree-equivalent", "anti-affinity", "pool-scheduler"}
 	var workloads []string
 	for w := range results {
 		workloads = append(workloads, w)
 	}
 	sort.Strings(workloads)
 	for _, w := range workloads {
-		fmt.Printf("\n### %s\n\n| test case | pods/s (mean of runs) | runs | attempt latency p50 | p99 | Filter per cycle (mean) | Score per cycle (mean) |\n|---|---|---|---|---|---|---|\n", w)
-		for _, tc := range order {
-			r := results[w][tc]
-			if r == nil {
-				continue
+		fmt.Printf("\n### %s\n\n| test case | pods/s (mean of runs) | runs | attempt latency p50 | p99 | PreFilter per cycle (mean) | Filter per cycle (mean) | Score per cycle (mean) |\n|---|---|---|---|---|---|---|---|\n", w)
+		families := familiesOf(results[w])
+		for _, f := range families {
+			for _, tc := range f.cases {
+				r := results[w][tc]
+				fmt.Printf("| %s | %.1f | %d | %s | %s | %s | %s | %s |\n", tc, mean(r.throughput), len(r.throughput), ms(mean(r.p50), r.p50), ms(mean(r.p99), r.p99),
+					ms(mean(r.prefilter), r.prefilter), ms(mean(r.filter), r.filter), ms(mean(r.score), r.score))
 			}
-			fmt.Printf("| %s | %.1f | %d | %s | %s | %s | %s |\n", tc, mean(r.throughput), len(r.throughput), ms(mean(r.p50), r.p50), ms(mean(r.p99), r.p99),
-				ms(mean(r.filter), r.filter), ms(mean(r.score), r.score))
 		}
-		ps := results[w]["pool-scheduler"]
-		if ps == nil {
+		var rows []string
+		for _, f := range families {
+			for _, ours := range f.cases {
+				if !isOurs(f.name, ours) {
+					continue
+				}
+				for _, other := range f.cases {
+					if isOurs(f.name, other) {
+						continue
+					}
+					a, b := results[w][ours], results[w][other]
+					if mean(b.throughput) > 0 {
+						rows = append(rows, fmt.Sprintf("| %s / %s | %.2f | %s |", ours, other, mean(a.throughput)/mean(b.throughput), perRun(a.throughput, b.throughput)))
+					}
+				}
+			}
+		}
+		if len(rows) > 0 {
+			fmt.Printf("\n| ratio (pods/s) | of the means | per run (same run, in run order) |\n|---|---|---|\n%s\n", strings.Join(rows, "\n"))
+		}
+	}
+}
+
+// schedulers orders a family's cases: the baselines first, pool-scheduler's cases last.
+var schedulers = []string{"floor", "default", "intree-equivalent", "anti-affinity", "degraded-affinity", "degraded", "pool-scheduler"}
+
+type family struct {
+	name  string
+	cases []string
+}
+
+// familiesOf groups a workload's cases by family (the case name before its scheduler part), in
+// name order, and orders each family's cases by schedulers (unknown suffixes after them, by name).
+func familiesOf(cases map[string]*result) []family {
+	byName := map[string][]string{}
+	for tc := range cases {
+		f := familyOf(tc)
+		byName[f] = append(byName[f], tc)
+	}
+	var out []family
+	for name, tcs := range byName {
+		rank := func(tc string) int {
+			rest := strings.TrimPrefix(tc, name)
+			for i, s := range schedulers {
+				if rest == s {
+					return i
+				}
+			}
+			for i, s := range schedulers {
+				if strings.HasPrefix(rest, s+"-") {
+					return i
+				}
+			}
+			return len(schedulers)
+		}
+		sort.Slice(tcs, func(i, j int) bool {
+			if ri, rj := rank(tcs[i]), rank(tcs[j]); ri != rj {
+				return ri < rj
+			}
+			return tcs[i] < tcs[j]
+		})
+		out = append(out, family{name: name, cases: tcs})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	return out
+}
+
+// familyOf is the part of a case name before its scheduler: the longest prefix ending in "-"
+// that is followed by one of schedulers ("pools-pinned-pool-scheduler": "pools-pinned-"), or
+// "" ("default", "pool-scheduler-admitted").
+func familyOf(tc string) string {
+	for i := len(tc) - 1; i > 0; i-- {
+		if tc[i-1] != '-' {
 			continue
 		}
-		fmt.Printf("\n| ratio (pods/s) | of the means | per run (same run, in run order) |\n|---|---|---|\n")
-		for _, tc := range []string{"default", "intree-equivalent", "anti-affinity", "floor"} {
-			if other := results[w][tc]; other != nil && mean(other.throughput) > 0 {
-				fmt.Printf("| pool-scheduler / %s | %.2f | %s |\n", tc, mean(ps.throughput)/mean(other.throughput), perRun(ps.throughput, other.throughput))
+		for _, s := range schedulers {
+			if tc[i:] == s || strings.HasPrefix(tc[i:], s+"-") {
+				return tc[:i]
 			}
 		}
 	}
+	return ""
+}
+
+// isOurs: the case runs pool-scheduler's profile ("pool-scheduler", "pool-scheduler-admitted").
+func isOurs(family, tc string) bool {
+	rest := strings.TrimPrefix(tc, family)
+	return rest == "pool-scheduler" || strings.HasPrefix(rest, "pool-scheduler-")
 }
 
 // perRun lists the ratio of run i of a to run i of b. Results are read in the order of their

@@ -1,6 +1,10 @@
 package main
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
 
 func TestPerRun(t *testing.T) {
 	for _, tt := range []struct {
@@ -17,5 +21,39 @@ func TestPerRun(t *testing.T) {
 				t.Errorf("perRun(%v, %v) = %q, want %q", tt.a, tt.b, got, tt.want)
 			}
 		})
+	}
+}
+
+func TestFamilies(t *testing.T) {
+	cases := map[string]*result{}
+	for _, tc := range []string{
+		"pool-scheduler", "default", "floor", "pool-scheduler-admitted", "intree-equivalent", "degraded",
+		"pools-pinned-pool-scheduler", "pools-pinned-default", "pools-pinned-intree-equivalent",
+		"pools-unpinned-pool-scheduler", "pools-unpinned-default",
+	} {
+		cases[tc] = &result{}
+	}
+	got := familiesOf(cases)
+	want := []family{
+		{name: "", cases: []string{"floor", "default", "intree-equivalent", "degraded", "pool-scheduler", "pool-scheduler-admitted"}},
+		{name: "pools-pinned-", cases: []string{"pools-pinned-default", "pools-pinned-intree-equivalent", "pools-pinned-pool-scheduler"}},
+		{name: "pools-unpinned-", cases: []string{"pools-unpinned-default", "pools-unpinned-pool-scheduler"}},
+	}
+	if diff := cmp.Diff(want, got, cmp.AllowUnexported(family{})); diff != "" {
+		t.Errorf("familiesOf (-want +got):\n%s", diff)
+	}
+	for _, tt := range []struct {
+		family, tc string
+		ours       bool
+	}{
+		{"", "pool-scheduler", true},
+		{"", "pool-scheduler-admitted", true},
+		{"", "default", false},
+		{"pools-pinned-", "pools-pinned-pool-scheduler", true},
+		{"pools-pinned-", "pools-pinned-intree-equivalent", false},
+	} {
+		if got := isOurs(tt.family, tt.tc); got != tt.ours {
+			t.Errorf("isOurs(%q, %q) = %v, want %v", tt.family, tt.tc, got, tt.ours)
+		}
 	}
 }

@@ -8,12 +8,10 @@ package admission
 import (
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config"
 	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
@@ -63,7 +61,7 @@ func NewMutator(schedulerName string, guard *config.SystemPoolGuardArgs, systemN
 		return nil, err
 	}
 	m.system = system
-	if m.avoidSystem, err = AvoidSystemNodes(guard); err != nil {
+	if m.avoidSystem, err = pool.AvoidSystemNodes(guard); err != nil {
 		return nil, err
 	}
 	return m, nil
@@ -123,76 +121,6 @@ func (m *Mutator) mutate(pod *v1.Pod, handOff bool) Result {
 		r.NodeAffinity = addRequired(pod, m.avoidSystem)
 	}
 	return r
-}
-
-// AvoidSystemNodes negates SystemPoolGuard's node classification into node-selector terms: a
-// node matches one of the returned alternatives exactly when the guard does not call it a
-// system node, with one exception on the side of caution: a node whose pool keys disagree
-// (the first present key names a user pool, a later one a system pool) matches none.
-// kube-scheduler's NodeAffinity (and every autoscaler's simulation of it) can then refuse
-// system nodes without pool-scheduler. NotIn matches nodes without the key, as the guard does.
-func AvoidSystemNodes(guard *config.SystemPoolGuardArgs) ([][]v1.NodeSelectorRequirement, error) {
-	var common []v1.NodeSelectorRequirement
-	if pools := sets.List(sets.New(guard.SystemPools...)); len(pools) > 0 {
-		for _, k := range guard.PoolLabelKeys {
-			common = append(common, v1.NodeSelectorRequirement{Key: k, Operator: v1.NodeSelectorOpNotIn, Values: pools})
-		}
-	}
-	negated, err := negateSelector(guard.SystemNodeSelector)
-	if err != nil {
-		return nil, fmt.Errorf("systemNodeSelector: %w", err)
-	}
-	if len(negated) == 0 {
-		if common == nil {
-			return nil, nil
-		}
-		return [][]v1.NodeSelectorRequirement{common}, nil
-	}
-	// not(r1 and r2 ...) = not r1 or not r2 ...: one alternative per requirement.
-	alts := make([][]v1.NodeSelectorRequirement, 0, len(negated))
-	for _, n := range negated {
-		alts = append(alts, append(slices.Clone(common), n))
-	}
-	return alts, nil
-}
-
-// negateSelector returns, per requirement of s, the node-selector requirement that matches
-// exactly the nodes the requirement does not.
-func negateSelector(s *metav1.LabelSelector) ([]v1.NodeSelectorRequirement, error) {
-	if s == nil {
-		return nil, nil
-	}
-	var out []v1.NodeSelectorRequirement
-	keys := make([]string, 0, len(s.MatchLabels))
-	for k := range s.MatchLabels {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		out = append(out, v1.NodeSelectorRequirement{Key: k, Operator: v1.NodeSelectorOpNotIn, Values: []string{s.MatchLabels[k]}})
-	}
-	for i, e := range s.MatchExpressions {
-		var op v1.NodeSelectorOperator
-		switch e.Operator {
-		case metav1.LabelSelectorOpIn:
-			op = v1.NodeSelectorOpNotIn
-		case metav1.LabelSelectorOpNotIn:
-			op = v1.NodeSelectorOpIn
-		case metav1.LabelSelectorOpExists:
-			op = v1.NodeSelectorOpDoesNotExist
-		case metav1.LabelSelectorOpDoesNotExist:
-			op = v1.NodeSelectorOpExists
-		default:
-			return nil, fmt.Errorf("matchExpressions[%d].operator: %q is not In, NotIn, Exists or DoesNotExist", i, e.Operator)
-		}
-		// Sorted and unique, as the policy's CEL and the chart write them.
-		var values []string
-		if len(e.Values) > 0 {
-			values = sets.List(sets.New(e.Values...))
-		}
-		out = append(out, v1.NodeSelectorRequirement{Key: e.Key, Operator: op, Values: values})
-	}
-	return out, nil
 }
 
 // addRequired ANDs alts (ORed alternatives) into the pod's required node affinity: every

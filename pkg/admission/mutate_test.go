@@ -57,7 +57,7 @@ func TestAvoidSystemNodes(t *testing.T) {
 		},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := AvoidSystemNodes(&tt.guard)
+			got, err := pool.AvoidSystemNodes(&tt.guard)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config"
+	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
 	"github.com/pool-scheduler/pool-scheduler/pkg/profile"
 )
 
@@ -101,7 +102,7 @@ func RenderPolicy(o PolicyOptions) (*admissionv1beta1.MutatingAdmissionPolicy, *
 		}
 	}
 	if o.Guard != nil {
-		alts, err := AvoidSystemNodes(o.Guard)
+		alts, err := pool.AvoidSystemNodes(o.Guard)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -31,7 +31,12 @@ func NewSystemPolicy(args *config.SystemPoolGuardArgs) (SystemPolicy, error) {
 			return SystemPolicy{}, fmt.Errorf("systemNodeSelector: %w", err)
 		}
 	}
+	avoid, err := AvoidSystemNodes(args)
+	if err != nil {
+		return SystemPolicy{}, err
+	}
 	return SystemPolicy{
+		Avoid:           avoid,
 		Identity:        NewIdentity(args.PoolLabelKeys),
 		Pools:           sets.New(args.SystemPools...),
 		NodeSelector:    selector,

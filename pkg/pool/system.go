@@ -36,6 +36,9 @@ type SystemPolicy struct {
 	TolerationKeys  sets.Set[string]
 	// DaemonSetPods makes DaemonSet-owned pods system pods.
 	DaemonSetPods bool
+	// Avoid is AvoidSystemNodes of the same args (NewSystemPolicy sets it): what ExcludedByAffinity
+	// looks for in a pod's required node affinity.
+	Avoid [][]v1.NodeSelectorRequirement
 }
 
 // ClassifyNode returns why a node with these labels is a system node, or NotSystemNode.

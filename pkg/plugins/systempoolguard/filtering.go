@@ -13,7 +13,7 @@ import (
 
 // PreFilter classifies the pod once: system pods may use any node, so their Filter is skipped.
 func (pl *SystemPoolGuard) PreFilter(_ context.Context, _ fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*framework.PreFilterResult, *fwk.Status) {
-	if pl.policy.IsSystemPod(pod) {
+	if pl.policy.IsSystemPod(pod) || pl.policy.ExcludedByAffinity(pod) {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
 	pl.compact()

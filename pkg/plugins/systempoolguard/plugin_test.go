@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/component-base/metrics/testutil"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/klog/v2"
 	klogtesting "k8s.io/klog/v2/ktesting"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -56,6 +57,23 @@ func wildcardPod() *v1.Pod {
 	return p
 }
 
+// admittedPod is a user pod with the required node affinity admission gives the pods it hands to
+// pool-scheduler: one term per alternative of pool.AvoidSystemNodes.
+func admittedPod(t testing.TB, args *config.SystemPoolGuardArgs) *v1.Pod {
+	t.Helper()
+	alts, err := pool.AvoidSystemNodes(args)
+	if err != nil || len(alts) == 0 {
+		t.Fatalf("AvoidSystemNodes: %v, %d alternatives", err, len(alts))
+	}
+	p := st.MakePod().Namespace("default").Name("admitted").Obj()
+	var terms []v1.NodeSelectorTerm
+	for _, alt := range alts {
+		terms = append(terms, v1.NodeSelectorTerm{MatchExpressions: alt})
+	}
+	p.Spec.Affinity = &v1.Affinity{NodeAffinity: &v1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &v1.NodeSelector{NodeSelectorTerms: terms}}}
+	return p
+}
+
 func TestFilter(t *testing.T) {
 	aksSelector := func(a *config.SystemPoolGuardArgs) {
 		a.SystemNodeSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.azure.com/mode": "system"}}
@@ -96,6 +114,21 @@ func TestFilter(t *testing.T) {
 			name: "pod owned by a DaemonSet of another API group filtered",
 			pod:  st.MakePod().Namespace("monitoring").OwnerReference("agent", schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "DaemonSet"}).Obj(),
 			node: banzaiSystem, wantFilter: rejected,
+		},
+		{
+			// Admission's node affinity (pool.AvoidSystemNodes, ANDed into every term) already
+			// refuses system nodes through NodeAffinity: the guard's Filter would repeat it.
+			name: "user pod with admission's affinity skips the filter", pod: admittedPod(t, defaultArgs()), node: aksSystem, wantPreFilter: skip,
+		},
+		{
+			name: "user pod with part of admission's affinity filtered",
+			pod: func() *v1.Pod {
+				p := admittedPod(t, defaultArgs())
+				terms := p.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+				terms[0].MatchExpressions = terms[0].MatchExpressions[1:]
+				return p
+			}(),
+			node: aksSystem, wantFilter: rejected,
 		},
 		{
 			name: "custom system pool names",
@@ -286,6 +319,33 @@ func benchmarkFilter(b *testing.B, nodes int) {
 			}
 		}
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*nodes), "ns/node")
+	})
+	// A pod admission handed to pool-scheduler carries a node affinity that refuses the system
+	// nodes (pool.AvoidSystemNodes): the in-tree NodeAffinity Filter evaluates it on every node
+	// (this is its per-node check, nodeaffinity.RequiredNodeAffinity.Match), and the guard's
+	// PreFilter, seeing it, skips the guard's Filter (one check per cycle, below).
+	admissionArgs := defaultArgs()
+	admissionArgs.SystemNodeSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.azure.com/mode": "system"}}
+	admitted := admittedPod(b, admissionArgs)
+	b.Run("AdmissionAffinity", func(b *testing.B) {
+		required := nodeaffinity.GetRequiredNodeAffinity(admitted)
+		b.ReportAllocs()
+		for b.Loop() {
+			for _, ni := range infos {
+				if _, err := required.Match(ni.Node()); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*nodes), "ns/node")
+	})
+	b.Run("PreFilterAdmitted", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, s := pl.PreFilter(ctx, state, admitted, nil); !s.IsSkip() {
+				b.Fatalf("PreFilter of an admitted pod: %v, want Skip", s)
+			}
+		}
 	})
 	b.Run("Score", func(b *testing.B) {
 		pl.PreScore(ctx, state, systemPod, nil)
