@@ -86,10 +86,10 @@ mem_nodes_md=$(awk '
     }
   }
   END {
-    split("nodepoolready systempoolguard domainspread", plugins, " ")
+    split("nodepoolready systempoolguard domainspread nodepoolaffinity", plugins, " ")
     for (size in sizes) {
       row = "| " size; sum = 0; all = 0
-      for (j = 1; j <= 3; j++) {
+      for (j = 1; j <= 4; j++) {
         k = plugins[j]
         if (!runs[k, size]) { row = row " | -"; continue }
         row = row sprintf(" | %.0f B", per[k, size] / runs[k, size])
@@ -118,7 +118,7 @@ mem_top() {
                                     gsub(/github\.com\/pool-scheduler\/pool-scheduler\//, ""); printf "  %9s  %s\n", flat, $0 }'; } \
     || echo "  (go tool pprof failed on $largest)"
 }
-mem_top_md=$(for m in NodePoolReady SystemPoolGuard DomainSpread replicaindex; do mem_top "$m"; done)
+mem_top_md=$(for m in NodePoolReady SystemPoolGuard DomainSpread NodePoolAffinity replicaindex; do mem_top "$m"; done)
 fi
 
 echo "== scheduler_perf ($WORKLOADS, count $COUNT${CASES:+, cases $CASES})" >&2
@@ -260,8 +260,8 @@ fi
   echo
   echo "Live heap the plugins hold per node once every node has been evaluated (shipped args, scheduler_perf's nodes), mean of $COUNT runs:"
   echo
-  echo "| nodes | NodePoolReady | SystemPoolGuard | DomainSpread | all three, per node | all three, total |"
-  echo "|---|---|---|---|---|---|"
+  echo "| nodes | NodePoolReady | SystemPoolGuard | DomainSpread | NodePoolAffinity (pool index; 30 pools) | all four, per node | all four, total |"
+  echo "|---|---|---|---|---|---|---|"
   echo "$mem_nodes_md"
   echo
   echo "DomainSpread's replica index per pod (ReplicaSet pods, 5 per set, over 15 000 nodes):"

@@ -73,6 +73,13 @@ func TestBinaryWithShippedConfig(t *testing.T) {
 	if exited, err := proc.Wait(0); exited {
 		t.Fatalf("scheduler exited: %v", err)
 	}
+	// From 1.35 on (OpportunisticBatching, KEP-5598) a profile with one Filter or Score plugin
+	// that does not sign pods has batching turned off for every pod, and the framework says so
+	// at startup (frameworkImpl.computeBatchablePlugins). Our plugins sign (sign_k8s136.go); on
+	// the 1.34 line the framework has no signatures and never logs it.
+	if out := proc.Output(); strings.Contains(out, "Disabling signatures for profile") {
+		t.Errorf("the shipped profile turns OpportunisticBatching off:\n%s", grepLines(out, "Disabling signatures", 5))
+	}
 }
 
 // TestBinaryComposesWithOtherPlugins enables plugins of other origins with args beside ours in

@@ -124,3 +124,34 @@ func writeHeapProfile(tb testing.TB, dir, name string) {
 		tb.Fatal(err)
 	}
 }
+
+// PoolNodes returns n nodes labelled as scheduler_perf's pool-cluster workload labels them
+// (test/perf/templates/node-pools.yaml): every 20th node in the AKS-style system pool, every
+// other node in one of 4 large pools, the rest in one of 25 small pools; 2 zones x 3 update
+// domains per pool.
+func PoolNodes(n int) []*v1.Node {
+	nodes := make([]*v1.Node, n)
+	for i := range nodes {
+		name := fmt.Sprintf("perf-node-%d", i)
+		pool, mode := fmt.Sprintf("small-%d", i/2%25), "user"
+		switch {
+		case i%20 == 0:
+			pool, mode = "system", "system"
+		case i%2 == 0:
+			pool = fmt.Sprintf("large-%d", i/2%4)
+		}
+		node := st.MakeNode().Name(name).
+			Label(v1.LabelHostname, name).
+			Label("kubernetes.azure.com/agentpool", pool).
+			Label("kubernetes.azure.com/mode", mode).
+			Label(v1.LabelTopologyZone, fmt.Sprintf("fd-%d", i/50%2)).
+			Label("topology.pool-scheduler.io/update-domain", fmt.Sprintf("ud-%d", i/100%3)).
+			Capacity(map[v1.ResourceName]string{v1.ResourcePods: "110", v1.ResourceCPU: "4", v1.ResourceMemory: "32Gi"}).
+			Condition(v1.NodeReady, v1.ConditionTrue, "", "")
+		if mode == "system" {
+			node.Taints([]v1.Taint{{Key: "CriticalAddonsOnly", Value: "true", Effect: v1.TaintEffectPreferNoSchedule}})
+		}
+		nodes[i] = node.Obj()
+	}
+	return nodes
+}
