@@ -1,0 +1,165 @@
+package integration
+
+import (
+	"context"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/kubernetes/test/utils/ktesting"
+	"k8s.io/utils/ptr"
+
+	"github.com/pool-scheduler/pool-scheduler/pkg/controlplane"
+	"github.com/pool-scheduler/pool-scheduler/pkg/spreadkeeper"
+	"github.com/pool-scheduler/pool-scheduler/test/util"
+)
+
+// spreadTrials is how many trials the workload-lifecycle tests run: a few in make test, more with
+// POOL_SCHEDULER_SPREAD_TRIALS (docs/spread.md records the rates measured that way).
+func spreadTrials(t *testing.T, short int) int {
+	t.Helper()
+	v := os.Getenv("POOL_SCHEDULER_SPREAD_TRIALS")
+	if v == "" {
+		return short
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		t.Fatalf("POOL_SCHEDULER_SPREAD_TRIALS=%q: want a positive number", v)
+	}
+	return n
+}
+
+// spreadCluster is the cluster: 3 zones x 3 update domains x 2 hosts, the shipped
+// profile, the upstream ReplicaSet controller and a kubelet stand-in that makes bound pods
+// Running and Ready.
+func spreadCluster(t *testing.T) (*controlplane.ControlPlane, util.SpreadTopology) {
+	tCtx := ktesting.Init(t)
+	cp := util.StartControlPlane(t)
+	topo := util.CreateSpreadNodes(tCtx, t, cp.Client, 3, 3, 2)
+	util.StartScheduler(t, cp, util.LoadShippedConfig(t).Profiles[0])
+	util.StartReplicaSetController(t, cp)
+	util.StartKubelet(t, cp.Client)
+	return cp, topo
+}
+
+// removeWorkload deletes the ReplicaSet and its pods and waits until they are gone, so the next
+// trial starts on empty nodes.
+func removeWorkload(tCtx ktesting.TContext, t *testing.T, cp *controlplane.ControlPlane, ns, name string) {
+	t.Helper()
+	cs := cp.Client
+	if err := cs.AppsV1().ReplicaSets(ns).Delete(tCtx, name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.CoreV1().Pods(ns).DeleteCollection(tCtx, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}, metav1.ListOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err := wait.PollUntilContextTimeout(tCtx, 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		return err == nil && len(pods.Items) == 0, nil
+	})
+	if err != nil {
+		t.Fatalf("pods of %s/%s still there after a minute", ns, name)
+	}
+}
+
+// TestBurstSpread: the ReplicaSet controller creates 18 replicas in its slow-start batches
+// (1, 2, 4, 8, 3: kube-controller-manager's slowStartBatch) on 3 zones x 3 update domains x 2
+// hosts. No host may hold two replicas while the other host of its zone/update-domain cell holds
+// none, in any trial; zone and update-domain skew stay at 0.
+func TestBurstSpread(t *testing.T) {
+	tCtx := ktesting.Init(t)
+	cp, topo := spreadCluster(t)
+	cs := cp.Client
+	trials := spreadTrials(t, 5)
+	failed := 0
+	for trial := range trials {
+		ns := util.CreateNamespace(tCtx, t, cs, "burst")
+		if _, err := cs.AppsV1().ReplicaSets(ns).Create(tCtx, util.ReplicaSet(ns, "web", 18), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		spread := topo.SpreadOf(util.WaitForReplicas(tCtx, t, cs, ns, "web", 18, 2*time.Minute))
+		doubled := topo.DoubledHosts(spread)
+		if len(doubled) > 0 || util.Skew(spread.Zones) > 0 || util.Skew(spread.UpdateDomains) > 0 {
+			failed++
+			t.Errorf("trial %d: hosts doubled up beside an empty host of their cell: %v; %s", trial, doubled, spread)
+		}
+		removeWorkload(tCtx, t, cp, ns, "web")
+	}
+	t.Logf("%d of %d bursts of 18 replicas left a host doubled up or a domain skewed", failed, trials)
+}
+
+// TestScaleDownKeepsSpread: the acceptance. A ReplicaSet scaled 18 -> 9 -> 4 -> 12 by the
+// upstream ReplicaSet controller over 3 zones x 3 update domains x 2 hosts, with the
+// deletion-cost keeper running: after every scale-down the zone and update-domain skew is at
+// most 1 in at least 95% of trials (in every trial of the few make test runs), and the scale-up
+// leaves no host doubled beside an empty one. The keeper's writes per scale event are logged.
+// POOL_SCHEDULER_SPREAD_BASELINE=1 runs without the keeper and only reports the rate.
+func TestScaleDownKeepsSpread(t *testing.T) {
+	tCtx := ktesting.Init(t)
+	cp, topo := spreadCluster(t)
+	cs := cp.Client
+	baseline := os.Getenv("POOL_SCHEDULER_SPREAD_BASELINE") == "1"
+	var keeper *spreadkeeper.Keeper
+	if !baseline {
+		keeper = util.StartDeletionCostKeeper(t, cp)
+	}
+	settle := func(ns string) {
+		if keeper != nil {
+			util.WaitForDeletionCosts(tCtx, t, cs, keeper, ns, "web", time.Minute)
+		}
+	}
+	patches := func() int64 {
+		if keeper == nil {
+			return 0
+		}
+		return keeper.Patches()
+	}
+	trials := spreadTrials(t, 3)
+	steps := []int32{18, 9, 4, 12}
+	failedTrials := 0
+	writes := make([]int64, len(steps))
+	for trial := range trials {
+		ns := util.CreateNamespace(tCtx, t, cs, "scale")
+		before := patches()
+		if _, err := cs.AppsV1().ReplicaSets(ns).Create(tCtx, util.ReplicaSet(ns, "web", steps[0]), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		failed := false
+		for i, replicas := range steps {
+			if i > 0 {
+				util.ScaleReplicaSet(tCtx, t, cs, ns, "web", replicas)
+			}
+			spread := topo.SpreadOf(util.WaitForReplicas(tCtx, t, cs, ns, "web", int(replicas), 2*time.Minute))
+			settle(ns)
+			writes[i] += patches() - before
+			before = patches()
+			zoneSkew, udSkew := util.Skew(spread.Zones), util.Skew(spread.UpdateDomains)
+			scaledDown := i > 0 && replicas < steps[i-1]
+			if scaledDown && (zoneSkew > 1 || udSkew > 1) {
+				failed = true
+				t.Logf("trial %d, %d -> %d replicas: zone skew %d, update-domain skew %d; %s", trial, steps[i-1], replicas, zoneSkew, udSkew, spread)
+			}
+			if doubled := topo.DoubledHosts(spread); !scaledDown && len(doubled) > 0 {
+				t.Errorf("trial %d, scaled to %d: hosts doubled up beside an empty host of their cell: %v; %s", trial, replicas, doubled, spread)
+			}
+		}
+		if failed {
+			failedTrials++
+		}
+		removeWorkload(tCtx, t, cp, ns, "web")
+	}
+	for i, replicas := range steps {
+		from := "created"
+		if i > 0 {
+			from = "from " + strconv.Itoa(int(steps[i-1]))
+		}
+		t.Logf("deletion-cost writes, scale to %d (%s): %.1f per event", replicas, from, float64(writes[i])/float64(trials))
+	}
+	t.Logf("%d of %d trials had a zone or update-domain skew above 1 after a scale-down (keeper running: %v)", failedTrials, trials, keeper != nil)
+	if !baseline && float64(failedTrials) > 0.05*float64(trials) {
+		t.Errorf("%d of %d trials lost the spread in a scale-down, want at most 5%%", failedTrials, trials)
+	}
+}

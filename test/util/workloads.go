@@ -1,0 +1,339 @@
+package util
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/klog/v2"
+	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
+	"k8s.io/kubernetes/pkg/controller/replicaset"
+	"k8s.io/utils/ptr"
+
+	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config"
+	configv1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/config/v1"
+	"github.com/pool-scheduler/pool-scheduler/pkg/controlplane"
+	"github.com/pool-scheduler/pool-scheduler/pkg/spreadkeeper"
+)
+
+// Cell is where a node sits in a spread topology: the shipped DomainSpread dimensions' values.
+type Cell struct{ Zone, UpdateDomain, Host string }
+
+// SpreadTopology is a cluster laid out as the shipped profile's DomainSpread dimensions expect:
+// node name -> its zone (topology.kubernetes.io/zone), update domain
+// (topology.pool-scheduler.io/update-domain) and host (kubernetes.io/hostname).
+type SpreadTopology map[string]Cell
+
+// CreateSpreadNodes creates zones x updateDomains x hosts nodes of one pool and returns their cells.
+func CreateSpreadNodes(ctx context.Context, t testing.TB, cs kubernetes.Interface, zones, updateDomains, hosts int) SpreadTopology {
+	t.Helper()
+	topo := SpreadTopology{}
+	for z := 0; z < zones; z++ {
+		for ud := 0; ud < updateDomains; ud++ {
+			for h := 0; h < hosts; h++ {
+				name := fmt.Sprintf("z%d-ud%d-h%d", z, ud, h)
+				cell := Cell{Zone: fmt.Sprintf("zone-%d", z), UpdateDomain: fmt.Sprint(ud), Host: name}
+				topo[name] = cell
+				CreateNode(ctx, t, cs, Node(name, map[string]string{
+					"kubernetes.azure.com/agentpool": "user",
+					v1.LabelTopologyZone:             cell.Zone,
+					configv1.UpdateDomainLabelKey:    cell.UpdateDomain,
+				}).Obj())
+			}
+		}
+	}
+	return topo
+}
+
+// Spread is where a workload's pods sit, counted per zone, update domain and host, and per
+// zone/update-domain cell.
+type Spread struct {
+	Zones, UpdateDomains, Hosts map[string]int
+	// Cells counts the pods per zone/update-domain pair.
+	Cells map[[2]string]int
+	Pods  int
+}
+
+// SpreadOf counts the bound pods among pods; unbound and terminating pods are left out.
+func (topo SpreadTopology) SpreadOf(pods []v1.Pod) Spread {
+	s := Spread{Zones: map[string]int{}, UpdateDomains: map[string]int{}, Hosts: map[string]int{}, Cells: map[[2]string]int{}}
+	// Every domain counts, empty ones included: skew is against the least loaded domain.
+	for _, c := range topo {
+		s.Zones[c.Zone] += 0
+		s.UpdateDomains[c.UpdateDomain] += 0
+		s.Hosts[c.Host] += 0
+		s.Cells[[2]string{c.Zone, c.UpdateDomain}] += 0
+	}
+	for _, p := range pods {
+		c, ok := topo[p.Spec.NodeName]
+		if !ok || p.DeletionTimestamp != nil {
+			continue
+		}
+		s.Pods++
+		s.Zones[c.Zone]++
+		s.UpdateDomains[c.UpdateDomain]++
+		s.Hosts[c.Host]++
+		s.Cells[[2]string{c.Zone, c.UpdateDomain}]++
+	}
+	return s
+}
+
+// Skew is the most minus the fewest pods of any domain in counts.
+func Skew(counts map[string]int) int {
+	first, lo, hi := true, 0, 0
+	for _, n := range counts {
+		if first || n < lo {
+			lo = n
+		}
+		if first || n > hi {
+			hi = n
+		}
+		first = false
+	}
+	return hi - lo
+}
+
+// DoubledHosts names the hosts holding two or more pods while another host of the same
+// zone/update-domain cell holds none: the spread the scheduler should never leave.
+func (topo SpreadTopology) DoubledHosts(s Spread) []string {
+	emptyInCell := map[[2]string]bool{}
+	for host, c := range topo {
+		if s.Hosts[host] == 0 {
+			emptyInCell[[2]string{c.Zone, c.UpdateDomain}] = true
+		}
+	}
+	var out []string
+	for host, c := range topo {
+		if s.Hosts[host] >= 2 && emptyInCell[[2]string{c.Zone, c.UpdateDomain}] {
+			out = append(out, host)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// String prints the counts per cell, a zone per row, for failure messages.
+func (s Spread) String() string {
+	var zones, uds []string
+	for z := range s.Zones {
+		zones = append(zones, z)
+	}
+	for ud := range s.UpdateDomains {
+		uds = append(uds, ud)
+	}
+	sort.Strings(zones)
+	sort.Strings(uds)
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d pods; zones %v, update domains %v; per cell:", s.Pods, s.Zones, s.UpdateDomains)
+	for _, z := range zones {
+		fmt.Fprintf(&b, "\n  %s:", z)
+		for _, ud := range uds {
+			fmt.Fprintf(&b, " %d", s.Cells[[2]string{z, ud}])
+		}
+	}
+	return b.String()
+}
+
+// StartReplicaSetController runs the upstream ReplicaSet controller
+// (k8s.io/kubernetes/pkg/controller/replicaset) in process against the control plane, with
+// kube-controller-manager's default burst of 500 (--concurrent-replicaset-syncs aside), so pods
+// are created in its slow-start batches (1, 2, 4, 8, ...) and scale-downs pick pods by its own
+// ranking. It stops with the test.
+func StartReplicaSetController(t testing.TB, cp *controlplane.ControlPlane) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), klog.Background()))
+	t.Cleanup(cancel)
+	factory := informers.NewSharedInformerFactory(cp.Client, 0)
+	rsc := replicaset.NewReplicaSetController(ctx, factory.Apps().V1().ReplicaSets(), factory.Core().V1().Pods(), cp.Client, 500)
+	factory.Start(ctx.Done())
+	factory.WaitForCacheSync(ctx.Done())
+	go rsc.Run(ctx, 5)
+}
+
+// StartKubelet plays every node's kubelet for the pods bound to the test's nodes: a bound pod
+// gets phase Running and a Ready condition, as the kubelet reports once its containers run, so
+// the ReplicaSet controller ranks it as it ranks a running replica; a pod deleted with a grace
+// period is removed, as the kubelet does once its containers stopped. It stops with the test.
+func StartKubelet(t testing.TB, cs kubernetes.Interface) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	factory := informers.NewSharedInformerFactory(cs, 0)
+	informer := factory.Core().V1().Pods().Informer()
+	queue := make(chan *v1.Pod, 10000)
+	handle := func(obj any) {
+		if pod, ok := obj.(*v1.Pod); ok && pod.Spec.NodeName != "" && (pod.DeletionTimestamp != nil || !podutil.IsPodReady(pod)) {
+			queue <- pod
+		}
+	}
+	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: handle, UpdateFunc: func(_, obj any) { handle(obj) }}); err != nil {
+		t.Fatalf("kubelet: watching pods: %v", err)
+	}
+	factory.Start(ctx.Done())
+	for range 4 {
+		go func() {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case pod := <-queue:
+					runPod(ctx, t, cs, pod)
+				}
+			}
+		}()
+	}
+}
+
+func runPod(ctx context.Context, t testing.TB, cs kubernetes.Interface, pod *v1.Pod) {
+	pods := cs.CoreV1().Pods(pod.Namespace)
+	if pod.DeletionTimestamp != nil {
+		err := pods.Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0), Preconditions: metav1.NewUIDPreconditions(string(pod.UID))})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) && ctx.Err() == nil {
+			t.Logf("kubelet: removing %s/%s: %v", pod.Namespace, pod.Name, err)
+		}
+		return
+	}
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		current, err := pods.Get(ctx, pod.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil || current.UID != pod.UID || current.DeletionTimestamp != nil || podutil.IsPodReady(current) {
+			return err
+		}
+		now := metav1.Now()
+		current.Status.Phase = v1.PodRunning
+		current.Status.StartTime = &now
+		current.Status.Conditions = append(current.Status.Conditions,
+			v1.PodCondition{Type: v1.PodInitialized, Status: v1.ConditionTrue, LastTransitionTime: now},
+			v1.PodCondition{Type: v1.ContainersReady, Status: v1.ConditionTrue, LastTransitionTime: now},
+			v1.PodCondition{Type: v1.PodReady, Status: v1.ConditionTrue, LastTransitionTime: now})
+		_, err = pods.UpdateStatus(ctx, current, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil && ctx.Err() == nil {
+		t.Logf("kubelet: starting %s/%s: %v", pod.Namespace, pod.Name, err)
+	}
+}
+
+// ReplicaSet builds a ReplicaSet of pause pods for pool-scheduler, selected by app=name.
+func ReplicaSet(namespace, name string, replicas int32) *appsv1.ReplicaSet {
+	labels := map[string]string{"app": name}
+	return &appsv1.ReplicaSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: labels},
+		Spec: appsv1.ReplicaSetSpec{
+			Replicas: ptr.To(replicas),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: v1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: v1.PodSpec{
+					SchedulerName:                 SchedulerName,
+					TerminationGracePeriodSeconds: ptr.To[int64](0),
+					Containers: []v1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10", Resources: v1.ResourceRequirements{
+						Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("100m"), v1.ResourceMemory: resource.MustParse("128Mi")}}}},
+				},
+			},
+		},
+	}
+}
+
+// ScaleReplicaSet sets the ReplicaSet's replicas.
+func ScaleReplicaSet(ctx context.Context, t testing.TB, cs kubernetes.Interface, namespace, name string, replicas int32) {
+	t.Helper()
+	patch := fmt.Sprintf(`{"spec":{"replicas":%d}}`, replicas)
+	if _, err := cs.AppsV1().ReplicaSets(namespace).Patch(ctx, name, "application/merge-patch+json", []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatalf("scaling ReplicaSet %s/%s to %d: %v", namespace, name, replicas, err)
+	}
+}
+
+// WaitForReplicas waits until the namespace holds exactly n pods with label app=name, every one
+// bound, Running and Ready and none terminating, and returns them.
+func WaitForReplicas(ctx context.Context, t testing.TB, cs kubernetes.Interface, namespace, name string, n int, timeout time.Duration) []v1.Pod {
+	t.Helper()
+	var last []v1.Pod
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		list, err := cs.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: "app=" + name})
+		if err != nil {
+			return false, nil
+		}
+		last = list.Items
+		if len(last) != n {
+			return false, nil
+		}
+		for i := range last {
+			if last[i].DeletionTimestamp != nil || !podutil.IsPodReady(&last[i]) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		ready := 0
+		for i := range last {
+			if podutil.IsPodReady(&last[i]) {
+				ready++
+			}
+		}
+		t.Fatalf("%s/%s: %d pods (%d ready), want %d ready within %v", namespace, name, len(last), ready, n, timeout)
+	}
+	return last
+}
+
+// StartDeletionCostKeeper runs the deletion-cost keeper in process for the shipped profile, as
+// `pool-labeler spread` runs it (defaults but a short settle time), and returns it. It stops
+// with the test.
+func StartDeletionCostKeeper(t *testing.T, cp *controlplane.ControlPlane) *spreadkeeper.Keeper {
+	t.Helper()
+	args, ok := PluginArgs(t, &LoadShippedConfig(t).Profiles[0], "DomainSpread").(*config.DomainSpreadArgs)
+	if !ok {
+		t.Fatal("the shipped profile has no DomainSpread args")
+	}
+	k, err := spreadkeeper.NewKeeper(cp.Client, nil, spreadkeeper.KeeperOptions{
+		SchedulerName: SchedulerName, Spread: args, QPS: 20, Burst: 40, Settle: 200 * time.Millisecond, Workers: 2,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), klog.Background()))
+	t.Cleanup(cancel)
+	go func() {
+		if err := k.Run(ctx); err != nil {
+			t.Errorf("deletion-cost keeper: %v", err)
+		}
+	}()
+	return k
+}
+
+// WaitForDeletionCosts waits until the keeper has handled every change it saw and every pod with
+// label app=name carries a deletion cost.
+func WaitForDeletionCosts(ctx context.Context, t testing.TB, cs kubernetes.Interface, k *spreadkeeper.Keeper, namespace, name string, timeout time.Duration) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		list, err := cs.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: "app=" + name})
+		if err != nil {
+			return false, nil
+		}
+		for _, p := range list.Items {
+			if _, ok := p.Annotations[spreadkeeper.DeletionCostAnnotation]; !ok && p.DeletionTimestamp == nil {
+				return false, nil
+			}
+		}
+		return k.Idle(), nil
+	})
+	if err != nil {
+		t.Fatalf("%s/%s: deletion costs not kept within %v", namespace, name, timeout)
+	}
+}
