@@ -46,6 +46,8 @@ type KeeperOptions struct {
 	Settle time.Duration
 	// Workers compute workloads in parallel.
 	Workers int
+	// Off: no costs are written (the informers still serve the rebalancer).
+	Off bool
 }
 
 // Validate reports the first option out of range.
@@ -235,6 +237,10 @@ func (k *Keeper) Run(ctx context.Context) error {
 	go k.pods.Run(ctx.Done())
 	if !cache.WaitForCacheSync(ctx.Done(), k.pods.HasSynced, k.nodes.HasSynced) {
 		return fmt.Errorf("deletion-cost keeper: informers did not sync")
+	}
+	if k.o.Off {
+		<-ctx.Done()
+		return nil
 	}
 	klog.FromContext(ctx).Info("Deletion-cost keeper started", "schedulerName", k.o.SchedulerName, "qps", k.o.QPS, "settle", k.o.Settle)
 	for range k.o.Workers {

@@ -2,12 +2,20 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"slices"
+	"sort"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	v1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/kubernetes/test/utils/ktesting"
 	"k8s.io/utils/ptr"
@@ -161,5 +169,141 @@ func TestScaleDownKeepsSpread(t *testing.T) {
 	t.Logf("%d of %d trials had a zone or update-domain skew above 1 after a scale-down (keeper running: %v)", failedTrials, trials, keeper != nil)
 	if !baseline && float64(failedTrials) > 0.05*float64(trials) {
 		t.Errorf("%d of %d trials lost the spread in a scale-down, want at most 5%%", failedTrials, trials)
+	}
+}
+
+// TestRebalancer: a ReplicaSet whose 6 replicas all landed in one zone (the others were cordoned,
+// as when a zone is lost and replaced). The rebalancer's dry run reports a replica to move and
+// evicts nothing; with a PodDisruptionBudget allowing no disruption (the upstream disruption
+// controller computes it) the eviction is refused and every replica stays; once the budget
+// allows one, replicas are evicted one at a time, each replacement placed by DomainSpread, until
+// the zone and update-domain skew are at most 1.
+func TestRebalancer(t *testing.T) {
+	tCtx := ktesting.Init(t)
+	cp, topo := spreadCluster(t)
+	cs := cp.Client
+	util.StartDisruptionController(t, cp)
+	keeper := util.StartDeletionCostKeeper(t, cp)
+	ns := util.CreateNamespace(tCtx, t, cs, "drift")
+
+	cordon := func(on bool) {
+		for node, cell := range topo {
+			if cell.Zone != "zone-0" {
+				util.PatchNode(tCtx, t, cs, node, fmt.Sprintf(`{"spec":{"unschedulable":%t}}`, on))
+			}
+		}
+	}
+	cordon(true)
+	if _, err := cs.AppsV1().ReplicaSets(ns).Create(tCtx, util.ReplicaSet(ns, "web", 6), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pods := util.WaitForReplicas(tCtx, t, cs, ns, "web", 6, 2*time.Minute)
+	cordon(false)
+	if s := topo.SpreadOf(pods); util.Skew(s.Zones) != 6 {
+		t.Fatalf("want every replica in zone-0 to start from: %s", s)
+	}
+	uids := func(pods []v1.Pod) []string {
+		var out []string
+		for _, p := range pods {
+			out = append(out, string(p.UID))
+		}
+		sort.Strings(out)
+		return out
+	}
+	before := uids(pods)
+
+	pdb := &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"},
+		Spec:       policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(6)), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}},
+	}
+	if pdb, err := cs.PolicyV1().PodDisruptionBudgets(ns).Create(tCtx, pdb, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	} else {
+		waitBudget(tCtx, t, cp, pdb, 0)
+	}
+
+	// A pass that decides: the keeper's informers may lag the uncordoning by a moment.
+	pass := func(r *spreadkeeper.Rebalancer) []spreadkeeper.Decision {
+		t.Helper()
+		var got []spreadkeeper.Decision
+		err := wait.PollUntilContextTimeout(tCtx, 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+			got = r.Pass(ctx)
+			return len(got) > 0, nil
+		})
+		if err != nil {
+			t.Fatal("no rebalancing decision within a minute")
+		}
+		return got
+	}
+	results := func(ds []spreadkeeper.Decision) []string {
+		var out []string
+		for _, d := range ds {
+			out = append(out, d.Dimension+": "+d.Result)
+		}
+		return out
+	}
+	newRebalancer := func(dryRun bool) *spreadkeeper.Rebalancer {
+		r, err := spreadkeeper.NewRebalancer(keeper, spreadkeeper.RebalanceOptions{DryRun: dryRun, Interval: time.Hour, MaxSkew: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+
+	t.Run("dry run", func(t *testing.T) {
+		if diff := cmp.Diff([]string{"zone: dry_run"}, results(pass(newRebalancer(true)))); diff != "" {
+			t.Errorf("decisions (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff(before, uids(util.WaitForReplicas(tCtx, t, cs, ns, "web", 6, time.Minute))); diff != "" {
+			t.Errorf("replicas changed in a dry run (-before +after):\n%s", diff)
+		}
+	})
+	evicting := newRebalancer(false)
+	t.Run("refused by a PodDisruptionBudget", func(t *testing.T) {
+		got := pass(evicting)
+		if diff := cmp.Diff([]string{"zone: refused"}, results(got)); diff != "" {
+			t.Fatalf("decisions (-want +got):\n%s", diff)
+		}
+		if !apierrors.IsTooManyRequests(got[0].Err) {
+			t.Errorf("refused with %v, want 429 Too Many Requests (the budget)", got[0].Err)
+		}
+		if diff := cmp.Diff(before, uids(util.WaitForReplicas(tCtx, t, cs, ns, "web", 6, time.Minute))); diff != "" {
+			t.Errorf("replicas changed though the budget allows no disruption (-before +after):\n%s", diff)
+		}
+	})
+	t.Run("evicted one at a time", func(t *testing.T) {
+		pdb, err := cs.PolicyV1().PodDisruptionBudgets(ns).Patch(tCtx, "web", "application/merge-patch+json",
+			[]byte(`{"spec":{"minAvailable":null,"maxUnavailable":1}}`), metav1.PatchOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitBudget(tCtx, t, cp, pdb, 1)
+		spread := topo.SpreadOf(pods)
+		moves := 0
+		for util.Skew(spread.Zones) > 1 || util.Skew(spread.UpdateDomains) > 1 {
+			if moves++; moves > 6 {
+				t.Fatalf("still skewed after 6 evictions: %s", spread)
+			}
+			got := pass(evicting)
+			if diff := cmp.Diff([]string{"zone: evicted"}, results(got)); diff != "" && !slices.Equal(results(got), []string{"update-domain: evicted"}) {
+				t.Fatalf("move %d: decisions (-want +got):\n%s", moves, diff)
+			}
+			spread = topo.SpreadOf(util.WaitForReplicas(tCtx, t, cs, ns, "web", 6, 2*time.Minute))
+			waitBudget(tCtx, t, cp, pdb, 1)
+		}
+		t.Logf("%d evictions: %s", moves, spread)
+	})
+}
+
+// waitBudget waits until the disruption controller has observed the budget and allows want
+// disruptions.
+func waitBudget(tCtx ktesting.TContext, t *testing.T, cp *controlplane.ControlPlane, pdb *policyv1.PodDisruptionBudget, want int32) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(tCtx, 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		got, err := cp.Client.PolicyV1().PodDisruptionBudgets(pdb.Namespace).Get(ctx, pdb.Name, metav1.GetOptions{})
+		return err == nil && got.Status.ObservedGeneration >= pdb.Generation && got.Status.DisruptionsAllowed == want, nil
+	})
+	if err != nil {
+		t.Fatalf("PodDisruptionBudget %s/%s does not allow %d disruptions within a minute", pdb.Namespace, pdb.Name, want)
 	}
 }

@@ -14,12 +14,17 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	cacheddiscovery "k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/scale"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
+	"k8s.io/kubernetes/pkg/controller/disruption"
 	"k8s.io/kubernetes/pkg/controller/replicaset"
 	"k8s.io/utils/ptr"
 
@@ -336,4 +341,26 @@ func WaitForDeletionCosts(ctx context.Context, t testing.TB, cs kubernetes.Inter
 	if err != nil {
 		t.Fatalf("%s/%s: deletion costs not kept within %v", namespace, name, timeout)
 	}
+}
+
+// StartDisruptionController runs the upstream disruption controller
+// (k8s.io/kubernetes/pkg/controller/disruption) in process, so PodDisruptionBudgets get the
+// status (disruptionsAllowed) the Eviction API decides by. It stops with the test.
+func StartDisruptionController(t testing.TB, cp *controlplane.ControlPlane) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), klog.Background()))
+	t.Cleanup(cancel)
+	factory := informers.NewSharedInformerFactory(cp.Client, 0)
+	discoveryClient := cacheddiscovery.NewMemCacheClient(cp.Client.Discovery())
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(discoveryClient)
+	scaleClient, err := scale.NewForConfig(cp.Config, mapper, dynamic.LegacyAPIPathResolverFunc, scale.NewDiscoveryScaleKindResolver(cp.Client.Discovery()))
+	if err != nil {
+		t.Fatalf("disruption controller: %v", err)
+	}
+	dc := disruption.NewDisruptionController(ctx, factory.Core().V1().Pods(), factory.Policy().V1().PodDisruptionBudgets(),
+		factory.Core().V1().ReplicationControllers(), factory.Apps().V1().ReplicaSets(), factory.Apps().V1().Deployments(),
+		factory.Apps().V1().StatefulSets(), cp.Client, mapper, scaleClient, cp.Client.Discovery())
+	factory.Start(ctx.Done())
+	factory.WaitForCacheSync(ctx.Done())
+	go dc.Run(ctx)
 }

@@ -26,7 +26,7 @@ func NewCommand() *cobra.Command {
 	var kubeconfig string
 	cmd := &cobra.Command{
 		Use:          "pool-labeler",
-		Short:        "Applies NodePoolLabelSets to nodes (controller), labels a node with its Azure fault and update domain (domain), serves the mutating admission webhook (webhook), judges and repairs the hand-off to pool-scheduler (handoff) and hands pods back before removal (handback)",
+		Short:        "Applies NodePoolLabelSets to nodes (controller), labels a node with its Azure fault and update domain (domain), serves the mutating admission webhook (webhook), judges and repairs the hand-off to pool-scheduler (handoff), hands pods back before removal (handback) and keeps the spread through scale-downs (spread)",
 		Long:         version.String(),
 		Version:      version.Version,
 		SilenceUsage: true,
@@ -36,7 +36,7 @@ func NewCommand() *cobra.Command {
 	cmd.PersistentFlags().StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file; empty: in-cluster")
 	klogFlags := goFlagSet()
 	cmd.PersistentFlags().AddGoFlagSet(klogFlags)
-	cmd.AddCommand(newControllerCommand(&kubeconfig), newDomainCommand(&kubeconfig), newWebhookCommand(&kubeconfig), newHandoffCommand(&kubeconfig), newHandbackCommand(&kubeconfig))
+	cmd.AddCommand(newControllerCommand(&kubeconfig), newDomainCommand(&kubeconfig), newWebhookCommand(&kubeconfig), newHandoffCommand(&kubeconfig), newHandbackCommand(&kubeconfig), newSpreadCommand(&kubeconfig))
 	return cmd
 }
 
