@@ -356,13 +356,13 @@ func lineAPIVersions(yamlStream []byte, line string) ([]byte, error) {
 
 // Bundles are the install YAMLs of a release: the scheduler (with the CRD, namespace, RBAC and
 // admission policies), its admission webhook (namespaces opt in by label), the labeler's
-// controller and the hand-off controller, as the chart installs by default; the Azure domain labeler on its own, as the
+// controller, the hand-off controller and the spread keeper, as the chart installs by default; the Azure domain labeler on its own, as the
 // chart's labeler.domain.enabled adds it; the MutatingAdmissionPolicy way in instead of the
 // webhook (docs/autoscaling.md); the optional system-pods admission policy (docs/security.md),
 // off by default in the chart.
 var Bundles = []Bundle{
 	// manifests/admission/webhook includes manifests/scheduler: the webhook mounts its ConfigMap.
-	{File: "install.yaml", Dirs: []string{"manifests/admission/webhook", "manifests/labeler/controller", "manifests/handoff"}, PerLine: true},
+	{File: "install.yaml", Dirs: []string{"manifests/admission/webhook", "manifests/labeler/controller", "manifests/handoff", "manifests/spread"}, PerLine: true},
 	// MutatingAdmissionPolicy: v1beta1 for 1.34 and 1.35 (with the API enabled), v1 from 1.36.
 	{File: "install-admission-policy.yaml", Dirs: []string{"manifests/admission/policy"}, APIPerLine: true},
 	{File: "install-domain-labeler.yaml", Dirs: []string{"manifests/labeler/domain"}, PerLine: true},

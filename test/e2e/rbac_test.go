@@ -393,6 +393,9 @@ func TestLeastPrivilege(t *testing.T) {
 		t.Errorf("domain labeler changing its own update-domain label: %v", err)
 	}
 
+	// #35: the spread keeper (manifests/spread) may write the pod-deletion-cost annotation and nothing else.
+	checkSpreadKeeperWrites(tCtx, t, cp)
+
 	for name, p := range map[string]*util.SchedulerProcess{"pool-scheduler": schedProc, "pool-labeler controller": labelerProc, "pool-labeler domain": domainProc} {
 		if exited, err := p.Wait(0); exited {
 			t.Errorf("%s exited: %v\n%s", name, err, p.Output())
