@@ -53,7 +53,9 @@ var forbidden = regexp.MustCompile(`(?i)forbidden|cannot (get|list|watch|create|
 // ServiceAccount (the domain labeler's bound to a pod on its node, as a projected token is).
 // Leader election, labelling, scheduling and events work with no request refused; writes
 // outside each role are refused, and the admission policy keeps the domain labeler to its own
-// node and its own labels, and the labeler controller to the labels it manages.
+// node and its own labels, and the labeler controller to the labels it manages. The webhook's
+// ServiceAccount, RBAC and policy (manifests/admission/webhook) are added at the end: it may
+// change its own configuration's caBundle and nothing else.
 func TestLeastPrivilege(t *testing.T) {
 	tCtx := ktesting.Init(t)
 	cp := util.StartControlPlane(t, "--authorization-mode=Node,RBAC")
@@ -395,6 +397,9 @@ func TestLeastPrivilege(t *testing.T) {
 
 	// #35: the spread keeper (manifests/spread) may write the pod-deletion-cost annotation and nothing else.
 	checkSpreadKeeperWrites(tCtx, t, cp)
+
+	// The webhook (manifests/admission/webhook) may change only its own configuration's caBundle.
+	checkWebhookConfigurationWrites(tCtx, t, cp, applied)
 
 	for name, p := range map[string]*util.SchedulerProcess{"pool-scheduler": schedProc, "pool-labeler controller": labelerProc, "pool-labeler domain": domainProc} {
 		if exited, err := p.Wait(0); exited {

@@ -258,6 +258,8 @@ func TestHelmChart(t *testing.T) {
 		"Secret pool-scheduler/pool-scheduler-webhook-tls",
 		"Service pool-scheduler/pool-scheduler-webhook",
 		"ServiceAccount pool-scheduler/pool-scheduler-webhook",
+		"ValidatingAdmissionPolicy pool-scheduler-webhook-ca-bundle",
+		"ValidatingAdmissionPolicyBinding pool-scheduler-webhook-ca-bundle",
 	}
 	handoffObjects := []string{
 		"ClusterRole pool-scheduler-handback",
@@ -750,7 +752,7 @@ func TestHelmChartRBACMatchesManifests(t *testing.T) {
 		return out
 	}
 	var manifests []*unstructured.Unstructured
-	for _, f := range []string{"scheduler/rbac.yaml", "scheduler/admission-policy.yaml", "labeler/controller/rbac.yaml", "labeler/controller/admission-policy.yaml", "labeler/domain/rbac.yaml", "labeler/domain/admission-policy.yaml", "policies/system-pods/admission-policy.yaml", "admission/webhook/rbac.yaml", "handoff/rbac.yaml", "handoff/admission-policy.yaml"} {
+	for _, f := range []string{"scheduler/rbac.yaml", "scheduler/admission-policy.yaml", "labeler/controller/rbac.yaml", "labeler/controller/admission-policy.yaml", "labeler/domain/rbac.yaml", "labeler/domain/admission-policy.yaml", "policies/system-pods/admission-policy.yaml", "admission/webhook/rbac.yaml", "admission/webhook/admission-policy.yaml", "handoff/rbac.yaml", "handoff/admission-policy.yaml"} {
 		data, err := os.ReadFile(filepath.Join(util.RepoRoot(), "manifests", f))
 		if err != nil {
 			t.Fatal(err)
