@@ -514,8 +514,8 @@ func TestRepositoryManifestsNameARelease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if found != 5 {
-		t.Errorf("%d pool-scheduler containers in manifests/, want 5 (scheduler, admission webhook, labeler controller, domain labeler, hand-off controller)", found)
+	if found != 6 {
+		t.Errorf("%d pool-scheduler containers in manifests/, want 6 (scheduler, admission webhook, labeler controller, domain labeler, hand-off controller, spread keeper)", found)
 	}
 }
 
