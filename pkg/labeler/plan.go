@@ -91,6 +91,11 @@ func PlanNodeFor(id pool.Identity, labels, annotations map[string]string, desire
 		if _, want := desired.Desired(k); want {
 			continue
 		}
+		if pool.IsDomainKey(k) {
+			// The domain labeler's (recorded here by a set stored before the CRD refused such
+			// keys): neither changed nor removed, and no longer ours, so the annotation drops it.
+			continue
+		}
 		if desired.Conflict(k) != nil || pool.IsIdentityKey(id, k) {
 			// The pool's sets disagree on it, or it names the node's pool: neither set, changed
 			// nor removed, but still ours.

@@ -49,6 +49,18 @@ func TestPlanNode(t *testing.T) {
 			want:        Plan{Set: map[string]string{}, Remove: []string{"example.com/a"}, Annotation: `["nodepool.banzaicloud.io/name"]`, AnnotationChanged: true},
 		},
 		{
+			// A set stored before the CRD refused the domain labeler's keys had the key recorded
+			// as managed: it is neither written (the set's value is dropped) nor removed, and
+			// leaves the annotation, so the domain labeler's value stays and is its own.
+			name:        "a domain key a set named is neither written nor removed, and no longer managed",
+			labels:      map[string]string{"agentpool": "flip", "example.com/a": "1", "topology.pool-scheduler.io/update-domain": "3"},
+			annotations: managed(`["example.com/a","topology.pool-scheduler.io/update-domain"]`),
+			desired: pool.CompileLabelSets([]*labelsv1alpha1.NodePoolLabelSet{
+				{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "flip"}, Spec: labelsv1alpha1.NodePoolLabelSetSpec{Labels: map[string]labelsv1alpha1.LabelValue{"example.com/a": "1", "topology.pool-scheduler.io/update-domain": "9"}}},
+			}).Pool("flip"),
+			want: Plan{Set: map[string]string{}, Annotation: `["example.com/a"]`, AnnotationChanged: true},
+		},
+		{
 			name:        "conflicting sets: a managed conflicting key is kept, unchanged and still owned",
 			labels:      map[string]string{"agentpool": "dup", "example.com/a": "1", "example.com/shared": "a"},
 			annotations: managed(`["example.com/a","example.com/shared"]`),

@@ -246,6 +246,9 @@ var (
 	crdValue    = regexp.MustCompile(crdValuePattern)
 )
 
+// crdDomainPrefix is the domain labeler's key prefix, which the CRD refuses in spec.labels.
+const crdDomainPrefix = "topology.pool-scheduler.io/"
+
 // crdIdentityKeys are the pool-identity keys the CRD knows (its root rule); a set may give
 // them only its own name.
 var crdIdentityKeys = []string{
@@ -260,7 +263,8 @@ func crdAccepts(name, key, value string) bool {
 	notReserved := !crdReserved.MatchString(key) || strings.HasPrefix(key, "node-role.kubernetes.io/") || strings.HasPrefix(key, "node-restriction.kubernetes.io/")
 	valueOK := utf8.RuneCountInString(value) <= 63 && crdValue.MatchString(value)
 	identityOK := value == name || !slices.Contains(crdIdentityKeys, key)
-	return keyOK && notReserved && valueOK && identityOK
+	notDomain := !strings.HasPrefix(key, crdDomainPrefix)
+	return keyOK && notReserved && valueOK && identityOK && notDomain
 }
 
 func TestCRDRulesAreTheFuzzReference(t *testing.T) {
@@ -272,6 +276,7 @@ func TestCRDRulesAreTheFuzzReference(t *testing.T) {
 		"k.size() <= 317 && k.indexOf('/') <= 253 && k.matches('" + crdKeyPattern + "')",
 		"!k.matches('" + crdReservedPattern + "')",
 		"k.startsWith('node-role.kubernetes.io/') || k.startsWith('node-restriction.kubernetes.io/')",
+		"self.all(k, !k.startsWith('" + crdDomainPrefix + "'))",
 		"maxLength: 63\n                  pattern: " + crdValuePattern,
 	} {
 		if !strings.Contains(string(data), want) {
@@ -355,6 +360,7 @@ func FuzzCompileLabelSets(f *testing.F) {
 	f.Add("a/p\nA.com/k=1\na.com/K=1\n-a/k=1")
 	f.Add("a/spot\nexample.com/pool=gpu\nagentpool=spot\nnodepool.banzaicloud.io/name=other\nb/gpu\nexample.com/pool=gpu")
 	f.Add("a/p\nk=1\nb/p\nk=2\nc/p\nk=1\nj=3")
+	f.Add("a/p\ntopology.pool-scheduler.io/update-domain=3\ntopology.pool-scheduler.io/x=1\nx.topology.pool-scheduler.io/y=1")
 	f.Fuzz(func(t *testing.T, text string) {
 		sets := labelSetsFromText(text)
 		id := NewIdentity([]string{fuzzPoolKey})

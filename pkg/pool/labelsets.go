@@ -337,16 +337,34 @@ func IsIdentityKey(id Identity, key string) bool {
 	return slices.Contains(configv1.DefaultPoolLabelKeys, key) || slices.Contains(id.LabelKeys(), key)
 }
 
-// ValidateLabel returns why a label cannot be set on a node, or nothing. Keys in the reserved
-// kubernetes.io and k8s.io domains are refused, as the CRD refuses them.
+// ValidateLabel returns why a NodePoolLabelSet cannot set a label on a node, or nothing. Keys
+// in the reserved kubernetes.io and k8s.io domains are refused, as the CRD refuses them, and so
+// are the domain labeler's keys (IsDomainKey).
 func ValidateLabel(key, value string) []string {
 	msgs := validation.IsQualifiedName(key)
-	if len(msgs) == 0 && IsReservedKey(key) {
+	switch {
+	case len(msgs) > 0:
+	case IsReservedKey(key):
 		msgs = append(msgs, "the kubernetes.io and k8s.io domains are reserved for Kubernetes")
+	case IsDomainKey(key):
+		msgs = append(msgs, domainKeyMessage)
 	}
 
 	return append(msgs, validation.IsValidLabelValue(value)...)
 }
+
+// IsDomainKey reports whether key is one of the domain labeler's (configv1.DomainLabelPrefix).
+// Each node's domain labeler writes them; a NodePoolLabelSet naming one would have the
+// controller put its value back every time the domain labeler rewrites its own, forever. No set
+// may name them (the CRD refuses them), and a set stored before that rule is not obeyed: the
+// key is dropped and reported (ValidateLabel), never written nor removed by the controller, and
+// never stale (the controller's admission policy refuses writes to it).
+func IsDomainKey(key string) bool {
+	return strings.HasPrefix(key, configv1.DomainLabelPrefix)
+}
+
+// domainKeyMessage says why a domain key is refused (as the CRD says it).
+const domainKeyMessage = "keys under " + configv1.DomainLabelPrefix + " are written on each node by pool-labeler's domain mode and cannot be set by a NodePoolLabelSet"
 
 // IsReservedKey reports whether key's prefix is in the kubernetes.io or k8s.io domain (exact
 // domain or a subdomain, never a substring match), except node-role.kubernetes.io and

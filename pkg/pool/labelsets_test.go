@@ -52,6 +52,21 @@ func TestCompileLabelSets(t *testing.T) {
 			wantConflicts: map[string][]LabelConflict{"spot": {{Key: "z.io/team", Values: []string{"data", "web"}, Sources: []string{"a/spot", "b/spot"}, Message: `label "z.io/team" has conflicting values: "data" in a/spot; "web" in b/spot; none is applied until they agree`}}},
 		},
 		{
+			// Stored before the CRD refused them: the domain labeler's keys are dropped and
+			// reported, never desired (the controller and the domain labeler would rewrite each
+			// other's value forever).
+			name: "the domain labeler's keys are dropped and reported",
+			sets: []*labelsv1alpha1.NodePoolLabelSet{
+				labelSet("a", "spot", map[string]labelsv1alpha1.LabelValue{
+					"z.io/a": "1", "topology.pool-scheduler.io/update-domain": "9", "topology.pool-scheduler.io/fault-domain": "1",
+					"x.topology.pool-scheduler.io/y": "1",
+				}),
+			},
+			wantPools:    []string{"spot"},
+			wantLabels:   map[string][]Label{"spot": {{"x.topology.pool-scheduler.io/y", "1"}, {"z.io/a", "1"}}},
+			wantProblems: map[string]int{"spot": 2},
+		},
+		{
 			name: "pool-identity keys: only the set's own name",
 			sets: []*labelsv1alpha1.NodePoolLabelSet{
 				labelSet("a", "spot", map[string]labelsv1alpha1.LabelValue{

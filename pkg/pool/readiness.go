@@ -157,10 +157,11 @@ func (g *Gate) checkStale(poolName string, nodeLabels, nodeAnnotations map[strin
 		return Verdict{Cause: MalformedAnnotation, Pool: poolName, Got: annotation}
 	}
 	for _, key := range keys {
-		if _, wanted := desired.Desired(key); wanted || desired.Conflict(key) != nil || IsIdentityKey(g.Identity, key) {
+		if _, wanted := desired.Desired(key); wanted || desired.Conflict(key) != nil || IsIdentityKey(g.Identity, key) || IsDomainKey(key) {
 			// A conflicting key is not stale: the labeler leaves it, and the check above judged
 			// it. Nor is a pool-identity label (Banzai's operator managed its own pool label):
-			// nothing may remove it, and it names the node's pool.
+			// nothing may remove it, and it names the node's pool. Nor a domain label, which a
+			// set recorded before the CRD refused it: the domain labeler owns it.
 			continue
 		}
 		if got, present := nodeLabels[key]; present {

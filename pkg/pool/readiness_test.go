@@ -103,6 +103,14 @@ func TestGateCheck(t *testing.T) {
 			want:        Verdict{Cause: StaleLabel, Pool: "spot", Key: "example.com/old", Got: "x"},
 		},
 		{
+			// Recorded by a set stored before the CRD refused domain keys: the domain labeler's
+			// label, not stale (the controller may not remove it).
+			name:   "a managed domain key is not stale",
+			labels: with(readySpot, "topology.pool-scheduler.io/update-domain", "3"), sets: spot,
+			annotations: managed(`["example.com/lifecycle","example.com/team","topology.pool-scheduler.io/update-domain"]`),
+			want:        Verdict{Cause: Ready, Pool: "spot"},
+		},
+		{
 			name:   "annotation in the labeler's own format",
 			labels: readySpot, sets: spot,
 			annotations: managed(`["example.com/lifecycle","example.com/team"]`),

@@ -32,6 +32,10 @@ func TestConstantCopiesMatchTheGoDefinitions(t *testing.T) {
 		{file: "pkg/apis/labels/v1alpha1/types.go", cel: `k in (\[[^\]]*\])`, want: configv1.DefaultPoolLabelKeys},
 		{file: "manifests/crds/labels.banzaicloud.io_nodepoollabelsets.yaml", cel: `k in (\[[^\]]*\])`, want: configv1.DefaultPoolLabelKeys},
 		{file: "manifests/charts/pool-scheduler/crds/labels.banzaicloud.io_nodepoollabelsets.yaml", cel: `k in (\[[^\]]*\])`, want: configv1.DefaultPoolLabelKeys},
+		// The CRD's rule refusing the domain labeler's keys.
+		{file: "pkg/apis/labels/v1alpha1/types.go", cel: `!k.startsWith\(('topology[^']*')\)`, want: []string{configv1.DomainLabelPrefix}},
+		{file: "manifests/crds/labels.banzaicloud.io_nodepoollabelsets.yaml", cel: `!k.startsWith\(('topology[^']*')\)`, want: []string{configv1.DomainLabelPrefix}},
+		{file: "manifests/charts/pool-scheduler/crds/labels.banzaicloud.io_nodepoollabelsets.yaml", cel: `!k.startsWith\(('topology[^']*')\)`, want: []string{configv1.DomainLabelPrefix}},
 		// The labeler controller's ValidatingAdmissionPolicy.
 		{file: "manifests/labeler/controller/admission-policy.yaml", cel: `name: identityKeys\s+expression: "(\[[^\]]*\])"`, want: configv1.DefaultPoolLabelKeys},
 		{file: "manifests/labeler/controller/admission-policy.yaml", cel: `name: managedKey\s+expression: "('[^']*')"`, want: []string{pool.ManagedLabelsAnnotation}},

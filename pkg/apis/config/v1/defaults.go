@@ -104,6 +104,11 @@ const (
 	AzureFaultDomainLabelKey = "topology.kubernetes.azure.com/fault-domain"
 	// UpdateDomainLabelKey is written by pool-labeler's domain mode; no provider labels it.
 	UpdateDomainLabelKey = "topology.pool-scheduler.io/update-domain"
+	// DomainLabelPrefix is the prefix of the domain labeler's keys (FaultDomainLabelKey,
+	// UpdateDomainLabelKey). Each node's domain labeler owns them: a NodePoolLabelSet may not
+	// name them (the CRD, pkg/pool and the labeler controller's admission policy refuse them),
+	// or the controller and the domain labeler would rewrite each other's value forever.
+	DomainLabelPrefix = "topology.pool-scheduler.io/"
 )
 
 // DefaultSpreadDimensions are the zone (or fault domain, where nodes are not zonal), the

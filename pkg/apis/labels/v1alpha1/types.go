@@ -8,7 +8,8 @@ import (
 // most 63 characters. Values are empty or at most 63 characters. The kubernetes.io and k8s.io
 // domains are reserved for Kubernetes itself, except node-role.kubernetes.io (a role label
 // operators set) and node-restriction.kubernetes.io (the prefix Kubernetes recommends for
-// isolation labels that kubelets cannot set on themselves).
+// isolation labels that kubelets cannot set on themselves). Keys under topology.pool-scheduler.io/
+// belong to pool-labeler's domain mode, which writes each node's own values.
 
 // LabelValue is a node label value: empty, or at most 63 alphanumerics, '-', '_' or '.',
 // starting and ending with an alphanumeric.
@@ -24,6 +25,7 @@ type NodePoolLabelSetSpec struct {
 	// +kubebuilder:validation:MaxProperties=128
 	// +kubebuilder:validation:XValidation:rule="self.all(k, k.size() <= 317 && k.indexOf('/') <= 253 && k.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$'))",message="every label key must be a qualified name: an optional DNS subdomain prefix and '/', then a name of at most 63 alphanumerics, '-', '_' or '.', starting and ending with an alphanumeric",reason=FieldValueInvalid
 	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.matches('^([^/]*[.])?(kubernetes|k8s)[.]io/') || k.startsWith('node-role.kubernetes.io/') || k.startsWith('node-restriction.kubernetes.io/'))",message="label keys in the kubernetes.io and k8s.io domains are reserved for Kubernetes and cannot be set by a NodePoolLabelSet; use your own domain, or node-restriction.kubernetes.io/ for isolation labels",reason=FieldValueForbidden
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.startsWith('topology.pool-scheduler.io/'))",message="label keys under topology.pool-scheduler.io/ are written on each node by pool-labeler's domain mode and cannot be set by a NodePoolLabelSet: the two would rewrite each other's value forever",reason=FieldValueForbidden
 	Labels map[string]LabelValue `json:"labels,omitempty"`
 
 	// DecodeError is set, instead of Labels, when the stored spec does not have the types above
