@@ -124,6 +124,7 @@ func TestLeastPrivilege(t *testing.T) {
 	util.WaitForLeaseHolder(tCtx, t, admin, ns, "pool-labeler", "", 60*time.Second)
 
 	checkMetricsAuth(tCtx, t, cp, "https://"+metricsAddr+"/metrics", metricsCA)
+	util.RequireNoHTTP2(t, metricsAddr)
 
 	user := util.CreateNamespace(tCtx, t, admin, "rbac")
 	for i := 0; i < 6; i++ {

@@ -70,6 +70,8 @@ func TestBinaryWithShippedConfig(t *testing.T) {
 			t.Errorf("GET %s: %s", path, resp.Status)
 		}
 	}
+	// HTTP/1.1 only: the binary defaults --disable-http2-serving to true.
+	util.RequireNoHTTP2(t, strings.TrimPrefix(proc.HTTPSURL, "https://"))
 	if exited, err := proc.Wait(0); exited {
 		t.Fatalf("scheduler exited: %v", err)
 	}

@@ -66,6 +66,8 @@ func TestWebhookAsInstalled(t *testing.T) {
 	if pod.Spec.Affinity == nil || pod.Spec.Affinity.NodeAffinity == nil || pod.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
 		t.Errorf("mutated pod has no required node affinity: %+v", pod.Spec.Affinity)
 	}
+	// The apiserver just called it: HTTP/1.1 only (internal/tlsserving).
+	util.RequireNoHTTP2(t, w.addr)
 	// The leader stops renewing (every replica down): once the lease duration (15 s) has passed,
 	// new pods keep the default scheduler and still get the system-node affinity.
 	stopLeader()
@@ -194,6 +196,7 @@ func renewLease(ctx context.Context, t testing.TB, cs kubernetes.Interface, name
 // installedWebhook is pool-labeler webhook as manifests/admission/webhook installs it.
 type installedWebhook struct {
 	proc   *util.SchedulerProcess
+	addr   string // host:port of the webhook server
 	sa     kubernetes.Interface
 	config admissionregistrationv1.MutatingWebhookConfiguration
 	secret v1.Secret
@@ -261,5 +264,5 @@ func installWebhook(tCtx context.Context, t *testing.T, cp *controlplane.Control
 	})
 	args = append(args, "--kubeconfig="+kubeconfig, "--secret-namespace="+ns, fmt.Sprintf("--port=%d", port),
 		"--metrics-bind-address=0", "--health-probe-bind-address=0", "-v=2")
-	return installedWebhook{proc: util.StartProcess(t, util.LabelerBinary(t), args...), sa: sa, config: cfg, secret: s}
+	return installedWebhook{proc: util.StartProcess(t, util.LabelerBinary(t), args...), addr: fmt.Sprintf("localhost:%d", port), sa: sa, config: cfg, secret: s}
 }

@@ -7,6 +7,7 @@ package app
 
 import (
 	"context"
+	"crypto/tls"
 	"flag"
 	"fmt"
 
@@ -18,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/pool-scheduler/pool-scheduler/internal/tlsserving"
 	"github.com/pool-scheduler/pool-scheduler/pkg/version"
 )
 
@@ -59,13 +61,14 @@ func start(kubeconfig, mode string, keysAndValues ...any) (context.Context, *res
 // metricsOptions: by default /metrics is served over HTTPS, and every request is authenticated
 // and authorized through the apiserver (controller-runtime's filters), as kube-scheduler's secure
 // port is: the node-label and label-set names in the labeler's metrics are not for anyone who can
-// reach the pod.
+// reach the pod. HTTP/1.1 only (tlsserving.DisableHTTP2).
 func metricsOptions(addr string, secure bool, certDir string) metricsserver.Options {
 	opts := metricsserver.Options{BindAddress: addr}
 	if secure {
 		opts.SecureServing = true
 		opts.FilterProvider = filters.WithAuthenticationAndAuthorization
 		opts.CertDir = certDir
+		opts.TLSOpts = []func(*tls.Config){tlsserving.DisableHTTP2}
 	}
 	return opts
 }

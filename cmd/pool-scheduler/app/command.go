@@ -13,6 +13,10 @@ import (
 	"github.com/pool-scheduler/pool-scheduler/pkg/version"
 )
 
+// DisableHTTP2Flag is kube-scheduler's flag (k8s.io/apiserver SecureServingOptions) that keeps
+// HTTP/2 off the secure port; pool-scheduler defaults it to true.
+const DisableHTTP2Flag = "disable-http2-serving"
+
 // NewCommand returns the kube-scheduler command with every plugin registered.
 func NewCommand() *cobra.Command {
 	var opts []kubescheduler.Option
@@ -23,6 +27,14 @@ func NewCommand() *cobra.Command {
 		opts = append(opts, kubescheduler.WithPlugin(name, factory))
 	}
 	cmd := kubescheduler.NewSchedulerCommand(opts...)
+	// HTTP/1.1 only on the secure port unless --disable-http2-serving=false is given, as on our
+	// other servers (internal/tlsserving says why).
+	if f := cmd.Flags().Lookup(DisableHTTP2Flag); f != nil {
+		if err := f.Value.Set("true"); err != nil {
+			panic(fmt.Sprintf("--%s: %v", DisableHTTP2Flag, err))
+		}
+		f.DefValue = "true"
+	}
 	cmd.Use = "pool-scheduler"
 	cmd.Short = "pool-scheduler: kube-scheduler with node-pool plugins (NodePoolReady, SystemPoolGuard, DomainSpread)"
 	cmd.Long = version.String() + "\n\n" + cmd.Short + ".\n\n" + cmd.Long

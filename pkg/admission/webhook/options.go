@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net/http"
@@ -25,6 +26,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
+	"github.com/pool-scheduler/pool-scheduler/internal/tlsserving"
 	admissionpkg "github.com/pool-scheduler/pool-scheduler/pkg/admission"
 	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config"
 	"github.com/pool-scheduler/pool-scheduler/pkg/handoff"
@@ -141,7 +143,7 @@ func RunWebhook(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, m
 	if err != nil {
 		return err
 	}
-	server := webhook.NewServer(webhook.Options{Port: o.Port, CertDir: o.CertDir})
+	server := webhook.NewServer(webhook.Options{Port: o.Port, CertDir: o.CertDir, TLSOpts: []func(*tls.Config){tlsserving.DisableHTTP2}})
 	// The hand-off stops while kube-apiserver runs a version this line does not serve: checked
 	// now and every 10 minutes (a control-plane upgrade happens under a running webhook).
 	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
