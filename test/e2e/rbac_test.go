@@ -271,6 +271,20 @@ func TestLeastPrivilege(t *testing.T) {
 		{"labeler moves a node to another pool, declaring the pool label managed", nodePatch(labelerClient, "spot-0",
 			[]byte(`{"metadata":{"labels":{"`+poolKey+`":"other"},"annotations":{"nodepool.banzaicloud.io/managed-labels":"[\"example.com/tier\",\"`+poolKey+`\"]"}}}`)),
 			anyError, "the labeler may not change pool-identity labels: " + poolKey},
+		// Whatever the write declares managed: the domain labeler's labels, reserved labels, the
+		// labels that mark system nodes.
+		{"labeler sets the domain labeler's label, declaring it managed", nodePatch(labelerClient, "spot-0",
+			[]byte(`{"metadata":{"labels":{"`+configv1.UpdateDomainLabelKey+`":"9"},"annotations":{"nodepool.banzaicloud.io/managed-labels":"[\"example.com/tier\",\"`+configv1.UpdateDomainLabelKey+`\"]"}}}`)),
+			anyError, "the labeler may not change labels the domain labeler writes: " + configv1.UpdateDomainLabelKey},
+		{"labeler sets a reserved label, declaring it managed", nodePatch(labelerClient, "spot-0",
+			[]byte(`{"metadata":{"labels":{"node.kubernetes.io/exclude-from-external-load-balancers":"true"},"annotations":{"nodepool.banzaicloud.io/managed-labels":"[\"example.com/tier\",\"node.kubernetes.io/exclude-from-external-load-balancers\"]"}}}`)),
+			anyError, "the labeler may not change labels of the reserved kubernetes.io and k8s.io domains: node.kubernetes.io/exclude-from-external-load-balancers"},
+		{"labeler rewrites the kubelet's hostname label, declaring it managed", nodePatch(labelerClient, "spot-0",
+			[]byte(`{"metadata":{"labels":{"kubernetes.io/hostname":"spot-1"},"annotations":{"nodepool.banzaicloud.io/managed-labels":"[\"example.com/tier\",\"kubernetes.io/hostname\"]"}}}`)),
+			anyError, "the labeler may not change labels of the reserved kubernetes.io and k8s.io domains: kubernetes.io/hostname"},
+		{"labeler turns a node into a system node, declaring the label managed", nodePatch(labelerClient, "spot-0",
+			[]byte(`{"metadata":{"labels":{"`+configv1.AKSModeLabelKey+`":"system"},"annotations":{"nodepool.banzaicloud.io/managed-labels":"[\"example.com/tier\",\"`+configv1.AKSModeLabelKey+`\"]"}}}`)),
+			anyError, "the labeler may not change the labels that mark system nodes: " + configv1.AKSModeLabelKey},
 		{"labeler taints a node", nodePatch(labelerClient, "spot-0", []byte(`{"spec":{"taints":[{"key":"example.com/evict","effect":"NoExecute"}]}}`)),
 			anyError, "the labeler may not change the node's spec"},
 		{"labeler cordons a node", nodePatch(labelerClient, "spot-0", []byte(`{"spec":{"unschedulable":true}}`)),
@@ -389,6 +403,11 @@ func TestLeastPrivilege(t *testing.T) {
 	// same write (the policy reads the annotation before and after).
 	if err := nodePatch(labelerClient, "spot-2", []byte(`{"metadata":{"labels":{"example.com/tier":null},"annotations":{"nodepool.banzaicloud.io/managed-labels":"[]"}}}`))(tCtx); err != nil {
 		t.Errorf("labeler removing a label it manages: %v", err)
+	}
+	// It may set an isolation label (node-restriction.kubernetes.io/: kubelets may not set those on
+	// themselves, so an operator's NodePoolLabelSet does) declared managed in the same write.
+	if err := nodePatch(labelerClient, "spot-1", []byte(`{"metadata":{"labels":{"node-restriction.kubernetes.io/pool":"spot"},"annotations":{"nodepool.banzaicloud.io/managed-labels":"[\"example.com/tier\",\"node-restriction.kubernetes.io/pool\"]"}}}`))(tCtx); err != nil {
+		t.Errorf("labeler setting a node-restriction.kubernetes.io/ label it declares managed: %v", err)
 	}
 	// The domain labeler may still change its own domain label (the policy is not a blanket deny).
 	if _, err := domain.CoreV1().Nodes().Patch(tCtx, "az-0", types.MergePatchType,

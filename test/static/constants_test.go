@@ -39,6 +39,12 @@ func TestConstantCopiesMatchTheGoDefinitions(t *testing.T) {
 		// The labeler controller's ValidatingAdmissionPolicy.
 		{file: "manifests/labeler/controller/admission-policy.yaml", cel: `name: identityKeys\s+expression: "(\[[^\]]*\])"`, want: configv1.DefaultPoolLabelKeys},
 		{file: "manifests/labeler/controller/admission-policy.yaml", cel: `name: managedKey\s+expression: "('[^']*')"`, want: []string{pool.ManagedLabelsAnnotation}},
+		{file: "manifests/labeler/controller/admission-policy.yaml", cel: `name: domainPrefix\s+expression: "('[^']*')"`, want: []string{configv1.DomainLabelPrefix}},
+		{file: "manifests/charts/pool-scheduler/templates/labeler-controller.yaml", cel: `name: domainPrefix\s+expression: "('[^']*')"`, want: []string{configv1.DomainLabelPrefix}},
+		{file: "manifests/labeler/controller/admission-policy.yaml", cel: `name: domainKeys\s+expression: "(\[[^\]]*\])"`, want: []string{configv1.UpdateDomainLabelKey, configv1.FaultDomainLabelKey}},
+		// SystemPoolGuard's default systemNodeSelector (the shipped configuration's): its keys.
+		{file: "manifests/labeler/controller/admission-policy.yaml", cel: `name: systemNodeKeys\s+expression: "(\[[^\]]*\])"`, want: []string{configv1.AKSModeLabelKey}},
+		{file: "manifests/charts/pool-scheduler/templates/labeler-controller.yaml", cel: `list "(kubernetes.azure.com/mode)"`, want: []string{configv1.AKSModeLabelKey}},
 		{file: "manifests/charts/pool-scheduler/templates/labeler-controller.yaml", cel: `name: managedKey\s+expression: "('[^']*')"`, want: []string{pool.ManagedLabelsAnnotation}},
 		// The domain labeler's ValidatingAdmissionPolicy.
 		{file: "manifests/labeler/domain/admission-policy.yaml", cel: `name: ownKeys\s+expression: "(\[[^\]]*\])"`, want: []string{configv1.UpdateDomainLabelKey, configv1.FaultDomainLabelKey}},
