@@ -179,8 +179,8 @@ func TestPackageChart(t *testing.T) {
 						}
 					}
 				}
-				if workloads != 6 {
-					t.Errorf("%d workloads rendered, want 6 (scheduler, admission webhook, labeler controller, domain labeler, hand-off controller, uninstall hook)", workloads)
+				if workloads != 7 {
+					t.Errorf("%d workloads rendered, want 7 (scheduler, admission webhook, labeler controller, domain labeler, hand-off controller, spread keeper, uninstall hook)", workloads)
 				}
 			})
 		}

@@ -276,6 +276,17 @@ func TestHelmChart(t *testing.T) {
 		"ValidatingAdmissionPolicy pool-scheduler-handoff-deletes",
 		"ValidatingAdmissionPolicyBinding pool-scheduler-handoff-deletes",
 	}
+	// The spread keeper (#35), on with DomainSpread.
+	spreadObjects := []string{
+		"ClusterRole pool-scheduler-spread",
+		"ClusterRoleBinding pool-scheduler-spread",
+		"Deployment pool-scheduler/pool-scheduler-spread",
+		"Role pool-scheduler/pool-scheduler-spread",
+		"RoleBinding pool-scheduler/pool-scheduler-spread",
+		"ServiceAccount pool-scheduler/pool-scheduler-spread",
+		"ValidatingAdmissionPolicy pool-scheduler-spread-deletion-cost",
+		"ValidatingAdmissionPolicyBinding pool-scheduler-spread-deletion-cost",
+	}
 	concat := func(lists ...[]string) []string {
 		var out []string
 		for _, l := range lists {
@@ -295,7 +306,7 @@ func TestHelmChart(t *testing.T) {
 	}{{
 		name: "defaults",
 		// The domain labeler is on: its affinity keeps it to AKS nodes, its selector to Linux.
-		want: concat(schedulerObjects, controllerObjects, domainObjects, webhookObjects, handoffObjects),
+		want: concat(schedulerObjects, controllerObjects, domainObjects, webhookObjects, handoffObjects, spreadObjects),
 		check: func(t *testing.T, r *renderedChart, cfg *schedconfig.KubeSchedulerConfiguration) {
 			checkMatchesShippedConfig(t, r, cfg)
 			checkLabelSetNamespaces(t, r, cfg, chartNamespace)
@@ -312,7 +323,7 @@ func TestHelmChart(t *testing.T) {
 	}, {
 		name:   "AKS system-mode selector switched off",
 		values: `scheduler: {plugins: {systemPoolGuard: {args: {systemNodeSelector: {}}}}}`,
-		want:   concat(schedulerObjects, controllerObjects, domainObjects, webhookObjects, handoffObjects),
+		want:   concat(schedulerObjects, controllerObjects, domainObjects, webhookObjects, handoffObjects, spreadObjects),
 		check: func(t *testing.T, _ *renderedChart, cfg *schedconfig.KubeSchedulerConfiguration) {
 			args := util.PluginArgs(t, &cfg.Profiles[0], "SystemPoolGuard").(*config.SystemPoolGuardArgs)
 			if args.SystemNodeSelector == nil || len(args.SystemNodeSelector.MatchLabels)+len(args.SystemNodeSelector.MatchExpressions) != 0 {
@@ -359,7 +370,7 @@ monitoring:
   serviceMonitor: {enabled: true, labels: {release: prometheus}}
 admission: {mode: policy, namespaces: [team-a, kube-system]}
 `,
-		want: concat(schedulerObjects, controllerObjects, domainObjects, monitoringObjects, handoffObjects,
+		want: concat(schedulerObjects, controllerObjects, domainObjects, monitoringObjects, handoffObjects, spreadObjects,
 			[]string{"Service pool-scheduler/pool-scheduler-handoff", "ServiceMonitor pool-scheduler/pool-scheduler-handoff"},
 			[]string{"FlowSchema pool-scheduler", "FlowSchema pool-scheduler-leader-election",
 				"MutatingAdmissionPolicy pool-scheduler", "MutatingAdmissionPolicyBinding pool-scheduler", "MutatingAdmissionPolicyBinding pool-scheduler-listed"}),
@@ -431,7 +442,7 @@ admission: {mode: policy, namespaces: [team-a, kube-system]}
 		namespace: "platform",
 		want: concat(
 			replaceNamespace(schedulerObjects, "platform"), replaceNamespace(controllerObjects, "platform"), replaceNamespace(domainObjects, "platform"),
-			replaceNamespace(webhookObjects, "platform"), replaceNamespace(handoffObjects, "platform")),
+			replaceNamespace(webhookObjects, "platform"), replaceNamespace(handoffObjects, "platform"), replaceNamespace(spreadObjects, "platform")),
 		check: func(t *testing.T, r *renderedChart, cfg *schedconfig.KubeSchedulerConfiguration) {
 			checkLabelSetNamespaces(t, r, cfg, "platform")
 			for values, want := range map[string][]string{
@@ -454,7 +465,7 @@ admission: {mode: policy, namespaces: [team-a, kube-system]}
 		name:   "Azure Monitor managed Prometheus",
 		values: `monitoring: {flavor: azure-managed-prometheus, serviceMonitor: {enabled: true}}`,
 		// The ServiceMonitors, a CA-only Secret and the add-on's Role in a namespace of their own.
-		want: concat(schedulerObjects, controllerObjects, domainObjects, webhookObjects, handoffObjects,
+		want: concat(schedulerObjects, controllerObjects, domainObjects, webhookObjects, handoffObjects, spreadObjects,
 			[]string{"Service pool-scheduler/pool-labeler", "Service pool-scheduler/pool-scheduler", "Service pool-scheduler/pool-scheduler-handoff",
 				"Secret pool-scheduler/pool-scheduler-metrics-tls",
 				"Namespace pool-scheduler-metrics", "Secret pool-scheduler-metrics/pool-scheduler-metrics-ca",
@@ -469,7 +480,7 @@ admission: {mode: policy, namespaces: [team-a, kube-system]}
 		// rendered (the labeler then writes no Events, logs the refusal, and labels as usual).
 		name:   "domain labeler without its admission policies: no events Role",
 		values: `labeler: {domain: {admissionPolicy: {enabled: false}}}`,
-		want: concat(schedulerObjects, controllerObjects, webhookObjects, handoffObjects, []string{
+		want: concat(schedulerObjects, controllerObjects, webhookObjects, handoffObjects, spreadObjects, []string{
 			"ClusterRole pool-labeler-domain",
 			"ClusterRoleBinding pool-labeler-domain",
 			"DaemonSet pool-scheduler/pool-labeler-domain",
@@ -485,7 +496,7 @@ admission: {mode: policy, namespaces: [team-a, kube-system]}
 	}, {
 		name:   "labelers off",
 		values: `{labeler: {controller: {enabled: false}, domain: {enabled: false}}, admission: {mode: none}}`,
-		want:   concat(schedulerObjects, handoffObjects),
+		want:   concat(schedulerObjects, handoffObjects, spreadObjects),
 	}, {
 		name:      "custom names, one replica, no leader election, no PDB, plugins off",
 		namespace: "ops",
@@ -752,7 +763,7 @@ func TestHelmChartRBACMatchesManifests(t *testing.T) {
 		return out
 	}
 	var manifests []*unstructured.Unstructured
-	for _, f := range []string{"scheduler/rbac.yaml", "scheduler/admission-policy.yaml", "labeler/controller/rbac.yaml", "labeler/controller/admission-policy.yaml", "labeler/domain/rbac.yaml", "labeler/domain/admission-policy.yaml", "policies/system-pods/admission-policy.yaml", "admission/webhook/rbac.yaml", "admission/webhook/admission-policy.yaml", "handoff/rbac.yaml", "handoff/admission-policy.yaml"} {
+	for _, f := range []string{"scheduler/rbac.yaml", "scheduler/admission-policy.yaml", "labeler/controller/rbac.yaml", "labeler/controller/admission-policy.yaml", "labeler/domain/rbac.yaml", "labeler/domain/admission-policy.yaml", "policies/system-pods/admission-policy.yaml", "admission/webhook/rbac.yaml", "admission/webhook/admission-policy.yaml", "handoff/rbac.yaml", "handoff/admission-policy.yaml", "spread/rbac.yaml", "spread/admission-policy.yaml"} {
 		data, err := os.ReadFile(filepath.Join(util.RepoRoot(), "manifests", f))
 		if err != nil {
 			t.Fatal(err)
