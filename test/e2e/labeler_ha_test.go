@@ -72,7 +72,7 @@ func TestLabelerHA(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := func() *util.SchedulerProcess {
-		return util.StartProcess(t, util.LabelerBinary(t), "controller", "--kubeconfig="+kubeconfig,
+		return util.StartProcess(t, util.LabelerBinary(t), "controller", "--kubeconfig="+kubeconfig, "--namespaces="+ns,
 			"--leader-elect-namespace="+ns, "--metrics-bind-address=0", "--health-probe-bind-address=0", "-v=2",
 			// Shorter than the 15s/10s/2s defaults, so the takeovers take seconds, not ~17 s each.
 			"--leader-elect-lease-duration=6s", "--leader-elect-renew-deadline=5s", "--leader-elect-retry-period=1s")

@@ -153,7 +153,7 @@ func TestLabelerSurvivesControlPlaneRestart(t *testing.T) {
 	if err := controlplane.WriteKubeconfig(r.Config, kubeconfig); err != nil {
 		t.Fatal(err)
 	}
-	proc := util.StartProcess(t, util.LabelerBinary(t), "controller", "--kubeconfig="+kubeconfig,
+	proc := util.StartProcess(t, util.LabelerBinary(t), "controller", "--kubeconfig="+kubeconfig, "--namespaces="+ns,
 		"--leader-elect-namespace="+ns, "--metrics-bind-address=0", "--health-probe-bind-address=0", "-v=2",
 		"--leader-elect-lease-duration=40s", "--leader-elect-renew-deadline=30s", "--leader-elect-retry-period=2s")
 	holder, _ := util.WaitForLeaseHolder(tCtx, t, cs, ns, "pool-labeler", "", 60*time.Second)

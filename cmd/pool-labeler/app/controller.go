@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -40,6 +41,7 @@ func newControllerCommand(kubeconfig *string) *cobra.Command {
 		schedulerConfig      string
 		schedulerName        string
 		holdWarningAfter     time.Duration
+		allNamespaces        bool
 	)
 	cmd := &cobra.Command{
 		Use:   "controller",
@@ -58,9 +60,21 @@ func newControllerCommand(kubeconfig *string) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			var warning string
+			if schedulerConfig == "" {
+				namespaces, warning, err = namespacesWithoutConfig(cmd.Flags().Changed("namespaces"), allNamespaces, namespaces, ownNamespace(os.Getenv, serviceAccountNamespaceFile))
+			} else if allNamespaces {
+				err = errors.New("--all-namespaces: not with --scheduler-config, whose labelSetNamespaces the labeler uses (empty: every namespace)")
+			}
+			if err != nil {
+				return err
+			}
 			ctx, cfg, err := start(*kubeconfig, "controller", "schedulerConfig", schedulerConfig, "namespaces", namespaces)
 			if err != nil {
 				return err
+			}
+			if warning != "" {
+				klog.Warning(warning)
 			}
 			cacheOpts := cache.Options{SyncPeriod: &resync}
 			if len(namespaces) > 0 {
@@ -100,7 +114,8 @@ func newControllerCommand(kubeconfig *string) *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&schedulerConfig, "scheduler-config", "", "the scheduler's KubeSchedulerConfiguration file (its ConfigMap mounted): NodePoolReady's args there give the pool label keys, the rule the status judges nodes by, and the NodePoolLabelSet namespaces (labelSetNamespaces); empty: the plugin's defaults and --pool-label-keys")
 	f.StringVar(&schedulerName, "scheduler-name", "pool-scheduler", "the profile of --scheduler-config")
-	f.StringSliceVar(&namespaces, "namespaces", nil, "namespaces whose NodePoolLabelSets are applied; empty: all, or with --scheduler-config its labelSetNamespaces (which this must then equal)")
+	f.StringSliceVar(&namespaces, "namespaces", nil, "namespaces whose NodePoolLabelSets are applied; with --scheduler-config its labelSetNamespaces (which this must then equal); without it and without --all-namespaces: the labeler's own namespace ($POD_NAMESPACE, else its ServiceAccount's)")
+	f.BoolVar(&allNamespaces, "all-namespaces", false, "without --scheduler-config: apply the NodePoolLabelSets of every namespace (whoever may write a set in any namespace then decides node labels)")
 	f.StringSliceVar(&poolLabelKeys, "pool-label-keys", configv1.DefaultPoolLabelKeys, "ordered node label keys naming a node's pool (without --scheduler-config)")
 	f.DurationVar(&holdWarningAfter, "hold-warning-after", 5*time.Minute, "a Warning event (NodeHeld) on a node that pool-scheduler's NodePoolReady has kept pods off this long; 0: none")
 	f.BoolVar(&overwrite, "overwrite-conflicts", false, "apply desired labels over values set by someone else (default: report the conflict in status and events)")
@@ -160,6 +175,44 @@ func controllerGate(cmd *cobra.Command, path, schedulerName string, poolLabelKey
 		return pool.Gate{}, fmt.Errorf("--namespaces=%s disagrees with the scheduler's labelSetNamespaces %q in %s: the labeler and the scheduler must read the same NodePoolLabelSets; drop --namespaces", strings.Join(*namespaces, ","), ns, path)
 	}
 	return gate, nil
+}
+
+// serviceAccountNamespaceFile is where a pod's ServiceAccount token volume puts its namespace.
+const serviceAccountNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+// ownNamespace is the labeler's namespace: $POD_NAMESPACE (the Deployments set it from the
+// downward API), else the ServiceAccount token volume's namespace file; "" outside a pod.
+func ownNamespace(getenv func(string) string, saFile string) string {
+	if ns := strings.TrimSpace(getenv("POD_NAMESPACE")); ns != "" {
+		return ns
+	}
+	if data, err := os.ReadFile(saFile); err == nil {
+		return strings.TrimSpace(string(data))
+	}
+	return ""
+}
+
+// namespacesWithoutConfig returns the namespaces whose NodePoolLabelSets the controller applies
+// without --scheduler-config, and a warning to log. --namespaces names them, --all-namespaces
+// takes every namespace; with neither, only its own namespace (the release's, where the shipped
+// configuration's labelSetNamespaces puts them): whoever may write a NodePoolLabelSet in a
+// namespace the labeler reads decides node labels, so reading every namespace must be asked for.
+func namespacesWithoutConfig(namespacesSet, all bool, namespaces []string, own string) ([]string, string, error) {
+	switch {
+	case all && namespacesSet:
+		return nil, "", errors.New("--all-namespaces and --namespaces: give one")
+	case all:
+		return nil, "", nil
+	case namespacesSet:
+		if len(namespaces) == 0 {
+			return nil, "", errors.New("--namespaces is empty: name the namespaces, or give --all-namespaces for every namespace")
+		}
+		return namespaces, "", nil
+	case own == "":
+		return nil, "", errors.New("no --scheduler-config, --namespaces or --all-namespaces, and no namespace of its own ($POD_NAMESPACE, or " + serviceAccountNamespaceFile + "): say whose NodePoolLabelSets to apply")
+	}
+	return []string{own}, fmt.Sprintf("No --scheduler-config or --namespaces: applying the NodePoolLabelSets of namespace %s only (its own). "+
+		"Name others with --namespaces=<ns>,<ns>, every namespace with --all-namespaces, or give --scheduler-config (its NodePoolReady labelSetNamespaces, as the scheduler reads them)", own), nil
 }
 
 // sameNamespaces reports whether a and b name the same namespaces, in any order.

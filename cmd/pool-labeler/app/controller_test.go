@@ -145,3 +145,81 @@ func TestControllerGate(t *testing.T) {
 		})
 	}
 }
+
+// TestNamespacesWithoutConfig: without --scheduler-config the controller applies the
+// NodePoolLabelSets of its own namespace only, with a warning that says how to widen it; every
+// namespace must be asked for (--all-namespaces).
+func TestNamespacesWithoutConfig(t *testing.T) {
+	tests := []struct {
+		name          string
+		namespacesSet bool
+		all           bool
+		namespaces    []string
+		own           string
+		want          []string
+		wantWarning   []string
+		wantErr       string
+	}{
+		{name: "nothing given: its own namespace, with a warning", own: "pool-scheduler", want: []string{"pool-scheduler"},
+			wantWarning: []string{"namespace pool-scheduler only", "--namespaces=", "--all-namespaces", "--scheduler-config"}},
+		{name: "--namespaces", namespacesSet: true, namespaces: []string{"a", "b"}, own: "pool-scheduler", want: []string{"a", "b"}},
+		{name: "--all-namespaces: every namespace", all: true, own: "pool-scheduler"},
+		{name: "--all-namespaces outside a pod", all: true},
+		{name: "both", all: true, namespacesSet: true, namespaces: []string{"a"}, wantErr: "--all-namespaces and --namespaces"},
+		{name: "--namespaces given empty", namespacesSet: true, own: "pool-scheduler", wantErr: "--namespaces is empty"},
+		{name: "outside a pod, nothing given", wantErr: "no namespace of its own"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, warning, err := namespacesWithoutConfig(tt.namespacesSet, tt.all, tt.namespaces, tt.own)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("error %v, want one containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, got, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("namespaces (-want +got):\n%s", diff)
+			}
+			for _, w := range tt.wantWarning {
+				if !strings.Contains(warning, w) {
+					t.Errorf("warning %q does not say %q", warning, w)
+				}
+			}
+			if len(tt.wantWarning) == 0 && warning != "" {
+				t.Errorf("warning %q, want none", warning)
+			}
+		})
+	}
+}
+
+// TestOwnNamespace: $POD_NAMESPACE, else the ServiceAccount's namespace file.
+func TestOwnNamespace(t *testing.T) {
+	saFile := filepath.Join(t.TempDir(), "namespace")
+	if err := os.WriteFile(saFile, []byte("from-file\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, env, file, want string
+	}{
+		{name: "POD_NAMESPACE first", env: "from-env", file: saFile, want: "from-env"},
+		{name: "the ServiceAccount's file", file: saFile, want: "from-file"},
+		{name: "neither", file: saFile + ".missing", want: ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			getenv := func(k string) string {
+				if k == "POD_NAMESPACE" {
+					return tt.env
+				}
+				return ""
+			}
+			if got := ownNamespace(getenv, tt.file); got != tt.want {
+				t.Errorf("ownNamespace = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
