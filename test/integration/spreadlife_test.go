@@ -53,12 +53,12 @@ func spreadCluster(t *testing.T) (*controlplane.ControlPlane, util.SpreadTopolog
 	return cp, topo
 }
 
-// removeWorkload deletes the ReplicaSet and its pods and waits until they are gone, so the next
-// trial starts on empty nodes.
-func removeWorkload(tCtx ktesting.TContext, t *testing.T, cp *controlplane.ControlPlane, ns, name string) {
+// removeWorkloads deletes the namespace's ReplicaSets and pods and waits until they are gone, so
+// the next trial starts on empty nodes.
+func removeWorkloads(tCtx ktesting.TContext, t *testing.T, cp *controlplane.ControlPlane, ns string) {
 	t.Helper()
 	cs := cp.Client
-	if err := cs.AppsV1().ReplicaSets(ns).Delete(tCtx, name, metav1.DeleteOptions{}); err != nil {
+	if err := cs.AppsV1().ReplicaSets(ns).DeleteCollection(tCtx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := cs.CoreV1().Pods(ns).DeleteCollection(tCtx, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}, metav1.ListOptions{}); err != nil {
@@ -69,34 +69,53 @@ func removeWorkload(tCtx ktesting.TContext, t *testing.T, cp *controlplane.Contr
 		return err == nil && len(pods.Items) == 0, nil
 	})
 	if err != nil {
-		t.Fatalf("pods of %s/%s still there after a minute", ns, name)
+		t.Fatalf("pods of %s still there after a minute", ns)
 	}
 }
 
 // TestBurstSpread: the ReplicaSet controller creates 18 replicas in its slow-start batches
 // (1, 2, 4, 8, 3: kube-controller-manager's slowStartBatch) on 3 zones x 3 update domains x 2
-// hosts. No host may hold two replicas while the other host of its zone/update-domain cell holds
-// none, in any trial; zone and update-domain skew stay at 0.
+// hosts, one workload alone or three at once (their pods interleaved in the scheduling queue, as
+// in a busy cluster). No host may hold two replicas of a workload while the other host of its
+// zone/update-domain cell holds none, in any trial; zone and update-domain skew stay at 0.
 func TestBurstSpread(t *testing.T) {
 	tCtx := ktesting.Init(t)
 	cp, topo := spreadCluster(t)
 	cs := cp.Client
-	trials := spreadTrials(t, 5)
-	failed := 0
-	for trial := range trials {
-		ns := util.CreateNamespace(tCtx, t, cs, "burst")
-		if _, err := cs.AppsV1().ReplicaSets(ns).Create(tCtx, util.ReplicaSet(ns, "web", 18), metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		spread := topo.SpreadOf(util.WaitForReplicas(tCtx, t, cs, ns, "web", 18, 2*time.Minute))
-		doubled := topo.DoubledHosts(spread)
-		if len(doubled) > 0 || util.Skew(spread.Zones) > 0 || util.Skew(spread.UpdateDomains) > 0 {
-			failed++
-			t.Errorf("trial %d: hosts doubled up beside an empty host of their cell: %v; %s", trial, doubled, spread)
-		}
-		removeWorkload(tCtx, t, cp, ns, "web")
+	tests := []struct {
+		name      string
+		workloads int
+	}{
+		{name: "one workload", workloads: 1},
+		{name: "three workloads at once", workloads: 3},
 	}
-	t.Logf("%d of %d bursts of 18 replicas left a host doubled up or a domain skewed", failed, trials)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			trials := spreadTrials(t, 3)
+			failed := 0
+			for trial := range trials {
+				ns := util.CreateNamespace(tCtx, t, cs, "burst")
+				var names []string
+				for w := range tt.workloads {
+					name := fmt.Sprintf("web-%d", w)
+					names = append(names, name)
+					if _, err := cs.AppsV1().ReplicaSets(ns).Create(tCtx, util.ReplicaSet(ns, name, 18), metav1.CreateOptions{}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				for _, name := range names {
+					spread := topo.SpreadOf(util.WaitForReplicas(tCtx, t, cs, ns, name, 18, 2*time.Minute))
+					doubled := topo.DoubledHosts(spread)
+					if len(doubled) > 0 || util.Skew(spread.Zones) > 0 || util.Skew(spread.UpdateDomains) > 0 {
+						failed++
+						t.Errorf("trial %d, %s: hosts doubled up beside an empty host of their cell: %v; %s", trial, name, doubled, spread)
+					}
+				}
+				removeWorkloads(tCtx, t, cp, ns)
+			}
+			t.Logf("%d of %d bursts of 18 replicas left a host doubled up or a domain skewed", failed, trials*tt.workloads)
+		})
+	}
 }
 
 // TestScaleDownKeepsSpread: the acceptance. A ReplicaSet scaled 18 -> 9 -> 4 -> 12 by the
@@ -157,7 +176,7 @@ func TestScaleDownKeepsSpread(t *testing.T) {
 		if failed {
 			failedTrials++
 		}
-		removeWorkload(tCtx, t, cp, ns, "web")
+		removeWorkloads(tCtx, t, cp, ns)
 	}
 	for i, replicas := range steps {
 		from := "created"
