@@ -76,8 +76,9 @@ func removeWorkloads(tCtx ktesting.TContext, t *testing.T, cp *controlplane.Cont
 // TestBurstSpread: the ReplicaSet controller creates 18 replicas in its slow-start batches
 // (1, 2, 4, 8, 3: kube-controller-manager's slowStartBatch) on 3 zones x 3 update domains x 2
 // hosts, one workload alone or three at once (their pods interleaved in the scheduling queue, as
-// in a busy cluster). No host may hold two replicas of a workload while the other host of its
-// zone/update-domain cell holds none, in any trial; zone and update-domain skew stay at 0.
+// in a busy cluster). No host may hold two replicas of a workload while another host holds none
+// (the doubled host: a zone/update-domain cell of 2 hosts given 3 replicas while another
+// cell got 1), in any trial; zone and update-domain skew stay at 0.
 func TestBurstSpread(t *testing.T) {
 	tCtx := ktesting.Init(t)
 	cp, topo := spreadCluster(t)
@@ -108,7 +109,7 @@ func TestBurstSpread(t *testing.T) {
 					doubled := topo.DoubledHosts(spread)
 					if len(doubled) > 0 || util.Skew(spread.Zones) > 0 || util.Skew(spread.UpdateDomains) > 0 {
 						failed++
-						t.Errorf("trial %d, %s: hosts doubled up beside an empty host of their cell: %v; %s", trial, name, doubled, spread)
+						t.Errorf("trial %d, %s: hosts doubled up while a host is empty: %v; %s", trial, name, doubled, spread)
 					}
 				}
 				removeWorkloads(tCtx, t, cp, ns)
@@ -170,7 +171,7 @@ func TestScaleDownKeepsSpread(t *testing.T) {
 				t.Logf("trial %d, %d -> %d replicas: zone skew %d, update-domain skew %d; %s", trial, steps[i-1], replicas, zoneSkew, udSkew, spread)
 			}
 			if doubled := topo.DoubledHosts(spread); !scaledDown && len(doubled) > 0 {
-				t.Errorf("trial %d, scaled to %d: hosts doubled up beside an empty host of their cell: %v; %s", trial, replicas, doubled, spread)
+				t.Errorf("trial %d, scaled to %d: hosts doubled up while a host is empty: %v; %s", trial, replicas, doubled, spread)
 			}
 		}
 		if failed {

@@ -111,18 +111,17 @@ func Skew(counts map[string]int) int {
 	return hi - lo
 }
 
-// DoubledHosts names the hosts holding two or more pods while another host of the same
-// zone/update-domain cell holds none: the spread the scheduler should never leave.
+// DoubledHosts names the hosts holding two or more pods while another host holds none: with no
+// more replicas than hosts, a spread that keeps every dimension balanced never leaves that (a
+// zone/update-domain cell of 2 hosts holding 3 replicas while another cell holds 1 does).
 func (topo SpreadTopology) DoubledHosts(s Spread) []string {
-	emptyInCell := map[[2]string]bool{}
-	for host, c := range topo {
-		if s.Hosts[host] == 0 {
-			emptyInCell[[2]string{c.Zone, c.UpdateDomain}] = true
-		}
+	empty := false
+	for host := range topo {
+		empty = empty || s.Hosts[host] == 0
 	}
 	var out []string
-	for host, c := range topo {
-		if s.Hosts[host] >= 2 && emptyInCell[[2]string{c.Zone, c.UpdateDomain}] {
+	for host := range topo {
+		if s.Hosts[host] >= 2 && empty {
 			out = append(out, host)
 		}
 	}

@@ -17,10 +17,12 @@ const preScoreStateKey fwk.StateKey = "PreScore" + Name
 
 // Each dimension's count takes countBits bits of the raw score, the first dimension the highest,
 // so comparing raw scores compares the counts dimension by dimension. Counts saturate at
-// maxCount; with at most 4 dimensions the raw score fits in an int64.
+// maxCount; with at most 4 dimensions the raw score fits in an int64. With cell layering (see
+// scoreState.cells) the raw score holds two more components, each of rawBits/components bits.
 const (
 	countBits = 15
 	maxCount  = 1<<countBits - 1
+	rawBits   = 60
 )
 
 // scoreState is the cycle's counts plus, per dimension, the count that stands in for nodes
@@ -32,6 +34,21 @@ type scoreState struct {
 	nodes       []fwk.NodeInfo
 	ignoredOnce sync.Once
 	ignored     [validation.MaxSpreadDimensions]int32
+
+	// Cell layering, with three or more dimensions whose second is not joint: the first two
+	// dimensions are scored on their own, so replicas can pile up in one (zone, update domain)
+	// cell while another cell of the same zone holds fewer, with every zone and update domain
+	// balanced: a cell of 2 hosts then gets 3 replicas and a host is doubled while another is
+	// empty (a third of 18-replica bursts on 3 zones x 3 update domains x 2 hosts). So, after
+	// the first two dimensions and before the rest, a node scores the replicas of its cell,
+	// then prefers the cell diagonal (update-domain ID minus zone ID, modulo the update domains
+	// known) that holds the most replicas: the diagonal being filled is a set of cells with
+	// distinct zones and update domains, so filling diagonal by diagonal keeps zones, update
+	// domains and cells balanced at every replica count.
+	layered bool
+	cells   map[[2]int32]int32
+	diags   []int32
+	bits    int
 }
 
 // Clone shares the state: scoring does not change it.
@@ -54,8 +71,51 @@ func (pl *DomainSpread) PreScore(ctx context.Context, state fwk.CycleState, pod 
 	if s.counted == 0 {
 		return fwk.NewStatus(fwk.Skip)
 	}
-	state.Write(preScoreStateKey, &scoreState{spreadState: s, nodes: nodes})
+	ss := &scoreState{spreadState: s, nodes: nodes, bits: countBits}
+	if pl.layered() {
+		pl.countCells(ss)
+	}
+	state.Write(preScoreStateKey, ss)
 	return nil
+}
+
+// layered reports whether the dimensions get cell layering (see scoreState).
+func (pl *DomainSpread) layered() bool {
+	return len(pl.dims) >= 3 && !pl.dims[1].joint
+}
+
+// countCells counts the workload's replicas per cell of the first two dimensions and per cell
+// diagonal, once per cycle, from the replica index (O(nodes holding replicas)).
+func (pl *DomainSpread) countCells(s *scoreState) {
+	s.layered = true
+	s.bits = rawBits / (len(pl.dims) + 2)
+	s.cells = map[[2]int32]int32{}
+	// Every scored node's domains are numbered before the diagonals are: their count (the
+	// update domains known) must not change between the cycles of a burst. The memo makes this
+	// a lookup per node once a node version is known.
+	for _, ni := range s.nodes {
+		pl.domainIDs(ni.Node(), s.epoch)
+	}
+	s.diags = make([]int32, max(pl.domains.len(1), 1))
+	nodeInfos := pl.sharedLister.NodeInfos()
+	pl.replicas.each(s.workload, func(nodeName string, replicas int32) {
+		ni, err := nodeInfos.Get(nodeName)
+		if err != nil || ni.Node() == nil {
+			return
+		}
+		ids := pl.domainIDs(ni.Node(), s.epoch)
+		if ids[0] == noDomain || ids[1] == noDomain {
+			return
+		}
+		s.cells[[2]int32{ids[0], ids[1]}] += replicas
+		s.diags[s.diagonal(ids)] += replicas
+	})
+}
+
+// diagonal is the cell diagonal of a node with both of the first two dimensions.
+func (s *scoreState) diagonal(ids nodeDomains) int {
+	n := int32(len(s.diags))
+	return int(((ids[1]-ids[0])%n + n) % n)
 }
 
 // ignoredCount returns the count that stands in for dimension d on a node lacking its keys.
@@ -87,6 +147,7 @@ func (pl *DomainSpread) Score(_ context.Context, state fwk.CycleState, _ *v1.Pod
 	}
 	s := c.(*scoreState)
 	ids := pl.domainIDs(nodeInfo.Node(), s.epoch)
+	limit := int32(1)<<s.bits - 1
 	var raw int64
 	for d := range pl.dims {
 		var n int32
@@ -95,7 +156,20 @@ func (pl *DomainSpread) Score(_ context.Context, state fwk.CycleState, _ *v1.Pod
 		} else {
 			n = pl.ignoredCount(s, d)
 		}
-		raw = raw<<countBits | int64(min(n, maxCount))
+		raw = raw<<s.bits | int64(min(n, limit))
+		if d == 1 && s.layered {
+			// The cell's replicas, then the most filled diagonal first; a node lacking either
+			// of the first two dimensions scores as an empty cell on a full diagonal.
+			var cell, fill int32
+			if ids[0] != noDomain && ids[1] != noDomain {
+				cell = s.cells[[2]int32{ids[0], ids[1]}]
+				if i := s.diagonal(ids); i < len(s.diags) {
+					fill = s.diags[i]
+				}
+			}
+			raw = raw<<s.bits | int64(min(cell, limit))
+			raw = raw<<s.bits | int64(limit-min(fill, limit))
+		}
 	}
 	return raw, nil
 }
