@@ -183,3 +183,19 @@ generates (templates/metrics-tls.yaml); empty when monitoring is off. */}}
 {{- .Values.monitoring.serviceMonitor.tlsSecretName | default (printf "%s-metrics-tls" (include "pool-scheduler.schedulerName" .)) -}}
 {{- end -}}
 {{- end -}}
+
+{{- /* topologySpreadConstraints of a Deployment's pod template: (dict "constraints" list "name"
+  app.kubernetes.io/name "root" $). A constraint without labelSelector gets one matching the
+  Deployment's own pods (the labels of its selector), so it counts its own replicas only. */}}
+{{- define "pool-scheduler.spreadConstraints" -}}
+{{- with .constraints }}
+topologySpreadConstraints:
+{{- range . }}
+{{- $c := deepCopy . }}
+{{- if not (hasKey $c "labelSelector") }}
+{{- $_ := set $c "labelSelector" (dict "matchLabels" (dict "app.kubernetes.io/name" $.name "app.kubernetes.io/instance" $.root.Release.Name)) }}
+{{- end }}
+- {{ toYaml $c | nindent 2 | trim }}
+{{- end }}
+{{- end }}
+{{- end -}}
