@@ -372,6 +372,7 @@ admission: {mode: policy, namespaces: [team-a, kube-system]}
 `,
 		want: concat(schedulerObjects, controllerObjects, domainObjects, monitoringObjects, handoffObjects, spreadObjects,
 			[]string{"Service pool-scheduler/pool-scheduler-handoff", "ServiceMonitor pool-scheduler/pool-scheduler-handoff"},
+			[]string{"Service pool-scheduler/pool-scheduler-spread", "ServiceMonitor pool-scheduler/pool-scheduler-spread"},
 			[]string{"FlowSchema pool-scheduler", "FlowSchema pool-scheduler-leader-election",
 				"MutatingAdmissionPolicy pool-scheduler", "MutatingAdmissionPolicyBinding pool-scheduler", "MutatingAdmissionPolicyBinding pool-scheduler-listed"}),
 		check: func(t *testing.T, r *renderedChart, cfg *schedconfig.KubeSchedulerConfiguration) {
@@ -471,6 +472,7 @@ admission: {mode: policy, namespaces: [team-a, kube-system]}
 				"Namespace pool-scheduler-metrics", "Secret pool-scheduler-metrics/pool-scheduler-metrics-ca",
 				"ServiceMonitor pool-scheduler-metrics/pool-labeler", "ServiceMonitor pool-scheduler-metrics/pool-scheduler",
 				"ServiceMonitor pool-scheduler-metrics/pool-scheduler-handoff",
+				"Service pool-scheduler/pool-scheduler-spread", "ServiceMonitor pool-scheduler-metrics/pool-scheduler-spread",
 				"Role pool-scheduler-metrics/pool-scheduler-ama-metrics", "RoleBinding pool-scheduler-metrics/pool-scheduler-ama-metrics"}),
 		check: func(t *testing.T, r *renderedChart, _ *schedconfig.KubeSchedulerConfiguration) {
 			checkMetricsTLS(t, r)
@@ -1426,7 +1428,7 @@ func TestHelmChartAzureManagedPrometheus(t *testing.T) {
 	if diff := cmp.Diff(slices.Sorted(maps.Keys(defMonitors)), slices.Sorted(maps.Keys(azMonitors))); diff != "" {
 		t.Errorf("ServiceMonitors of the Azure flavor (-default +azure):\n%s", diff)
 	}
-	if want := []string{"pool-labeler", "pool-scheduler", "pool-scheduler-handoff"}; !slices.Equal(slices.Sorted(maps.Keys(azMonitors)), want) {
+	if want := []string{"pool-labeler", "pool-scheduler", "pool-scheduler-handoff", "pool-scheduler-spread"}; !slices.Equal(slices.Sorted(maps.Keys(azMonitors)), want) {
 		t.Errorf("Azure ServiceMonitors %v, want %v", slices.Sorted(maps.Keys(azMonitors)), want)
 	}
 	limits := map[string]string{"labelLimit": "63", "labelNameLengthLimit": "511", "labelValueLengthLimit": "1023"}
