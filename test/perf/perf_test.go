@@ -29,5 +29,5 @@ func BenchmarkPerfScheduling(b *testing.B) {
 	// scheduler_perf's apiserver does not serve the MutatingAdmissionPolicy API (beta in 1.34);
 	// with the process-wide gate on, its admission plugin would wait for the API forever.
 	featuregatetesting.SetFeatureGateDuringTest(b, utilfeature.DefaultFeatureGate, genericfeatures.MutatingAdmissionPolicy, false)
-	perf.RunBenchmarkPerfScheduling(b, "config/performance-config.yaml", "poolscheduler", plugins.Registry())
+	perf.RunBenchmarkPerfScheduling(b, suiteConfig(b, b.TempDir()), "poolscheduler", plugins.Registry())
 }
