@@ -166,6 +166,11 @@ for run in $(seq "$COUNT"); do
         -test.benchtime=1ns -test.count=1 -test.timeout=120m -test.cpuprofile "$ART/perf-$tc-$w-run$run.cpu.pprof" \
         -perf-scheduling-label-filter=performance -data-items-dir="$ART") | tee -a "$ART/perf.txt" >&2 \
         || { echo "-- $w/$tc (run $run) FAILED; the runs go on" >&2; failed+=("$w/$tc (run $run)"); }
+      # scheduler_perf names its result file by the second it ends: one case that ends within the
+      # second another began (a workload a case does not define ends at once) would overwrite it.
+      for f in "$ART"/BenchmarkPerfScheduling_*Z.json; do
+        if [[ -e $f ]]; then mv "$f" "${f%.json}-$tc-$w-run$run.json"; fi
+      done
     done
   done
 done
