@@ -214,7 +214,8 @@ echo "== churn (count $COUNT)" >&2
 fi
 go run ./hack/perfreport -artifacts "$ART" > "$ART/perf.md"
 if [[ ${#failed[@]} -gt 0 ]]; then
-  { echo; echo "Failed, no result (see artifacts/bench/perf.txt): $(IFS=,; echo "${failed[*]}" | sed 's/,/, /g')."; } >> "$ART/perf.md"
+  printf -v list '%s, ' "${failed[@]}"
+  { echo; echo "Failed, no result (see artifacts/bench/perf.txt): ${list%, }."; } >> "$ART/perf.md"
 fi
 if [[ -n $LINE ]]; then
   {
