@@ -28,7 +28,7 @@ func NewCommand() *cobra.Command {
 	var kubeconfig string
 	cmd := &cobra.Command{
 		Use:          "pool-labeler",
-		Short:        "Applies NodePoolLabelSets to nodes (controller), labels a node with its Azure fault and update domain (domain), serves the mutating admission webhook (webhook), judges and repairs the hand-off to pool-scheduler (handoff), hands pods back before removal (handback) and keeps the spread through scale-downs (spread)",
+		Short:        "Applies NodePoolLabelSets to nodes (controller), labels a node with its Azure fault and update domain (domain), serves the mutating admission webhook (webhook), judges and repairs the hand-off to pool-scheduler (handoff), hands pods back before removal (handback), keeps the spread through scale-downs (spread) and keeps the metrics certificates, their CA apart (certs)",
 		Long:         version.String(),
 		Version:      version.Version,
 		SilenceUsage: true,
@@ -38,7 +38,7 @@ func NewCommand() *cobra.Command {
 	cmd.PersistentFlags().StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file; empty: in-cluster")
 	klogFlags := goFlagSet()
 	cmd.PersistentFlags().AddGoFlagSet(klogFlags)
-	cmd.AddCommand(newControllerCommand(&kubeconfig), newDomainCommand(&kubeconfig), newWebhookCommand(&kubeconfig), newHandoffCommand(&kubeconfig), newHandbackCommand(&kubeconfig), newSpreadCommand(&kubeconfig))
+	cmd.AddCommand(newControllerCommand(&kubeconfig), newDomainCommand(&kubeconfig), newWebhookCommand(&kubeconfig), newHandoffCommand(&kubeconfig), newHandbackCommand(&kubeconfig), newSpreadCommand(&kubeconfig), newCertsCommand(&kubeconfig))
 	return cmd
 }
 

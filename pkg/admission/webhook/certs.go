@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -141,7 +140,7 @@ func (k *certKeeper) reconcile(ctx context.Context, logger klog.Logger) error {
 	}
 	// The key first: the server's certificate watcher reloads on the certificate file.
 	for _, f := range []struct{ name, key string }{{corev1.TLSPrivateKeyKey, corev1.TLSPrivateKeyKey}, {corev1.TLSCertKey, corev1.TLSCertKey}} {
-		if err := writeIfChanged(filepath.Join(k.o.CertDir, f.name), data[f.key]); err != nil {
+		if err := certkeeper.WriteIfChanged(filepath.Join(k.o.CertDir, f.name), data[f.key]); err != nil {
 			return fmt.Errorf("--cert-dir: %w", err)
 		}
 	}
@@ -168,16 +167,4 @@ func (k *certKeeper) reconcile(ctx context.Context, logger klog.Logger) error {
 	}
 	k.injected.Store(true)
 	return nil
-}
-
-// writeIfChanged replaces path atomically (a rename) when its content differs.
-func writeIfChanged(path string, data []byte) error {
-	if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, data) {
-		return nil
-	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
 }

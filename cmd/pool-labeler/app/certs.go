@@ -1,0 +1,67 @@
+package app
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/pool-scheduler/pool-scheduler/pkg/certkeeper"
+)
+
+// newCertsCommand returns `certs`: the certificate keeper, which alone holds the CA keys.
+func newCertsCommand(kubeconfig *string) *cobra.Command {
+	var (
+		o                                       certkeeper.Options
+		namespace, caSecret, tlsSecret, certDir string
+		metricsAddr                             string
+		dnsNames, caCopies                      []string
+		metricsSecure                           bool
+	)
+	cmd := &cobra.Command{
+		Use: "certs",
+		Short: "Keep the /metrics serving certificate: the CA and its key in a Secret of their own, the certificate, " +
+			"its key and the CA bundle in the Secret the servers mount, rotated with an overlap (Deployment, one replica)",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if namespace == "" {
+				return errors.New("--namespace: required (default: $POD_NAMESPACE)")
+			}
+			set := certkeeper.Set{Name: "metrics", CAName: "pool-scheduler-metrics-ca", DNSNames: dnsNames, CertDir: certDir,
+				CASecret: types.NamespacedName{Namespace: namespace, Name: caSecret}, ServingSecret: types.NamespacedName{Namespace: namespace, Name: tlsSecret}}
+			for _, c := range caCopies {
+				ns, name, ok := strings.Cut(c, "/")
+				if !ok {
+					return fmt.Errorf("--metrics-tls-ca-copy %q: want <namespace>/<name>", c)
+				}
+				set.CACopies = append(set.CACopies, types.NamespacedName{Namespace: ns, Name: name})
+			}
+			if err := set.Validate(); err != nil {
+				return err
+			}
+			o.Sets = []certkeeper.Set{set}
+			o.Metrics = metricsOptions(metricsAddr, metricsSecure, certDir)
+			ctx, cfg, err := start(*kubeconfig, "certs", "caSecret", set.CASecret, "servingSecret", set.ServingSecret, "caCopies", caCopies, "dnsNames", dnsNames)
+			if err != nil {
+				return err
+			}
+			return certkeeper.Run(ctx, cfg, o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&namespace, "namespace", os.Getenv("POD_NAMESPACE"), "namespace of the CA Secret and the serving Secret")
+	f.StringVar(&caSecret, "metrics-tls-ca-secret", "pool-scheduler-metrics-ca-key", "Secret holding the metrics CA and its key (ca.crt, ca.key, and ca-next.*, ca-previous.crt during a rotation): nothing else may read it (must exist; the chart creates it empty)")
+	f.StringVar(&tlsSecret, "metrics-tls-secret", "pool-scheduler-metrics-tls", "Secret the /metrics servers mount: tls.crt, tls.key and ca.crt, the bundle of every CA in use (must exist)")
+	f.StringSliceVar(&dnsNames, "metrics-tls-dns-names", nil, "DNS names of the serving certificate (<service>.<namespace>.svc ...); the first is its subject")
+	f.StringSliceVar(&caCopies, "metrics-tls-ca-copy", nil, "<namespace>/<name> of Secrets that get the CA bundle alone (ca.crt), for scrapers that must not read tls.key (must exist)")
+	f.DurationVar(&o.Interval, "interval", time.Minute, "how often the certificates are checked (failures are retried within 10 seconds)")
+	f.StringVar(&metricsAddr, "metrics-bind-address", ":8443", "address of /metrics; 0 disables")
+	f.BoolVar(&metricsSecure, "metrics-secure", true, "serve /metrics over HTTPS to clients the apiserver authenticates and authorizes (get on /metrics); false: plain HTTP, bind it to 127.0.0.1")
+	f.StringVar(&certDir, "metrics-cert-dir", filepath.Join(os.TempDir(), "pool-scheduler-certs"), "directory the keeper writes the metrics serving certificate to, and serves its own /metrics with")
+	f.StringVar(&o.ProbeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz (ready once every Secret was written); 0 disables")
+	return cmd
+}
