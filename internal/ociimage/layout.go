@@ -42,7 +42,14 @@ type Layout struct {
 	Tag   string
 	// SBOMs are the referrer artifacts, by the digest of the image they describe.
 	SBOMs map[v1.Hash]v1.Image
+	// Bundles are the Sigstore bundles (signature, provenance) make sign-release attached to
+	// the image index (hack/signing), pushed with it as its referrers.
+	Bundles []v1.Image
 }
+
+// BundleArtifactType is the artifactType of a Sigstore bundle attached to an image as an OCI
+// referrer (cosign's specs/BUNDLE_SPEC.md; hack/signing writes them).
+const BundleArtifactType = "application/vnd.dev.sigstore.bundle.v0.3+json"
 
 // ReadLayout opens a layout written by WriteLayout.
 func ReadLayout(dir string) (*Layout, error) {
@@ -82,6 +89,12 @@ func ReadLayout(dir string) (*Layout, error) {
 				return nil, fmt.Errorf("%s: SBOM %s has no subject", dir, d.Digest)
 			}
 			l.SBOMs[m.Subject.Digest] = img
+		case d.ArtifactType == BundleArtifactType:
+			img, err := top.Image(d.Digest)
+			if err != nil {
+				return nil, err
+			}
+			l.Bundles = append(l.Bundles, img)
 		default:
 			return nil, fmt.Errorf("%s: unexpected %s %s in index.json", dir, d.MediaType, d.Digest)
 		}
@@ -89,12 +102,26 @@ func ReadLayout(dir string) (*Layout, error) {
 	if l.Index == nil {
 		return nil, fmt.Errorf("%s: no image index", dir)
 	}
+	d, err := l.Index.Digest()
+	if err != nil {
+		return nil, err
+	}
+	for _, b := range l.Bundles {
+		m, err := b.Manifest()
+		if err != nil {
+			return nil, err
+		}
+		if m.Subject == nil || m.Subject.Digest != d {
+			bd, _ := b.Digest()
+			return nil, fmt.Errorf("%s: Sigstore bundle %s does not refer to the image index %s", dir, bd, d)
+		}
+	}
 	return l, nil
 }
 
-// Push writes the image index to repo:tag and each SBOM by digest (the registry links it to its
-// subject: through the referrers API, or go-containerregistry updates the referrers tag when the
-// registry has none). Credentials come from the Docker config (docker login, or
+// Push writes the image index to repo:tag and each SBOM and Sigstore bundle by digest (the
+// registry links it to its subject: through the referrers API, or go-containerregistry updates
+// the referrers tag when the registry has none). Credentials come from the Docker config (docker login, or
 // docker/login-action in CI). It returns the pushed reference with its digest.
 func Push(l *Layout, repo string, opts ...remote.Option) (name.Digest, error) {
 	if l.Tag == "" {
@@ -115,6 +142,15 @@ func Push(l *Layout, repo string, opts ...remote.Option) (name.Digest, error) {
 		}
 		if err := remote.Write(r.Digest(d.String()), s, opts...); err != nil {
 			return name.Digest{}, fmt.Errorf("pushing the SBOM of %s: %w", subject, err)
+		}
+	}
+	for _, b := range l.Bundles {
+		d, err := b.Digest()
+		if err != nil {
+			return name.Digest{}, err
+		}
+		if err := remote.Write(r.Digest(d.String()), b, opts...); err != nil {
+			return name.Digest{}, fmt.Errorf("pushing the Sigstore bundle %s: %w", d, err)
 		}
 	}
 	d, err := l.Index.Digest()
