@@ -46,7 +46,7 @@ $(ETCD_BIN): go.mod go.sum
 	GOFLAGS="$(DEFAULT_GOFLAGS)" GOGC=$(BUILD_GOGC) $(GO) build -o $(ETCD_BIN) go.etcd.io/etcd/server/v3
 
 .PHONY: test
-test: unit alerts fuzz-smoke integration e2e image-test perf-smoke test-lines ## Unit, alert rules, fuzz smoke, integration (real apiserver), end-to-end (built binaries), the image, the scheduler_perf smoke test, and every other release line.
+test: unit alerts fuzz-smoke integration e2e image-test signing-test perf-smoke test-lines ## Unit, alert rules, fuzz smoke, integration (real apiserver), end-to-end (built binaries), the image, release signing, the scheduler_perf smoke test, and every other release line.
 
 # The release lines other than the default one (lines/k8s-<minor>/). make test runs the default
 # line's whole suite and, for each of these, the tests of the code that differs between lines
@@ -218,9 +218,53 @@ release: ## Release files for VERSION=vX.Y.Z in _output/release/ (every line's i
 	  $(foreach p,$(PLUGIN_PLATFORMS),--plugin $(p)=_output/plugin/$(subst /,_,$(p))/kubectl-pool)
 
 .PHONY: push-image
-push-image: ## Push the release's image layouts to IMAGE_REPO (tag VERSION-k8s<line> each, SBOM referrers); credentials from docker login.
+push-image: ## Push the release's image layouts to IMAGE_REPO (tag VERSION-k8s<line> each, SBOM and, once signed, signature and provenance referrers); credentials from docker login.
 	$(check-lines)
 	$(RELEASE_TOOL) push --version $(VERSION) --repository $(IMAGE_REPO) $(foreach l,$(LINES),--layout $(RELEASE_LAYOUT)/k8s-$(l))
+
+# Signing a release (docs/security.md, "Verifying a release"): hack/signing, a module of its own
+# (sigstore-go's gRPC/OpenTelemetry/protobuf would fight go.mod's Kubernetes pins), built with
+# the test flags without LINE's -modfile and -tags, like test/alerts. make sign-release writes
+# Sigstore bundles into the release directory (SHA256SUMS.sigstore.json, one per line's image
+# archive, provenance.sigstore.json: SLSA v1) and attaches each image's signature and provenance
+# to its layout as OCI referrers, which make push-image pushes. KEY=<private.pem> signs locally
+# (make release-key makes a pair); the release workflow signs keyless (KEYLESS=1: a Fulcio
+# certificate for the workflow's OIDC identity, every signature logged in Rekor).
+# make verify-release checks a release offline: KEY=<public.pem>, or TRUSTED_ROOT=<Sigstore
+# trusted_root.json, make trusted-root> with IDENTITY (default: this repository's release
+# workflow at the tag VERSION); RELEASE_DIR=<dir> for downloaded files; PULLED=1 also checks
+# each line's image in IMAGE_REPO (digest as released, signature and provenance referrers).
+SIGNING := GOFLAGS="$(filter-out -modfile=% -tags=%,$(DEV_GOFLAGS))" $(GO) -C hack/signing
+RELEASE_KEY ?= release
+IDENTITY ?= https://github.com/pool-scheduler/pool-scheduler/.github/workflows/release.yaml@refs/tags/$(VERSION)
+TRUSTED_ROOT ?=
+
+.PHONY: signing-test
+signing-test: ## Release signing (hack/signing): a key-signed release verified offline and from an in-process registry, tampering refused; keyless against an in-memory Sigstore.
+	$(SIGNING) test $(RACE) $(GOTEST_FLAGS) ./...
+
+.PHONY: release-key
+release-key: ## An ECDSA P-256 key pair for make sign-release KEY=...: RELEASE_KEY.key (private, default release.key) and RELEASE_KEY.pub.
+	$(SIGNING) run . keygen --out $(abspath $(RELEASE_KEY))
+
+.PHONY: sign-release
+sign-release: ## Sign the release VERSION (SHA256SUMS, each line's image, SLSA provenance), attaching image bundles to the layouts: KEY=<private.pem>, or KEYLESS=1 (the release workflow).
+	$(check-lines)
+	@[[ -n "$(KEY)$(KEYLESS)" ]] || { echo "make sign-release: set KEY=<private key PEM> (make release-key), or KEYLESS=1 in GitHub Actions" >&2; exit 2; }
+	$(SIGNING) run . sign --release-dir $(abspath $(RELEASE_DIR)) --repository $(IMAGE_REPO) --version $(VERSION) --commit $(REVISION) \
+	  $(if $(KEYLESS),--keyless,--key $(abspath $(KEY))) $(foreach l,$(LINES),--layout $(abspath $(RELEASE_LAYOUT)/k8s-$(l)))
+
+.PHONY: verify-release
+verify-release: ## Verify the release VERSION offline: SHA256SUMS signature, every file, each image's signature and provenance (KEY=<public.pem>, or TRUSTED_ROOT= and IDENTITY=); PULLED=1: IMAGE_REPO's images too.
+	@[[ -n "$(KEY)$(TRUSTED_ROOT)" ]] || { echo "make verify-release: set KEY=<public key PEM>, or TRUSTED_ROOT=<trusted_root.json> (make trusted-root) for a keyless release" >&2; exit 2; }
+	$(SIGNING) run . verify --release-dir $(abspath $(RELEASE_DIR)) --repository $(IMAGE_REPO) \
+	  $(if $(KEY),--key $(abspath $(KEY)),--trusted-root $(abspath $(TRUSTED_ROOT)) --certificate-identity '$(IDENTITY)') \
+	  $(foreach l,$(LINES),$(if $(wildcard $(RELEASE_LAYOUT)/k8s-$(l)/index.json),--layout $(abspath $(RELEASE_LAYOUT)/k8s-$(l)))) \
+	  $(if $(PULLED),$(foreach l,$(LINES),--image $(IMAGE_REPO):$(VERSION)-k8s$(l)))
+
+.PHONY: trusted-root
+trusted-root: ## Fetch Sigstore's public-good trusted root (TUF) into trusted_root.json, for make verify-release TRUSTED_ROOT=trusted_root.json.
+	$(SIGNING) run . trusted-root --out $(CURDIR)/trusted_root.json
 
 # For Docker users: one line's image from the Dockerfile (needs a Docker engine; see README).
 # LINE picks the line as for make build (none: the default line); IMAGE is tagged for it.

@@ -17,6 +17,9 @@ import (
 	"runtime"
 	"strings"
 	"time"
+
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 )
 
 func main() {
@@ -85,14 +88,15 @@ func signCmd(ctx context.Context, args []string) error {
 	keyless := fs.Bool("keyless", false, "sign with a Fulcio certificate for the GitHub Actions OIDC identity, logged in Rekor")
 	fulcioURL := fs.String("fulcio-url", "https://fulcio.sigstore.dev", "Fulcio (--keyless)")
 	rekorURL := fs.String("rekor-url", "https://rekor.sigstore.dev", "Rekor (--keyless)")
-	var bi buildInfo
+	// In GitHub Actions the build's facts default to the run's (githubBuildInfo).
+	bi := githubBuildInfo(os.Getenv)
 	fs.StringVar(&bi.Version, "version", "", "release version")
-	fs.StringVar(&bi.BuilderID, "builder-id", "local", "SLSA builder id (the workflow: https://github.com/<repo>/<workflow path>@<ref>)")
-	fs.StringVar(&bi.Source, "source", "https://github.com/pool-scheduler/pool-scheduler", "source repository URL")
-	fs.StringVar(&bi.Ref, "ref", "", "source ref built (e.g. refs/tags/v1.2.3)")
-	fs.StringVar(&bi.Commit, "commit", "", "full source commit built")
-	fs.StringVar(&bi.Workflow, "workflow", "", "workflow path (e.g. .github/workflows/release.yaml), empty locally")
-	fs.StringVar(&bi.InvocationID, "invocation-id", "", "the build's run URL")
+	fs.StringVar(&bi.BuilderID, "builder-id", bi.BuilderID, "SLSA builder id (in GitHub Actions: the workflow, https://github.com/<repo>/<workflow path>@<ref>)")
+	fs.StringVar(&bi.Source, "source", bi.Source, "source repository URL")
+	fs.StringVar(&bi.Ref, "ref", bi.Ref, "source ref built (e.g. refs/tags/v1.2.3)")
+	fs.StringVar(&bi.Commit, "commit", bi.Commit, "full source commit built")
+	fs.StringVar(&bi.Workflow, "workflow", bi.Workflow, "workflow path (e.g. .github/workflows/release.yaml), empty locally")
+	fs.StringVar(&bi.InvocationID, "invocation-id", bi.InvocationID, "the build's run URL")
 	fs.StringVar(&bi.GoVersion, "go-version", runtime.Version(), "Go toolchain that built the release")
 	_ = fs.Parse(args)
 	if *dir == "" || bi.Version == "" || bi.Commit == "" {
@@ -157,6 +161,8 @@ func verifyCmd(_ context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	// Public images need no credentials; private ones take docker login's.
+	o.Remote = []remote.Option{remote.WithAuthFromKeychain(authn.DefaultKeychain)}
 	rep, err := verifyRelease(o)
 	if err != nil {
 		return err

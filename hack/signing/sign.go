@@ -19,6 +19,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	intoto "github.com/in-toto/attestation/go/v1"
@@ -222,6 +223,27 @@ func githubIDToken(ctx context.Context, client *http.Client) (string, error) {
 // buildInfo is what the provenance says about the build.
 type buildInfo struct {
 	Version, BuilderID, Source, Ref, Commit, Workflow, InvocationID, GoVersion string
+}
+
+// githubBuildInfo is the build's facts in a GitHub Actions run (GITHUB_ACTIONS=true): the
+// builder is the workflow at its ref (the identity Fulcio certifies for it), the run its
+// invocation. Elsewhere it is a local build.
+func githubBuildInfo(getenv func(string) string) buildInfo {
+	bi := buildInfo{BuilderID: "local", Source: "https://github.com/pool-scheduler/pool-scheduler"}
+	if getenv("GITHUB_ACTIONS") != "true" {
+		return bi
+	}
+	server, repo := getenv("GITHUB_SERVER_URL"), getenv("GITHUB_REPOSITORY")
+	bi.Source = server + "/" + repo
+	bi.Ref, bi.Commit = getenv("GITHUB_REF"), getenv("GITHUB_SHA")
+	// GITHUB_WORKFLOW_REF: <owner>/<repo>/<workflow path>@<ref>
+	if wf := getenv("GITHUB_WORKFLOW_REF"); wf != "" {
+		bi.BuilderID = server + "/" + wf
+		path, _, _ := strings.Cut(strings.TrimPrefix(wf, repo+"/"), "@")
+		bi.Workflow = path
+	}
+	bi.InvocationID = fmt.Sprintf("%s/%s/actions/runs/%s/attempts/%s", server, repo, getenv("GITHUB_RUN_ID"), getenv("GITHUB_RUN_ATTEMPT"))
+	return bi
 }
 
 // provenance is the SLSA v1 predicate of a release.

@@ -737,6 +737,16 @@ func TestKeylessWiring(t *testing.T) {
 	if diff := cmp.Diff(map[string]any{"fulcio": true, "ephemeral key": true, "token": "the-token", "logs": 1}, got); diff != "" {
 		t.Errorf("keyless signer (-want +got):\n%s", diff)
 	}
+	env := map[string]string{
+		"GITHUB_ACTIONS": "true", "GITHUB_SERVER_URL": "https://github.com", "GITHUB_REPOSITORY": "pool-scheduler/pool-scheduler",
+		"GITHUB_REF": "refs/tags/v1.2.3", "GITHUB_SHA": testCommit, "GITHUB_RUN_ID": "1", "GITHUB_RUN_ATTEMPT": "1",
+		"GITHUB_WORKFLOW_REF": "pool-scheduler/pool-scheduler/.github/workflows/release.yaml@refs/tags/v1.2.3",
+	}
+	want := testBuild
+	want.Version, want.GoVersion = "", ""
+	if diff := cmp.Diff(want, githubBuildInfo(func(k string) string { return env[k] })); diff != "" {
+		t.Errorf("build info in GitHub Actions (-want +got):\n%s", diff)
+	}
 	t.Setenv("ACTIONS_ID_TOKEN_REQUEST_URL", "")
 	if _, err := githubIDToken(context.Background(), srv.Client()); err == nil || !strings.Contains(err.Error(), "id-token: write") {
 		t.Errorf("without the job's token variables: %v, want an error naming id-token: write", err)
