@@ -31,9 +31,10 @@ import (
 
 // Options configure the controller mode.
 type Options struct {
-	// Gate is NodePoolReady's rule, built (pool.NewGate) from the NodePoolReady args of the
-	// scheduler's configuration, so the status says what the scheduler enforces. Its Identity
-	// says which pool a node is in. The zero value is the plugin's defaults.
+	// Gate is NodePoolReady's rule, built (pool.NewGateWithSystemArgs) from the NodePoolReady and
+	// SystemPoolGuard args of the scheduler's configuration, so the status says what the
+	// scheduler enforces and the controller ignores the keys it ignores. Its Identity says which
+	// pool a node is in. The zero value is NodePoolReady's defaults, with no system-node keys.
 	Gate pool.Gate
 	// Namespaces restricts the NodePoolLabelSets considered; empty means all namespaces.
 	Namespaces []string
@@ -219,7 +220,7 @@ func (c *Controller) labelSets(ctx context.Context) (*pool.LabelSets, []*labelsv
 			sets = append(sets, s)
 		}
 	}
-	return pool.CompileLabelSetsFor(c.opts.Gate.Identity, sets), sets, nil
+	return c.opts.Gate.CompileLabelSets(sets), sets, nil
 }
 
 // setsOfPool returns the other watched sets of obj's pool.
@@ -321,7 +322,7 @@ func (c *Controller) reconcileNode(ctx context.Context, req reconcile.Request) (
 		logger.V(1).Info("Leaving node alone: a NodePoolLabelSet of its pool cannot be read", "node", node.Name)
 		return result, nil
 	}
-	plan := PlanNodeFor(c.opts.Gate.Identity, node.Labels, node.Annotations, desired, c.opts.OverwriteConflicts)
+	plan := PlanNodeForGate(&c.opts.Gate, node.Labels, node.Annotations, desired, c.opts.OverwriteConflicts)
 	if plan.MalformedAnnotation {
 		c.recorder.Eventf(node, corev1.EventTypeWarning, "MalformedAnnotation",
 			"%s is not a JSON array of label keys; rewriting it (no label removed on a guess)", pool.ManagedLabelsAnnotation)
@@ -441,7 +442,7 @@ func (c *Controller) reconcileStatus(ctx context.Context, req reconcile.Request)
 			continue
 		}
 		status.NodesMatched++
-		plan := PlanNodeFor(c.opts.Gate.Identity, n.Labels, n.Annotations, desired, c.opts.OverwriteConflicts)
+		plan := PlanNodeForGate(&c.opts.Gate, n.Labels, n.Annotations, desired, c.opts.OverwriteConflicts)
 		if plan.Empty() && len(plan.Conflicts) == 0 {
 			status.NodesInSync++
 		}
@@ -518,6 +519,21 @@ func (c *Controller) reconcileStatus(ctx context.Context, req reconcile.Request)
 	}
 	if len(mine) > 0 && !wasConflict {
 		c.recorder.Eventf(set, corev1.EventTypeWarning, "LabelSetConflict", "%s", conflict.Message)
+	}
+	var ignored []string
+	if desired != nil {
+		for _, l := range desired.Ignored {
+			if l.Source == source {
+				ignored = append(ignored, l.Message)
+			}
+		}
+	}
+	if len(ignored) > 0 && (set.Status.State != status.State || set.Status.Message != status.Message || set.Status.ObservedGeneration != set.Generation) {
+		// Once per change, as the status says it: the rest of the set is applied, and a node of
+		// the pool is judged without these (the admission policy would refuse a write setting
+		// one, and with it the set's other labels).
+		ctrl.LoggerFrom(ctx).Info("Ignoring labels of a NodePoolLabelSet", "nodePoolLabelSet", source, "labels", ignored)
+		c.recorder.Eventf(set, corev1.EventTypeWarning, "LabelsIgnored", "not applied, and pool-scheduler does not wait for them: %s", strings.Join(ignored, "; "))
 	}
 	if set.Spec.DecodeError != "" && (set.Status.State != labelsv1alpha1.SyncStateError || set.Status.ObservedGeneration != set.Generation) {
 		c.recorder.Eventf(set, corev1.EventTypeWarning, "UnreadableSpec",

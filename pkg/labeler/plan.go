@@ -55,6 +55,13 @@ func PlanNode(labels, annotations map[string]string, desired *pool.PoolLabels, o
 // identity label is never removed (nor ever set: CompileLabelSetsFor desires none), since the
 // labeler may not move nodes between pools; it stays recorded as managed.
 func PlanNodeFor(id pool.Identity, labels, annotations map[string]string, desired *pool.PoolLabels, overwrite bool) Plan {
+	return PlanNodeForGate(&pool.Gate{Identity: id}, labels, annotations, desired, overwrite)
+}
+
+// PlanNodeForGate is PlanNodeFor with the gate's pool-identity keys and the keys it refuses
+// (Gate.Refused), as the controller plans.
+func PlanNodeForGate(g *pool.Gate, labels, annotations map[string]string, desired *pool.PoolLabels, overwrite bool) Plan {
+	id := g.Identity
 	plan := Plan{Set: map[string]string{}}
 	current, hasAnnotation := annotations[pool.ManagedLabelsAnnotation]
 	managed := map[string]bool{}
@@ -91,9 +98,11 @@ func PlanNodeFor(id pool.Identity, labels, annotations map[string]string, desire
 		if _, want := desired.Desired(k); want {
 			continue
 		}
-		if pool.IsDomainKey(k) {
-			// The domain labeler's (recorded here by a set stored before the CRD refused such
-			// keys): neither changed nor removed, and no longer ours, so the annotation drops it.
+		if g.Refused(k) != "" {
+			// No set may name it (recorded here by a set stored before the CRD refused such
+			// keys, a domain labeler's one, or by another labeler: a reserved or system-node
+			// label): the admission policy refuses any write that changes it, so it is neither
+			// changed nor removed, and no longer ours: the annotation drops it.
 			continue
 		}
 		if desired.Conflict(k) != nil || pool.IsIdentityKey(id, k) {

@@ -165,6 +165,44 @@ func TestPlanNode(t *testing.T) {
 	}
 }
 
+// TestPlanNodeIgnoresRefusedKeys (#34): a set naming a label SystemPoolGuard's selector reads, or
+// a reserved one, gets its other labels written: the admission policy refuses a write changing
+// either, and with it every other label of the write. One recorded as managed is neither
+// changed nor removed, and leaves the annotation.
+func TestPlanNodeIgnoresRefusedKeys(t *testing.T) {
+	g := &pool.Gate{SystemNodeKeys: []string{"kubernetes.azure.com/mode"}}
+	set := g.CompileLabelSets([]*labelsv1alpha1.NodePoolLabelSet{{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "user"},
+		Spec: labelsv1alpha1.NodePoolLabelSetSpec{Labels: map[string]labelsv1alpha1.LabelValue{
+			"example.com/a": "1", "kubernetes.azure.com/mode": "system", "node.kubernetes.io/role": "x",
+		}},
+	}}).Pool("user")
+	tests := []struct {
+		name                string
+		labels, annotations map[string]string
+		want                Plan
+	}{
+		{
+			name:   "a new node gets the other labels",
+			labels: map[string]string{"agentpool": "user"},
+			want:   Plan{Set: map[string]string{"example.com/a": "1"}, Annotation: `["example.com/a"]`, AnnotationChanged: true},
+		},
+		{
+			name:        "refused keys recorded as managed stay and leave the annotation",
+			labels:      map[string]string{"agentpool": "user", "example.com/a": "1", "kubernetes.azure.com/mode": "user", "node.kubernetes.io/role": "y"},
+			annotations: map[string]string{pool.ManagedLabelsAnnotation: `["example.com/a","kubernetes.azure.com/mode","node.kubernetes.io/role"]`},
+			want:        Plan{Set: map[string]string{}, Annotation: `["example.com/a"]`, AnnotationChanged: true},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if diff := cmp.Diff(tt.want, PlanNodeForGate(g, tt.labels, tt.annotations, set, false)); diff != "" {
+				t.Errorf("PlanNodeForGate (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
 func TestMergePatch(t *testing.T) {
 	p := Plan{Set: map[string]string{"a": "1"}, Remove: []string{"b"}, Annotation: `["a"]`, AnnotationChanged: true}
 	raw, err := p.MergePatch("42")

@@ -21,13 +21,13 @@ func init() {
 }
 
 // GateFromSchedulerConfig returns, from a KubeSchedulerConfiguration document, NodePoolReady's
-// rule and the namespaces whose NodePoolLabelSets it reads (its labelSetNamespaces; empty:
-// every namespace) for the profile schedulerName: what the controller mode runs with when given
-// --scheduler-config.
+// rule (with SystemPoolGuard's system-node keys, which no set may name) and the namespaces whose
+// NodePoolLabelSets it reads (its labelSetNamespaces; empty: every namespace) for the profile
+// schedulerName: what the controller mode runs with when given --scheduler-config.
 func GateFromSchedulerConfig(data []byte, schedulerName string) (pool.Gate, []string, error) {
 	args, err := profile.LoadArgs(data, schedulerName)
 	if err != nil {
 		return pool.Gate{}, nil, err
 	}
-	return pool.NewGate(args.NodePoolReady), slices.Clone(args.NodePoolReady.LabelSetNamespaces), nil
+	return pool.NewGateWithSystemArgs(args.NodePoolReady, args.SystemPoolGuard), slices.Clone(args.NodePoolReady.LabelSetNamespaces), nil
 }

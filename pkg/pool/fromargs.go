@@ -2,6 +2,7 @@ package pool
 
 import (
 	"fmt"
+	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -19,6 +20,37 @@ func NewGate(args *config.NodePoolReadyArgs) Gate {
 		RequiredLabelKeys:     args.RequiredLabelKeys,
 		PoolRequiredLabelKeys: args.PoolRequiredLabelKeys,
 	}
+}
+
+// NewGateWithSystemArgs is NewGate knowing SystemPoolGuard's (defaulted, validated) args too: a
+// NodePoolLabelSet naming a label its systemNodeSelector reads is not obeyed (RefusedKey), since
+// the labeler's admission policy refuses every write that sets it. NodePoolReady and the
+// labeler build their gates here from the same profile, so they ignore the same keys.
+func NewGateWithSystemArgs(args *config.NodePoolReadyArgs, system *config.SystemPoolGuardArgs) Gate {
+	g := NewGate(args)
+	g.SystemNodeKeys = SystemNodeKeys(system)
+	return g
+}
+
+// SystemNodeKeys returns the label keys SystemPoolGuard's systemNodeSelector reads (matchLabels,
+// then matchExpressions, each once), as the labeler's admission policy lists them
+// (systemNodeKeys): a label set naming one would turn nodes into or out of system nodes.
+func SystemNodeKeys(args *config.SystemPoolGuardArgs) []string {
+	if args == nil || args.SystemNodeSelector == nil {
+		return nil
+	}
+	sel := args.SystemNodeSelector
+	var keys []string
+	for k := range sel.MatchLabels {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, e := range sel.MatchExpressions {
+		if !slices.Contains(keys, e.Key) {
+			keys = append(keys, e.Key)
+		}
+	}
+	return keys
 }
 
 // NewSystemPolicy builds the system-pool policy SystemPoolGuard applies, from its (defaulted,

@@ -27,6 +27,9 @@ type PoolLabels struct {
 	// CRD's validation was bypassed), pool-identity keys, unreadable sets and conflicts between
 	// sets of the same pool in several namespaces.
 	Problems []string
+	// Ignored are the labels dropped for a reason of their own (invalid, refused, a pool-identity
+	// key with another pool's name), each also in Problems, in the order of Sources.
+	Ignored []IgnoredLabel
 	// Conflicts are the keys that sets of the pool (in several namespaces) give different
 	// values, sorted by key. No value of theirs is desired: the labeler neither sets, changes nor
 	// removes the key, and the scheduler holds a node of the pool until it carries one of the
@@ -58,6 +61,12 @@ func (p *PoolLabels) ManagedLabelsAnnotation() string {
 		return FormatManagedLabels(nil)
 	}
 	return p.inSyncAnnotation
+}
+
+// IgnoredLabel is a label of a NodePoolLabelSet that is neither applied nor waited for.
+type IgnoredLabel struct {
+	// Source is the set ("namespace/name"); Message says which label and why, as in Problems.
+	Source, Key, Value, Message string
 }
 
 // LabelConflict is a key that NodePoolLabelSets of one pool give different values.
@@ -122,6 +131,12 @@ func CompileLabelSets(sets []*labelsv1alpha1.NodePoolLabelSet) *LabelSets {
 // Invalid entries are dropped and reported: no node could ever carry them. So are labels on a
 // pool-identity key with another pool's name (ValidateLabelFor).
 func CompileLabelSetsFor(id Identity, sets []*labelsv1alpha1.NodePoolLabelSet) *LabelSets {
+	return compileLabelSets(id, nil, sets)
+}
+
+// compileLabelSets is CompileLabelSetsFor that also drops and reports labels on systemNodeKeys
+// (Gate.CompileLabelSets).
+func compileLabelSets(id Identity, systemNodeKeys []string, sets []*labelsv1alpha1.NodePoolLabelSet) *LabelSets {
 	if len(sets) == 0 {
 		return EmptyLabelSets
 	}
@@ -156,8 +171,10 @@ func CompileLabelSetsFor(id Identity, sets []*labelsv1alpha1.NodePoolLabelSet) *
 		sort.Strings(keys)
 		for _, k := range keys {
 			v := string(set.Spec.Labels[k])
-			if msgs := ValidateLabelFor(id, set.Name, k, v); len(msgs) > 0 {
-				p.Problems = append(p.Problems, fmt.Sprintf("%s: label %q=%q ignored: %s", source, k, v, msgs[0]))
+			if msgs := validateLabelFor(id, systemNodeKeys, set.Name, k, v); len(msgs) > 0 {
+				msg := fmt.Sprintf("%s: label %q=%q ignored: %s", source, k, v, msgs[0])
+				p.Problems = append(p.Problems, msg)
+				p.Ignored = append(p.Ignored, IgnoredLabel{Source: source, Key: k, Value: v, Message: msg})
 				continue
 			}
 			if IsIdentityKey(id, k) {
@@ -324,7 +341,12 @@ func (s *LabelSets) Pools() []string {
 // back, forever. The pool's own name is allowed: it moves nothing, and Banzai's CRs set
 // nodepool.banzaicloud.io/name so. The CRD refuses the same for the default keys.
 func ValidateLabelFor(id Identity, pool, key, value string) []string {
-	msgs := ValidateLabel(key, value)
+	return validateLabelFor(id, nil, pool, key, value)
+}
+
+// validateLabelFor is ValidateLabelFor that also refuses systemNodeKeys (RefusedKey).
+func validateLabelFor(id Identity, systemNodeKeys []string, pool, key, value string) []string {
+	msgs := validateLabel(key, value, systemNodeKeys)
 	if len(msgs) == 0 && value != pool && IsIdentityKey(id, key) {
 		msgs = append(msgs, identityKeyMessage)
 	}
@@ -337,21 +359,48 @@ func IsIdentityKey(id Identity, key string) bool {
 	return slices.Contains(configv1.DefaultPoolLabelKeys, key) || slices.Contains(id.LabelKeys(), key)
 }
 
-// ValidateLabel returns why a NodePoolLabelSet cannot set a label on a node, or nothing. Keys
-// in the reserved kubernetes.io and k8s.io domains are refused, as the CRD refuses them, and so
-// are the domain labeler's keys (IsDomainKey).
+// ValidateLabel returns why a NodePoolLabelSet cannot set a label on a node, or nothing, as the
+// CRD says it: invalid keys and values, and the keys RefusedKey refuses without configuration
+// (reserved kubernetes.io and k8s.io keys, the domain labeler's).
 func ValidateLabel(key, value string) []string {
-	msgs := validation.IsQualifiedName(key)
-	switch {
-	case len(msgs) > 0:
-	case IsReservedKey(key):
-		msgs = append(msgs, "the kubernetes.io and k8s.io domains are reserved for Kubernetes")
-	case IsDomainKey(key):
-		msgs = append(msgs, domainKeyMessage)
-	}
+	return validateLabel(key, value, nil)
+}
 
+func validateLabel(key, value string, systemNodeKeys []string) []string {
+	msgs := validation.IsQualifiedName(key)
+	if len(msgs) == 0 {
+		if why := RefusedKey(key, systemNodeKeys); why != "" {
+			msgs = append(msgs, why)
+		}
+	}
 	return append(msgs, validation.IsValidLabelValue(value)...)
 }
+
+// RefusedKey returns why no NodePoolLabelSet may set key, or "" if one may: a reserved
+// kubernetes.io/k8s.io key (IsReservedKey), a domain labeler's key (IsDomainKey), or one of
+// systemNodeKeys (SystemNodeKeys of SystemPoolGuard's args). These are the keys the labeler's
+// admission policy (pool-labeler-managed-labels) refuses whatever a write declares managed, and
+// it refuses the whole write: a set naming one would leave its pool's nodes without any of its
+// labels, held by the gate forever. So the controller and the gate ignore such a key and report
+// it, and the set's other labels still apply. The CRD refuses the first two; the system-node
+// keys are configuration it cannot know.
+func RefusedKey(key string, systemNodeKeys []string) string {
+	switch {
+	case IsReservedKey(key):
+		return reservedKeyMessage
+	case IsDomainKey(key):
+		return domainKeyMessage
+	case slices.Contains(systemNodeKeys, key):
+		return systemNodeKeyMessage
+	}
+	return ""
+}
+
+// Why each kind of key is refused (reserved and domain keys as the CRD says it).
+const (
+	reservedKeyMessage   = "the kubernetes.io and k8s.io domains are reserved for Kubernetes"
+	systemNodeKeyMessage = "SystemPoolGuard's systemNodeSelector reads this label: a NodePoolLabelSet may not turn nodes into or out of system nodes (mark the system pool at node registration, or name it in systemPools)"
+)
 
 // IsDomainKey reports whether key is one of the domain labeler's (configv1.DomainLabelPrefix).
 // Each node's domain labeler writes them; a NodePoolLabelSet naming one would have the

@@ -81,6 +81,20 @@ type Gate struct {
 	// RequiredLabelKeys must be on every node; PoolRequiredLabelKeys on the nodes of one pool.
 	RequiredLabelKeys     []string
 	PoolRequiredLabelKeys map[string][]string
+	// SystemNodeKeys are the labels SystemPoolGuard's systemNodeSelector reads
+	// (NewGateWithSystemArgs): label sets may not set them (RefusedKey).
+	SystemNodeKeys []string
+}
+
+// CompileLabelSets is CompileLabelSetsFor with the gate's pool-identity and system-node keys: the
+// sets as this gate judges nodes by them.
+func (g *Gate) CompileLabelSets(sets []*labelsv1alpha1.NodePoolLabelSet) *LabelSets {
+	return compileLabelSets(g.Identity, g.SystemNodeKeys, sets)
+}
+
+// Refused is RefusedKey with the gate's system-node keys.
+func (g *Gate) Refused(key string) string {
+	return RefusedKey(key, g.SystemNodeKeys)
 }
 
 // Check evaluates a node (its labels and annotations) against the pool's desired labels.
@@ -157,11 +171,12 @@ func (g *Gate) checkStale(poolName string, nodeLabels, nodeAnnotations map[strin
 		return Verdict{Cause: MalformedAnnotation, Pool: poolName, Got: annotation}
 	}
 	for _, key := range keys {
-		if _, wanted := desired.Desired(key); wanted || desired.Conflict(key) != nil || IsIdentityKey(g.Identity, key) || IsDomainKey(key) {
+		if _, wanted := desired.Desired(key); wanted || desired.Conflict(key) != nil || IsIdentityKey(g.Identity, key) || g.Refused(key) != "" {
 			// A conflicting key is not stale: the labeler leaves it, and the check above judged
 			// it. Nor is a pool-identity label (Banzai's operator managed its own pool label):
-			// nothing may remove it, and it names the node's pool. Nor a domain label, which a
-			// set recorded before the CRD refused it: the domain labeler owns it.
+			// nothing may remove it, and it names the node's pool. Nor a key no set may name (a
+			// domain label a set recorded before the CRD refused it, a reserved or system-node
+			// label): the labeler may not remove it either (its admission policy refuses that).
 			continue
 		}
 		if got, present := nodeLabels[key]; present {

@@ -65,7 +65,7 @@ func startScheduler(ctx context.Context, cp *controlplane.ControlPlane, prof sch
 	sched, err := scheduler.New(ctx, cp.Client, informers, dynInformers, profile.NewRecorderFactory(broadcaster),
 		scheduler.WithKubeConfig(cp.Config),
 		scheduler.WithProfiles(prof),
-		scheduler.WithFrameworkOutOfTreeRegistry(plugins.Registry()),
+		scheduler.WithFrameworkOutOfTreeRegistry(plugins.RegistryFor(func() []schedconfig.KubeSchedulerProfile { return []schedconfig.KubeSchedulerProfile{prof} })),
 	)
 	if err != nil {
 		return fmt.Errorf("creating scheduler: %w", err)

@@ -81,7 +81,7 @@ func StartScheduler(t *testing.T, cp *controlplane.ControlPlane, profiles ...sch
 	}
 	testCtx = testutils.InitTestSchedulerWithOptions(t, testCtx, 0,
 		scheduler.WithProfiles(profiles...),
-		scheduler.WithFrameworkOutOfTreeRegistry(plugins.Registry()),
+		scheduler.WithFrameworkOutOfTreeRegistry(plugins.RegistryFor(func() []schedconfig.KubeSchedulerProfile { return profiles })),
 	)
 	t.Cleanup(testCtx.SchedulerCloseFn)
 	testutils.SyncSchedulerInformerFactory(testCtx)

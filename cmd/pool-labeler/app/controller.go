@@ -153,9 +153,10 @@ func validateLeaderElection(lease, renew, retry time.Duration) error {
 // --namespaces or --pool-label-keys that disagrees is refused rather than silently overridden.
 func controllerGate(cmd *cobra.Command, path, schedulerName string, poolLabelKeys []string, namespaces *[]string) (pool.Gate, error) {
 	if path == "" {
-		args := profile.DefaultArgs().NodePoolReady
+		defaults := profile.DefaultArgs()
+		args := defaults.NodePoolReady
 		args.PoolLabelKeys = poolLabelKeys
-		return pool.NewGate(args), nil
+		return pool.NewGateWithSystemArgs(args, defaults.SystemPoolGuard), nil
 	}
 	if cmd.Flags().Changed("pool-label-keys") {
 		return pool.Gate{}, errors.New("--pool-label-keys: not with --scheduler-config, whose NodePoolReady poolLabelKeys the labeler uses")

@@ -55,7 +55,7 @@ profiles:
 `
 
 // TestControllerGate: with --scheduler-config the labeler judges nodes by the scheduler's
-// NodePoolReady args and reads the sets of its labelSetNamespaces; flags that disagree are refused.
+// NodePoolReady args (and SystemPoolGuard's system-node keys, which sets may not name) and reads the sets of its labelSetNamespaces; flags that disagree are refused.
 func TestControllerGate(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "config.yaml")
 	if err := os.WriteFile(path, []byte(testSchedulerConfig), 0o600); err != nil {
@@ -66,6 +66,15 @@ func TestControllerGate(t *testing.T) {
 	if err := os.WriteFile(two, []byte(strings.Replace(testSchedulerConfig, "labelSetNamespace: pool-system", "labelSetNamespaces: [pool-system, pipeline-system]", 1)), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// SystemPoolGuard's systemNodeSelector: its keys are refused to label sets (#34).
+	system := filepath.Join(t.TempDir(), "system.yaml")
+	if err := os.WriteFile(system, []byte(testSchedulerConfig+`  - name: SystemPoolGuard
+    args:
+      systemNodeSelector: {matchLabels: {example.com/system: "true"}, matchExpressions: [{key: example.com/role, operator: Exists}]}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	aks := []string{"kubernetes.azure.com/mode"}
 	tests := []struct {
 		name           string
 		args           []string
@@ -76,31 +85,37 @@ func TestControllerGate(t *testing.T) {
 		{
 			name:     "no config: the plugin's defaults and --pool-label-keys",
 			args:     []string{"--pool-label-keys=a.io/pool"},
-			wantGate: pool.Gate{Identity: pool.NewIdentity([]string{"a.io/pool"}), UnknownPoolPolicy: config.UnknownPoolAuto},
+			wantGate: pool.Gate{Identity: pool.NewIdentity([]string{"a.io/pool"}), UnknownPoolPolicy: config.UnknownPoolAuto, SystemNodeKeys: aks},
 		},
 		{
 			name:           "the scheduler's args and namespace",
 			args:           []string{"--scheduler-config=" + path},
-			wantGate:       pool.Gate{Identity: pool.NewIdentity([]string{"example.com/pool"}), UnknownPoolPolicy: config.UnknownPoolReject, RequiredLabelKeys: []string{"example.com/zone"}},
+			wantGate:       pool.Gate{Identity: pool.NewIdentity([]string{"example.com/pool"}), UnknownPoolPolicy: config.UnknownPoolReject, RequiredLabelKeys: []string{"example.com/zone"}, SystemNodeKeys: aks},
 			wantNamespaces: []string{"pool-system"},
 		},
 		{
 			name:           "the same namespace given twice is fine",
 			args:           []string{"--scheduler-config=" + path, "--namespaces=pool-system"},
-			wantGate:       pool.Gate{Identity: pool.NewIdentity([]string{"example.com/pool"}), UnknownPoolPolicy: config.UnknownPoolReject, RequiredLabelKeys: []string{"example.com/zone"}},
+			wantGate:       pool.Gate{Identity: pool.NewIdentity([]string{"example.com/pool"}), UnknownPoolPolicy: config.UnknownPoolReject, RequiredLabelKeys: []string{"example.com/zone"}, SystemNodeKeys: aks},
+			wantNamespaces: []string{"pool-system"},
+		},
+		{
+			name:           "the scheduler's systemNodeSelector",
+			args:           []string{"--scheduler-config=" + system},
+			wantGate:       pool.Gate{Identity: pool.NewIdentity([]string{"example.com/pool"}), UnknownPoolPolicy: config.UnknownPoolReject, RequiredLabelKeys: []string{"example.com/zone"}, SystemNodeKeys: []string{"example.com/system", "example.com/role"}},
 			wantNamespaces: []string{"pool-system"},
 		},
 		{name: "another namespace", args: []string{"--scheduler-config=" + path, "--namespaces=other"}, wantErr: `disagrees with the scheduler's labelSetNamespaces ["pool-system"]`},
 		{
 			name:           "two namespaces",
 			args:           []string{"--scheduler-config=" + two},
-			wantGate:       pool.Gate{Identity: pool.NewIdentity([]string{"example.com/pool"}), UnknownPoolPolicy: config.UnknownPoolReject, RequiredLabelKeys: []string{"example.com/zone"}},
+			wantGate:       pool.Gate{Identity: pool.NewIdentity([]string{"example.com/pool"}), UnknownPoolPolicy: config.UnknownPoolReject, RequiredLabelKeys: []string{"example.com/zone"}, SystemNodeKeys: aks},
 			wantNamespaces: []string{"pool-system", "pipeline-system"},
 		},
 		{
 			name:           "two namespaces given again in another order",
 			args:           []string{"--scheduler-config=" + two, "--namespaces=pipeline-system,pool-system"},
-			wantGate:       pool.Gate{Identity: pool.NewIdentity([]string{"example.com/pool"}), UnknownPoolPolicy: config.UnknownPoolReject, RequiredLabelKeys: []string{"example.com/zone"}},
+			wantGate:       pool.Gate{Identity: pool.NewIdentity([]string{"example.com/pool"}), UnknownPoolPolicy: config.UnknownPoolReject, RequiredLabelKeys: []string{"example.com/zone"}, SystemNodeKeys: aks},
 			wantNamespaces: []string{"pipeline-system", "pool-system"},
 		},
 		{name: "one of two namespaces", args: []string{"--scheduler-config=" + two, "--namespaces=pool-system"}, wantErr: `disagrees with the scheduler's labelSetNamespaces ["pool-system" "pipeline-system"]`},

@@ -5,11 +5,14 @@ package app
 
 import (
 	"fmt"
+	"os"
 
 	"github.com/spf13/cobra"
 	kubescheduler "k8s.io/kubernetes/cmd/kube-scheduler/app"
+	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
 
 	"github.com/pool-scheduler/pool-scheduler/pkg/plugins"
+	"github.com/pool-scheduler/pool-scheduler/pkg/profile"
 	"github.com/pool-scheduler/pool-scheduler/pkg/version"
 )
 
@@ -20,7 +23,10 @@ const DisableHTTP2Flag = "disable-http2-serving"
 // NewCommand returns the kube-scheduler command with every plugin registered.
 func NewCommand() *cobra.Command {
 	var opts []kubescheduler.Option
-	for name, factory := range checkingVersion(plugins.Registry()) {
+	// The profiles of --config, read before kube-scheduler builds them: NodePoolReady needs its
+	// profile's SystemPoolGuard args (plugins.RegistryFor).
+	var profiles []schedconfig.KubeSchedulerProfile
+	for name, factory := range checkingVersion(plugins.RegistryFor(func() []schedconfig.KubeSchedulerProfile { return profiles })) {
 		opts = append(opts, kubescheduler.WithPlugin(name, factory))
 	}
 	for name, factory := range schedulerPlugins {
@@ -48,7 +54,27 @@ func NewCommand() *cobra.Command {
 			return nil
 		}
 		version.RegisterMetric()
+		profiles = configProfiles(c)
 		return run(c, args)
 	}
 	return cmd
+}
+
+// configProfiles returns the profiles of the command's --config, decoded as kube-scheduler
+// decodes them; none without --config or when it cannot be read (kube-scheduler then reports
+// the error itself, or runs its defaults, where NodePoolReady gets SystemPoolGuard's defaults).
+func configProfiles(c *cobra.Command) []schedconfig.KubeSchedulerProfile {
+	f := c.Flags().Lookup("config")
+	if f == nil || f.Value.String() == "" {
+		return nil
+	}
+	data, err := os.ReadFile(f.Value.String())
+	if err != nil {
+		return nil
+	}
+	cfg, err := profile.LoadConfiguration(data)
+	if err != nil {
+		return nil
+	}
+	return cfg.Profiles
 }

@@ -46,6 +46,8 @@ type labelSetIndex struct {
 	namespaces []string
 	// identity is the gate's: sets may not give its keys another pool's name.
 	identity pool.Identity
+	// systemNodeKeys are the gate's: sets may not name them (pool.RefusedKey).
+	systemNodeKeys []string
 
 	mu      sync.Mutex
 	objects map[types.NamespacedName]*labelsv1alpha1.NodePoolLabelSet
@@ -209,7 +211,8 @@ func (x *labelSetIndex) recompile(logger klog.Logger) {
 	for _, s := range x.objects {
 		sets = append(sets, s)
 	}
-	compiled := pool.CompileLabelSetsFor(x.identity, sets)
+	gate := pool.Gate{Identity: x.identity, SystemNodeKeys: x.systemNodeKeys}
+	compiled := gate.CompileLabelSets(sets)
 	problems := 0
 	for _, name := range compiled.Pools() {
 		for _, p := range compiled.Pool(name).Problems {

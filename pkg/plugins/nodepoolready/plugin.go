@@ -20,6 +20,7 @@ import (
 
 	"github.com/pool-scheduler/pool-scheduler/internal/compat/framework"
 	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config"
+	configscheme "github.com/pool-scheduler/pool-scheduler/pkg/apis/config/scheme"
 	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config/validation"
 	"github.com/pool-scheduler/pool-scheduler/pkg/plugins/internal/nodememo"
 	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
@@ -60,8 +61,22 @@ func (pl *NodePoolReady) Name() string { return Name }
 
 // New builds the plugin from its args and starts the NodePoolLabelSet informer. It blocks until
 // the informer has synced (or ctx ends): scheduling with an empty view of the label sets would
-// let pods onto nodes that are not ready.
+// let pods onto nodes that are not ready. It knows SystemPoolGuard's default args; a profile
+// with others gets NewWithSystemArgs (the registry's RegistryFor).
 func New(ctx context.Context, obj runtime.Object, h framework.Handle) (framework.Plugin, error) {
+	return newWithSystemArgs(ctx, obj, h, configscheme.DefaultSystemPoolGuardArgs())
+}
+
+// NewWithSystemArgs returns New for a profile whose SystemPoolGuard args are system (defaulted,
+// validated): a NodePoolLabelSet label on a key its systemNodeSelector reads is ignored and
+// reported, not waited for, since the labeler may not write it (pool.RefusedKey).
+func NewWithSystemArgs(system *config.SystemPoolGuardArgs) func(context.Context, runtime.Object, framework.Handle) (framework.Plugin, error) {
+	return func(ctx context.Context, obj runtime.Object, h framework.Handle) (framework.Plugin, error) {
+		return newWithSystemArgs(ctx, obj, h, system)
+	}
+}
+
+func newWithSystemArgs(ctx context.Context, obj runtime.Object, h framework.Handle, system *config.SystemPoolGuardArgs) (framework.Plugin, error) {
 	args, err := getArgs(obj)
 	if err != nil {
 		return nil, err
@@ -72,6 +87,8 @@ func New(ctx context.Context, obj runtime.Object, h framework.Handle) (framework
 	registerMetrics()
 	idx := newLabelSetIndex(args.LabelSetNamespaces)
 	pl := newPlugin(args, idx)
+	pl.gate = pool.NewGateWithSystemArgs(args, system)
+	idx.systemNodeKeys = pl.gate.SystemNodeKeys
 	pl.handle = h
 	if h.SnapshotSharedLister() != nil {
 		pl.snapshot = h.SnapshotSharedLister().NodeInfos()
