@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
@@ -17,7 +18,14 @@ import (
 // the test ends.
 func StartLabeler(t *testing.T, cp *controlplane.ControlPlane, opts labeler.Options) {
 	t.Helper()
-	mgr, err := ctrl.NewManager(cp.Config, ctrl.Options{
+	StartLabelerAs(t, cp.Config, opts)
+}
+
+// StartLabelerAs is StartLabeler with the client config cfg (a ServiceAccount's, say: the
+// labeler as installed, under its RBAC and admission policy).
+func StartLabelerAs(t *testing.T, cfg *rest.Config, opts labeler.Options) {
+	t.Helper()
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 labeler.Scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
