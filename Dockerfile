@@ -2,7 +2,7 @@
 # Build: make docker-image [LINE=1.36]   (or: docker build [--build-arg LINE=1.36] -t pool-scheduler .)
 # Without Docker, `make image` assembles the same image (user, entrypoint, binaries, labels; see
 # internal/ociimage) as a multi-arch OCI layout per release line; test/static checks the two agree.
-FROM golang:1.26 AS build
+FROM golang:1.26.8 AS build
 WORKDIR /src
 # The release line to build (docs/compatibility.md): a Kubernetes minor with a lines/k8s-<minor>/
 # directory (its go.mod and pins), as `make binaries LINE=...`; empty builds the default line (go.mod).
