@@ -4,11 +4,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/base64"
 	"encoding/hex"
-	"encoding/pem"
 	"fmt"
 	"maps"
 	"net/http"
@@ -241,9 +238,19 @@ func TestHelmChart(t *testing.T) {
 	monitoringObjects := []string{
 		"Service pool-scheduler/pool-labeler",
 		"Service pool-scheduler/pool-scheduler",
-		"Secret pool-scheduler/pool-scheduler-metrics-tls",
+		"Secret pool-scheduler/pool-scheduler-metrics-ca-key",
+		"Secret pool-scheduler/pool-scheduler-metrics-serving",
 		"ServiceMonitor pool-scheduler/pool-labeler",
 		"ServiceMonitor pool-scheduler/pool-scheduler",
+		// The certificate keeper (#34).
+		"ClusterRole pool-scheduler-certs",
+		"ClusterRoleBinding pool-scheduler-certs",
+		"Deployment pool-scheduler/pool-scheduler-certs",
+		"Role pool-scheduler/pool-scheduler-certs",
+		"RoleBinding pool-scheduler/pool-scheduler-certs",
+		"Service pool-scheduler/pool-scheduler-certs",
+		"ServiceAccount pool-scheduler/pool-scheduler-certs",
+		"ServiceMonitor pool-scheduler/pool-scheduler-certs",
 	}
 	webhookObjects := []string{
 		"ClusterRole pool-scheduler-webhook",
@@ -468,7 +475,11 @@ admission: {mode: policy, namespaces: [team-a, kube-system]}
 		// The ServiceMonitors, a CA-only Secret and the add-on's Role in a namespace of their own.
 		want: concat(schedulerObjects, controllerObjects, domainObjects, webhookObjects, handoffObjects, spreadObjects,
 			[]string{"Service pool-scheduler/pool-labeler", "Service pool-scheduler/pool-scheduler", "Service pool-scheduler/pool-scheduler-handoff",
-				"Secret pool-scheduler/pool-scheduler-metrics-tls",
+				"Secret pool-scheduler/pool-scheduler-metrics-ca-key", "Secret pool-scheduler/pool-scheduler-metrics-serving",
+				"ClusterRole pool-scheduler-certs", "ClusterRoleBinding pool-scheduler-certs", "Deployment pool-scheduler/pool-scheduler-certs",
+				"Role pool-scheduler/pool-scheduler-certs", "RoleBinding pool-scheduler/pool-scheduler-certs", "Service pool-scheduler/pool-scheduler-certs",
+				"ServiceAccount pool-scheduler/pool-scheduler-certs", "ServiceMonitor pool-scheduler-metrics/pool-scheduler-certs",
+				"Role pool-scheduler-metrics/pool-scheduler-certs", "RoleBinding pool-scheduler-metrics/pool-scheduler-certs",
 				"Namespace pool-scheduler-metrics", "Secret pool-scheduler-metrics/pool-scheduler-metrics-ca",
 				"ServiceMonitor pool-scheduler-metrics/pool-labeler", "ServiceMonitor pool-scheduler-metrics/pool-scheduler",
 				"ServiceMonitor pool-scheduler-metrics/pool-scheduler-handoff",
@@ -1041,36 +1052,124 @@ func (a *dryRunApplier) apply(ctx context.Context, t *testing.T, o *unstructured
 }
 
 // checkMetricsTLS: each ServiceMonitor verifies its endpoint's certificate (never
-// insecureSkipVerify) with the CA of the generated Secret, whose certificate is valid for the
-// ServiceMonitor's serverName, and the scheduler and labeler serve that certificate.
+// insecureSkipVerify) with the CA bundle the certificate keeper writes to the serving Secret (or,
+// Azure flavor, to a CA-only copy in the monitors' namespace), for a serverName the keeper's
+// certificate names; the scheduler and the labelers serve that certificate. The chart renders
+// both Secrets empty and never the CA key (issue #34): only the keeper's ServiceAccount may read
+// or write the CA Secret, no pod mounts it, and the serving pods mount tls.crt and tls.key alone.
 func checkMetricsTLS(t *testing.T, r *renderedChart) {
 	t.Helper()
-	secret := r.get(t, "Secret", "pool-scheduler-metrics-tls")
-	data, _, _ := unstructured.NestedStringMap(secret.Object, "data")
-	decoded := map[string][]byte{}
-	for _, k := range []string{"ca.crt", "tls.crt", "tls.key"} {
-		b, err := base64.StdEncoding.DecodeString(data[k])
-		if err != nil || len(b) == 0 {
-			t.Fatalf("metrics TLS Secret %s: %v (%d bytes)", k, err, len(b))
+	const (
+		serving = "pool-scheduler-metrics-serving"
+		caKey   = "pool-scheduler-metrics-ca-key"
+		keeper  = "pool-scheduler-certs"
+	)
+	for _, name := range []string{serving, caKey} {
+		sec := r.getIn(t, "Secret", chartNamespace, name)
+		if data, _, _ := unstructured.NestedMap(sec.Object, "data"); len(data) != 0 {
+			t.Errorf("Secret %s: the chart renders data %v; the keeper alone writes it (an upgrade would reset it)", name, slices.Sorted(maps.Keys(data)))
 		}
-		decoded[k] = b
+		if sd, _, _ := unstructured.NestedMap(sec.Object, "stringData"); len(sd) != 0 {
+			t.Errorf("Secret %s: the chart renders stringData", name)
+		}
 	}
-	if _, err := tls.X509KeyPair(decoded["tls.crt"], decoded["tls.key"]); err != nil {
-		t.Errorf("metrics TLS Secret: tls.crt and tls.key do not match: %v", err)
+	// The keeper's arguments: its Secrets, and the names of every monitored Service.
+	args := containerArgs(t, r.get(t, "Deployment", keeper))
+	var dnsNames []string
+	var caCopies []string
+	for _, a := range args {
+		if v, ok := strings.CutPrefix(a, "--metrics-tls-dns-names="); ok {
+			dnsNames = strings.Split(v, ",")
+		}
+		if v, ok := strings.CutPrefix(a, "--metrics-tls-ca-copy="); ok {
+			caCopies = append(caCopies, v)
+		}
 	}
-	roots := x509.NewCertPool()
-	if !roots.AppendCertsFromPEM(decoded["ca.crt"]) {
-		t.Fatal("metrics TLS Secret: ca.crt holds no certificate")
+	for _, want := range []string{"certs", "--metrics-tls-ca-secret=" + caKey, "--metrics-tls-secret=" + serving} {
+		if !containsString(args, want) {
+			t.Errorf("keeper args %q lack %s", args, want)
+		}
 	}
-	block, _ := pem.Decode(decoded["tls.crt"])
-	if block == nil {
-		t.Fatal("metrics TLS Secret: tls.crt is not PEM")
+	// Only the keeper's Role names the CA Secret, with get and update; no rule of the chart
+	// grants Secrets without resourceNames in the release namespace.
+	for _, o := range r.objects {
+		if o.GetKind() != "Role" && o.GetKind() != "ClusterRole" {
+			continue
+		}
+		rules, _, _ := unstructured.NestedSlice(o.Object, "rules")
+		for _, rule := range rules {
+			rm := rule.(map[string]any)
+			resources, _, _ := unstructured.NestedStringSlice(rm, "resources")
+			if !slices.Contains(resources, "secrets") && !slices.Contains(resources, "*") {
+				continue
+			}
+			names, _, _ := unstructured.NestedStringSlice(rm, "resourceNames")
+			verbs, _, _ := unstructured.NestedStringSlice(rm, "verbs")
+			switch {
+			case len(names) == 0 && (o.GetKind() == "ClusterRole" || o.GetNamespace() == chartNamespace):
+				t.Errorf("%s grants %v on every Secret of the release namespace (the CA key is there)", objectID(o), verbs)
+			case slices.Contains(names, caKey) && !(o.GetName() == keeper && o.GetNamespace() == chartNamespace):
+				t.Errorf("%s grants %v on the CA Secret %s", objectID(o), verbs, caKey)
+			case o.GetName() == keeper && o.GetNamespace() == chartNamespace:
+				if !slices.Equal(slices.Sorted(slices.Values(names)), []string{caKey, serving}) || !slices.Equal(verbs, []string{"get", "update"}) {
+					t.Errorf("keeper Role: %v on %v, want get, update on %s and %s", verbs, names, caKey, serving)
+				}
+			}
+		}
 	}
-	cert, err := x509.ParseCertificate(block.Bytes)
-	if err != nil {
-		t.Fatal(err)
+	// No pod mounts the CA Secret; the serving Secret is mounted with tls.crt and tls.key only.
+	mountsServing := map[string]bool{}
+	for _, o := range r.objects {
+		spec, ok, _ := unstructured.NestedMap(o.Object, "spec", "template", "spec")
+		if !ok {
+			continue
+		}
+		volumes, _, _ := unstructured.NestedSlice(spec, "volumes")
+		for _, v := range volumes {
+			vm := v.(map[string]any)
+			if name, _, _ := unstructured.NestedString(vm, "secret", "secretName"); name == caKey {
+				t.Errorf("%s mounts the CA Secret %s", objectID(o), caKey)
+			} else if name == serving {
+				mountsServing[o.GetName()] = true
+				items, _, _ := unstructured.NestedSlice(vm, "secret", "items")
+				var keys []string
+				for _, it := range items {
+					keys = append(keys, it.(map[string]any)["key"].(string))
+				}
+				if !slices.Equal(keys, []string{"tls.crt", "tls.key"}) {
+					t.Errorf("%s mounts keys %v of %s, want tls.crt and tls.key alone (required: the pod waits for the keeper)", objectID(o), keys, serving)
+				}
+				if opt, _, _ := unstructured.NestedBool(vm, "secret", "optional"); opt {
+					t.Errorf("%s mounts %s optional: it would start without a certificate", objectID(o), serving)
+				}
+			}
+			if sources, ok, _ := unstructured.NestedSlice(vm, "projected", "sources"); ok {
+				for _, src := range sources {
+					if name, _, _ := unstructured.NestedString(src.(map[string]any), "secret", "name"); name == caKey {
+						t.Errorf("%s projects the CA Secret %s", objectID(o), caKey)
+					}
+				}
+			}
+		}
+		containers, _, _ := unstructured.NestedSlice(spec, "containers")
+		for _, c := range containers {
+			mounts, _, _ := unstructured.NestedSlice(c.(map[string]any), "volumeMounts")
+			for _, m := range mounts {
+				if sp, _, _ := unstructured.NestedString(m.(map[string]any), "subPath"); sp != "" && m.(map[string]any)["name"] == "metrics-tls" {
+					t.Errorf("%s mounts metrics-tls with subPath %s: a renewed certificate would never reach it", objectID(o), sp)
+				}
+			}
+		}
 	}
-	for _, name := range []string{"pool-scheduler", "pool-labeler", "pool-scheduler-handoff"} {
+	for _, d := range []string{"pool-scheduler", "pool-labeler", "pool-scheduler-handoff"} {
+		if !mountsServing[d] {
+			t.Errorf("%s does not mount %s", d, serving)
+		}
+	}
+	if mountsServing[keeper] {
+		t.Errorf("the keeper mounts %s: it would wait for itself at first install", serving)
+	}
+	for _, name := range []string{"pool-scheduler", "pool-labeler", "pool-scheduler-handoff", "pool-scheduler-certs"} {
 		sm := r.get(t, "ServiceMonitor", name)
 		endpoints, _, _ := unstructured.NestedSlice(sm.Object, "spec", "endpoints")
 		for _, e := range endpoints {
@@ -1083,15 +1182,17 @@ func checkMetricsTLS(t *testing.T, r *renderedChart) {
 			}
 			caSecret, _, _ := unstructured.NestedString(ep, "tlsConfig", "ca", "secret", "name")
 			serverName, _, _ := unstructured.NestedString(ep, "tlsConfig", "serverName")
-			// The metrics TLS Secret in the release namespace, or (Azure flavor) a Secret in the
-			// monitor's own namespace holding the same CA.
-			ca := r.getIn(t, "Secret", sm.GetNamespace(), caSecret)
-			caData, _, _ := unstructured.NestedStringMap(ca.Object, "data")
-			if caData["ca.crt"] != data["ca.crt"] {
-				t.Errorf("ServiceMonitor %s: ca.crt of Secret %s/%s is not the metrics certificate's CA", name, ca.GetNamespace(), caSecret)
+			// The serving Secret in the release namespace, or (Azure flavor) a CA-only copy in
+			// the monitor's own namespace that the keeper writes.
+			if sm.GetNamespace() == chartNamespace {
+				if caSecret != serving {
+					t.Errorf("ServiceMonitor %s: CA from %s, want %s", name, caSecret, serving)
+				}
+			} else if !slices.Contains(caCopies, sm.GetNamespace()+"/"+caSecret) {
+				t.Errorf("ServiceMonitor %s: CA from %s/%s, which the keeper does not write (it writes %v)", name, sm.GetNamespace(), caSecret, caCopies)
 			}
-			if _, err := cert.Verify(x509.VerifyOptions{Roots: roots, DNSName: serverName, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
-				t.Errorf("ServiceMonitor %s: the certificate does not verify for serverName %q: %v", name, serverName, err)
+			if !slices.Contains(dnsNames, serverName) {
+				t.Errorf("ServiceMonitor %s: serverName %q is not a name of the keeper's certificate %v", name, serverName, dnsNames)
 			}
 		}
 	}
@@ -1428,7 +1529,7 @@ func TestHelmChartAzureManagedPrometheus(t *testing.T) {
 	if diff := cmp.Diff(slices.Sorted(maps.Keys(defMonitors)), slices.Sorted(maps.Keys(azMonitors))); diff != "" {
 		t.Errorf("ServiceMonitors of the Azure flavor (-default +azure):\n%s", diff)
 	}
-	if want := []string{"pool-labeler", "pool-scheduler", "pool-scheduler-handoff", "pool-scheduler-spread"}; !slices.Equal(slices.Sorted(maps.Keys(azMonitors)), want) {
+	if want := []string{"pool-labeler", "pool-scheduler", "pool-scheduler-certs", "pool-scheduler-handoff", "pool-scheduler-spread"}; !slices.Equal(slices.Sorted(maps.Keys(azMonitors)), want) {
 		t.Errorf("Azure ServiceMonitors %v, want %v", slices.Sorted(maps.Keys(azMonitors)), want)
 	}
 	limits := map[string]string{"labelLimit": "63", "labelNameLengthLimit": "511", "labelValueLengthLimit": "1023"}
@@ -1466,7 +1567,7 @@ func TestHelmChartAzureManagedPrometheus(t *testing.T) {
 			if diff := cmp.Diff(map[string]any{"name": caOnlySecret, "key": "ca.crt"}, ca); diff != "" {
 				t.Errorf("ServiceMonitor %s endpoint %d CA (-want +got):\n%s", name, i, diff)
 			}
-			_ = unstructured.SetNestedField(e.(map[string]any), "pool-scheduler-metrics-tls", "tlsConfig", "ca", "secret", "name")
+			_ = unstructured.SetNestedField(e.(map[string]any), "pool-scheduler-metrics-serving", "tlsConfig", "ca", "secret", "name")
 		}
 		spec["endpoints"] = endpoints
 		// Everything else, endpoints and TLS included, is the default flavor's.
@@ -1484,8 +1585,9 @@ func TestHelmChartAzureManagedPrometheus(t *testing.T) {
 		t.Helper()
 		sec := r.getIn(t, "Secret", ns, name)
 		data, _, _ := unstructured.NestedStringMap(sec.Object, "data")
-		if !slices.Equal(slices.Sorted(maps.Keys(data)), []string{"ca.crt"}) {
-			t.Errorf("%s: Secret %s/%s the add-on reads holds %v, want ca.crt alone", values, ns, name, slices.Sorted(maps.Keys(data)))
+		// Rendered empty when the certificate keeper writes it.
+		if keys := slices.Sorted(maps.Keys(data)); len(keys) > 0 && !slices.Equal(keys, []string{"ca.crt"}) {
+			t.Errorf("%s: Secret %s/%s the add-on reads holds %v, want ca.crt alone", values, ns, name, keys)
 		}
 		for k, v := range data {
 			b, _ := base64.StdEncoding.DecodeString(v)

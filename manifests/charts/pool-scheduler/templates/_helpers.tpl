@@ -176,12 +176,38 @@ request.namespace in {{ include "pool-scheduler.celList" $g.systemNamespaces }} 
 {{- end -}}
 
 {{/* The Secret with the /metrics serving certificate (tls.crt, tls.key, ca.crt) when the
-ServiceMonitor is enabled: monitoring.serviceMonitor.tlsSecretName, or the one the chart
-generates (templates/metrics-tls.yaml); empty when monitoring is off. */}}
+ServiceMonitor is enabled: monitoring.serviceMonitor.tlsSecretName, or the one the certificate
+keeper writes (templates/metrics-tls.yaml); empty when monitoring is off. */}}
 {{- define "pool-scheduler.metricsTLSSecret" -}}
 {{- if .Values.monitoring.serviceMonitor.enabled -}}
-{{- .Values.monitoring.serviceMonitor.tlsSecretName | default (printf "%s-metrics-tls" (include "pool-scheduler.schedulerName" .)) -}}
+{{- .Values.monitoring.serviceMonitor.tlsSecretName | default (printf "%s-metrics-serving" (include "pool-scheduler.schedulerName" .)) -}}
 {{- end -}}
+{{- end -}}
+
+{{/* The Secret holding the metrics CA and its key, which only the certificate keeper
+(templates/metrics-tls.yaml, pool-labeler certs) reads and writes; mounted by no pod. Empty with
+monitoring.serviceMonitor.tlsSecretName (your own certificate) or without monitoring. */}}
+{{- define "pool-scheduler.metricsCASecret" -}}
+{{- if and .Values.monitoring.serviceMonitor.enabled (not .Values.monitoring.serviceMonitor.tlsSecretName) -}}
+{{- printf "%s-metrics-ca-key" (include "pool-scheduler.schedulerName" .) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The volume metrics-tls of the pods serving /metrics: the serving certificate and key of
+pool-scheduler.metricsTLSSecret and nothing else (ca.crt is for the scrapers). Without subPath, so
+the kubelet updates the files when the certificate is renewed and the servers reload them
+(kube-scheduler's dynamic serving certificate, controller-runtime's certwatcher). The items are
+required: the kubelet keeps the pod waiting (ContainerCreating, "references non-existent secret
+key") until the keeper has written both. */}}
+{{- define "pool-scheduler.metricsTLSVolume" -}}
+{{- with include "pool-scheduler.metricsTLSSecret" . }}
+- name: metrics-tls
+  secret:
+    secretName: {{ . }}
+    items:
+    - {key: tls.crt, path: tls.crt}
+    - {key: tls.key, path: tls.key}
+{{- end }}
 {{- end -}}
 
 {{- /* topologySpreadConstraints of a Deployment's pod template: (dict "constraints" list "name"
