@@ -325,6 +325,26 @@ var cases = []alertCase{
 			pool_scheduler_webhook_apiserver_supported{pod="pool-scheduler-webhook-0"} 1x20`,
 		end: 20 * time.Minute,
 	},
+
+	// PoolSchedulerCertificateExpiring: < 30 days for 15m.
+	{
+		name:  "the keeper has not renewed for two months",
+		alert: "PoolSchedulerCertificateExpiring",
+		series: `
+			pool_scheduler_certificate_not_after_timestamp_seconds{secret="pool-scheduler/pool-scheduler-metrics-serving", certificate="serving", pod="pool-scheduler-certs-0"} 2000000x30
+			pool_scheduler_certificate_not_after_timestamp_seconds{secret="pool-scheduler/pool-scheduler-metrics-ca-key", certificate="ca", pod="pool-scheduler-certs-0"} 300000000x30`,
+		end:        20 * time.Minute,
+		firingFrom: 15 * time.Minute,
+		want: []firing{{Labels: map[string]string{"alertname": "PoolSchedulerCertificateExpiring", "severity": "warning", "secret": "pool-scheduler/pool-scheduler-metrics-serving", "certificate": "serving"},
+			Summary: "The serving certificate in pool-scheduler/pool-scheduler-metrics-serving expires in 23d 3h 13m 20s."}},
+	},
+	{
+		name:  "renewed within 15 minutes",
+		alert: "PoolSchedulerCertificateExpiring",
+		series: `
+			pool_scheduler_certificate_not_after_timestamp_seconds{secret="pool-scheduler/pool-scheduler-metrics-serving", certificate="serving"} 2500000x10 33000000x20`,
+		end: 30 * time.Minute,
+	},
 }
 
 // healthy is a cluster where everything works: no alert may fire.
@@ -341,6 +361,7 @@ const healthy = `
 	pool_scheduler_handoff_waiting_pods{owner="recreatable", pod="pool-labeler-handoff-0"} 0x10 3x10 0x20
 	kubernetes_build_info{job="apiserver", instance="10.0.0.1:443"} 1x40
 	apiserver_admission_webhook_fail_open_count{job="apiserver", instance="10.0.0.1:443", name="pods.pool-scheduler.io", type="admit"} 7x40
+	pool_scheduler_certificate_not_after_timestamp_seconds{secret="pool-scheduler/pool-scheduler-metrics-serving", certificate="serving"} 31000000x40
 	pool_labeler_oldest_hold_seconds{pool="gpu", pod="pool-labeler-0"} 0+60x4 _x36
 	pool_scheduler_apiserver_supported{pod="pool-scheduler-a"} 1x40
 	pool_scheduler_webhook_apiserver_supported{pod="pool-scheduler-webhook-0"} 1x40`
