@@ -24,7 +24,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	labelsv1alpha1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/labels/v1alpha1"
-	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
 	"github.com/pool-scheduler/pool-scheduler/pkg/profile"
 	"github.com/pool-scheduler/pool-scheduler/pkg/report"
 )
@@ -183,7 +182,7 @@ func audit(ctx context.Context, o auditOptions) (*report.Report, error) {
 	if err != nil {
 		return nil, explain(cfg.Host, err)
 	}
-	in.LabelSets = pool.CompileLabelSetsFor(policy.Gate.Identity, sets)
+	in.LabelSets = policy.Gate.CompileLabelSets(sets)
 	in.LabelSetNamespaces, in.UnreadLabelSets = args.NodePoolReady.LabelSetNamespaces, unread
 	if o.optedInSelector != "" {
 		if _, err := labels.Parse(o.optedInSelector); err != nil {

@@ -163,7 +163,7 @@ func status(ctx context.Context, o statusOptions) (*Status, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", source, err)
 	}
-	gate := pool.NewGate(args.NodePoolReady)
+	gate := pool.NewGateWithSystemArgs(args.NodePoolReady, args.SystemPoolGuard)
 	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, explain(cfg.Host, err)
@@ -184,7 +184,7 @@ func status(ctx context.Context, o statusOptions) (*Status, error) {
 	if err != nil {
 		return nil, explain(cfg.Host, err)
 	}
-	compiled := pool.CompileLabelSetsFor(gate.Identity, sets)
+	compiled := gate.CompileLabelSets(sets)
 	s := judge(gate, compiled, nodes.Items, pods.Items, o.config.schedulerName, o.showNodes)
 	s.Config, s.LabelSetNamespaces = source, args.NodePoolReady.LabelSetNamespaces
 	nodePtrs := make([]*v1.Node, len(nodes.Items))

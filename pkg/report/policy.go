@@ -15,7 +15,7 @@ func NewPolicy(a profile.Args) (Policy, error) {
 		return Policy{}, err
 	}
 	return Policy{
-		Gate:       pool.NewGate(a.NodePoolReady),
+		Gate:       pool.NewGateWithSystemArgs(a.NodePoolReady, a.SystemPoolGuard),
 		System:     system,
 		Dimensions: DimensionsOf(a.DomainSpread.Dimensions),
 	}, nil

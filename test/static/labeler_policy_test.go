@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
 	"github.com/pool-scheduler/pool-scheduler/pkg/profile"
 )
 
@@ -27,15 +28,8 @@ func TestLabelerPolicySystemNodeKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var want []string
-	if sel := args.SystemPoolGuard.SystemNodeSelector; sel != nil {
-		for k := range sel.MatchLabels {
-			want = append(want, k)
-		}
-		for _, e := range sel.MatchExpressions {
-			want = append(want, e.Key)
-		}
-	}
+	// The keys the labeler and NodePoolReady refuse to label sets (pool.RefusedKey, #34).
+	want := pool.SystemNodeKeys(args.SystemPoolGuard)
 	policy, err := os.ReadFile(filepath.Join(root, "manifests", "labeler", "controller", "admission-policy.yaml"))
 	if err != nil {
 		t.Fatal(err)
