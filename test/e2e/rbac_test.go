@@ -421,6 +421,9 @@ func TestLeastPrivilege(t *testing.T) {
 	// The webhook (manifests/admission/webhook) may change only its own configuration's caBundle.
 	checkWebhookConfigurationWrites(tCtx, t, cp, applied)
 
+	// #34: the certificate keeper alone reads the metrics CA's key; the serving identities cannot.
+	checkCertKeeper(tCtx, t, cp)
+
 	for name, p := range map[string]*util.SchedulerProcess{"pool-scheduler": schedProc, "pool-labeler controller": labelerProc, "pool-labeler domain": domainProc} {
 		if exited, err := p.Wait(0); exited {
 			t.Errorf("%s exited: %v\n%s", name, err, p.Output())
