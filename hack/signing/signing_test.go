@@ -235,10 +235,11 @@ func push(t *testing.T, dir, repo string) {
 	}
 }
 
-// startRegistry runs go-containerregistry's registry in process, with the OCI referrers API.
-func startRegistry(t *testing.T) string {
+// startRegistry runs go-containerregistry's registry in process, with or without the OCI
+// referrers API.
+func startRegistry(t *testing.T, referrersAPI bool) string {
 	t.Helper()
-	srv := httptest.NewServer(registry.New(registry.WithReferrersSupport(true), registry.Logger(nopLogger())))
+	srv := httptest.NewServer(registry.New(registry.WithReferrersSupport(referrersAPI), registry.Logger(nopLogger())))
 	t.Cleanup(srv.Close)
 	u, err := url.Parse(srv.URL)
 	if err != nil {
@@ -287,11 +288,13 @@ func TestVerifyKeySigned(t *testing.T) {
 		change         func(t *testing.T, f fixture)
 		changeRegistry func(t *testing.T, repo string)
 		pub            []byte
-		// images: verify the pushed images too.
-		images  bool
-		wantErr string
+		// images: verify the pushed images too; noReferrersAPI: the registry has no referrers
+		// API (the pusher keeps the referrers tag sha256-<digest>).
+		images, noReferrersAPI bool
+		wantErr                string
 	}{
 		{name: "signed release, layouts and pushed images verify", pub: pubPEM, images: true},
+		{name: "pushed to a registry without the referrers API (referrers tag schema)", pub: pubPEM, images: true, noReferrersAPI: true},
 		{name: "another key", pub: otherPub, wantErr: SumsBundle + ": not signed by the release key"},
 		{
 			name: "a release file changed",
@@ -375,7 +378,7 @@ func TestVerifyKeySigned(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			f := signed.clone(t)
-			repo := startRegistry(t) + "/pool-scheduler/pool-scheduler"
+			repo := startRegistry(t, !tc.noReferrersAPI) + "/pool-scheduler/pool-scheduler"
 			if tc.change != nil {
 				tc.change(t, f)
 			}
