@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -36,6 +37,10 @@ type Set struct {
 	DNSNames      []string
 	// CertDir, when set, also gets tls.crt and tls.key (the keeper's own /metrics serves them).
 	CertDir string
+	// WebhookConfiguration, when set, is a MutatingWebhookConfiguration whose webhooks' caBundle
+	// the keeper keeps equal to the CA bundle: a client of the serving certificate like the CA
+	// copies (the successor CA signs nothing before every caBundle holds it).
+	WebhookConfiguration string
 }
 
 // Validate names what is missing.
@@ -149,16 +154,35 @@ func (k *Keeper) sync(ctx context.Context, s Set) error {
 			return err
 		}
 	}
+	var whc *admissionregistrationv1.MutatingWebhookConfiguration
+	if s.WebhookConfiguration != "" {
+		if whc, err = k.cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, s.WebhookConfiguration, metav1.GetOptions{}); err != nil {
+			return fmt.Errorf("mutatingwebhookconfiguration %s: %w", s.WebhookConfiguration, err)
+		}
+	}
+	// A serving Secret that still holds a CA key (a process that kept its own CA there, as the
+	// webhook does with --cert-rotation) hands its CA over while the CA Secret is empty, so the
+	// clients' bundles stay valid; the key leaves the serving Secret below.
+	caSource := caSecret.Data
+	if len(caSource[CACert]) == 0 && len(serving.Data[CAKey]) > 0 {
+		caSource = serving.Data
+		logger.Info("Taking over the CA kept in the serving Secret", "from", s.ServingSecret, "to", s.CASecret)
+	}
 	// The successor CA signs the serving certificate only once every bundle a client reads
 	// holds it.
-	next := caSecret.Data[NextCACert]
+	next := caSource[NextCACert]
 	trusted := len(next) > 0 && bytes.Contains(serving.Data[CACert], next)
 	for _, c := range copies {
 		trusted = trusted && bytes.Contains(c.Data[CACert], next)
 	}
+	if whc != nil {
+		for _, w := range whc.Webhooks {
+			trusted = trusted && bytes.Contains(w.ClientConfig.CABundle, next)
+		}
+	}
 	data := map[string][]byte{}
 	for _, key := range CAKeys {
-		if v, ok := caSecret.Data[key]; ok {
+		if v, ok := caSource[key]; ok {
 			data[key] = v
 		}
 	}
@@ -192,6 +216,21 @@ func (k *Keeper) sync(ctx context.Context, s Set) error {
 	for _, c := range copies {
 		if err := k.update(ctx, c, map[string][]byte{CACert: bundle}); err != nil {
 			return err
+		}
+	}
+	if whc != nil {
+		stale := false
+		for i := range whc.Webhooks {
+			if !bytes.Equal(whc.Webhooks[i].ClientConfig.CABundle, bundle) {
+				whc.Webhooks[i].ClientConfig.CABundle = bundle
+				stale = true
+			}
+		}
+		if stale {
+			if _, err := k.cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Update(ctx, whc, metav1.UpdateOptions{}); err != nil {
+				return fmt.Errorf("injecting the CA bundle into mutatingwebhookconfiguration %s: %w", s.WebhookConfiguration, err)
+			}
+			logger.Info("Injected the CA bundle", "webhookConfiguration", s.WebhookConfiguration)
 		}
 	}
 	if s.CertDir != "" {

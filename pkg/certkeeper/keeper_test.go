@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -201,4 +202,110 @@ func TestKeeperRotationOverlaps(t *testing.T) {
 	if renewals < 10 || !promoted {
 		t.Errorf("%d renewals, CA promoted %v; want >= 10 and a promoted successor", renewals, promoted)
 	}
+}
+
+// TestKeeperWebhookConfiguration: a webhook's Secret in the layout the webhook keeps itself (CA,
+// CA key and serving certificate together) hands its CA over to the CA Secret, so the caBundle
+// the apiserver holds stays valid, and loses the CA key; the keeper keeps every webhook's
+// caBundle equal to the bundle, and a successor CA signs nothing while one caBundle lacks it.
+func TestKeeperWebhookConfiguration(t *testing.T) {
+	ctx := context.Background()
+	now := time.Now()
+	old, _, err := NewIssuer("pool-scheduler-webhook-ca", "pool-scheduler-webhook.ps.svc").Certificates(nil, now, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wcaSecret := types.NamespacedName{Namespace: "ps", Name: "webhook-ca"}
+	wSecret := types.NamespacedName{Namespace: "ps", Name: "webhook-tls"}
+	whc := &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "pool-scheduler"},
+		Webhooks: []admissionregistrationv1.MutatingWebhook{{Name: "a.pool-scheduler.io"}, {Name: "b.pool-scheduler.io"}}}
+	for i := range whc.Webhooks {
+		whc.Webhooks[i].ClientConfig.CABundle = CABundle(old)
+	}
+	cs := fake.NewClientset(whc,
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ps", Name: "webhook-ca"}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ps", Name: "webhook-tls"}, Data: old})
+	k, err := NewKeeper(cs, time.Minute, Set{Name: "webhook", CAName: "pool-scheduler-webhook-ca", CASecret: wcaSecret, ServingSecret: wSecret,
+		DNSNames: []string{"pool-scheduler-webhook.ps.svc"}, WebhookConfiguration: "pool-scheduler"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k.now = func() time.Time { return now }
+	if err := k.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ca, serving := secretData(t, cs, wcaSecret), secretData(t, cs, wSecret)
+	if !bytes.Equal(ca["ca.crt"], old["ca.crt"]) || !bytes.Equal(ca["ca.key"], old["ca.key"]) {
+		t.Error("the CA of the webhook's Secret was not taken over")
+	}
+	if serving["ca.key"] != nil || !bytes.Equal(serving["tls.crt"], old["tls.crt"]) {
+		t.Errorf("serving Secret after the take-over: keys %v, same certificate %v; want no CA key, the valid certificate kept", slices.Sorted(maps.Keys(serving)), bytes.Equal(serving["tls.crt"], old["tls.crt"]))
+	}
+	bundles := func() [][]byte {
+		got, err := cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, "pool-scheduler", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out [][]byte
+		for _, w := range got.Webhooks {
+			out = append(out, w.ClientConfig.CABundle)
+		}
+		return out
+	}
+	// Near the CA's expiry: a successor in every caBundle.
+	now = now.Add(CAValidity - 80*24*time.Hour)
+	if err := k.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	next := secretData(t, cs, wcaSecret)["ca-next.crt"]
+	for i, b := range bundles() {
+		if len(next) == 0 || !bytes.Contains(b, next) || !bytes.Contains(b, old["ca.crt"]) {
+			t.Fatalf("webhook %d caBundle does not hold both CAs during the rotation", i)
+		}
+	}
+	// One caBundle loses the successor (someone rewrote it): two days on, no promotion in that
+	// pass; the keeper writes it back, and the next pass promotes.
+	got, _ := cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, "pool-scheduler", metav1.GetOptions{})
+	got.Webhooks[1].ClientConfig.CABundle = old["ca.crt"]
+	if _, err := cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Update(ctx, got, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(48 * time.Hour)
+	if err := k.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ca := secretData(t, cs, wcaSecret)["ca.crt"]; !bytes.Equal(ca, old["ca.crt"]) {
+		t.Fatal("the successor CA was promoted while a caBundle lacked it")
+	}
+	if b := bundles()[1]; !bytes.Contains(b, next) {
+		t.Fatal("the caBundle was not written back")
+	}
+	if err := k.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	promoted := secretData(t, cs, wcaSecret)
+	if !bytes.Equal(promoted["ca.crt"], next) || !bytes.Equal(promoted["ca-previous.crt"], old["ca.crt"]) {
+		t.Fatal("the successor CA was not promoted once every caBundle held it")
+	}
+	for i, b := range bundles() {
+		if !bytes.Equal(b, secretData(t, cs, wSecret)["ca.crt"]) {
+			t.Errorf("webhook %d caBundle differs from the serving Secret's bundle", i)
+		}
+		if err := verifies2(b, secretData(t, cs, wSecret)["tls.crt"], now, "pool-scheduler-webhook.ps.svc"); err != nil {
+			t.Errorf("webhook %d: the serving certificate does not verify against its caBundle: %v", i, err)
+		}
+	}
+}
+
+func verifies2(bundle, certPEM []byte, at time.Time, name string) error {
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(bundle) {
+		return errors.New("empty CA bundle")
+	}
+	certs, err := certutil.ParseCertsPEM(certPEM)
+	if err != nil {
+		return err
+	}
+	_, err = certs[0].Verify(x509.VerifyOptions{Roots: pool, DNSName: name, CurrentTime: at, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}})
+	return err
 }

@@ -20,32 +20,49 @@ func newCertsCommand(kubeconfig *string) *cobra.Command {
 		o                                       certkeeper.Options
 		namespace, caSecret, tlsSecret, certDir string
 		metricsAddr                             string
+		webhookCASecret, webhookSecret          string
+		webhookDNSName, webhookConfiguration    string
 		dnsNames, caCopies                      []string
 		metricsSecure                           bool
 	)
 	cmd := &cobra.Command{
 		Use: "certs",
-		Short: "Keep the /metrics serving certificate: the CA and its key in a Secret of their own, the certificate, " +
+		Short: "Keep the /metrics (and optionally the webhook's) serving certificate: the CA and its key in a Secret of their own, the certificate, " +
 			"its key and the CA bundle in the Secret the servers mount, rotated with an overlap (Deployment, one replica)",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if namespace == "" {
 				return errors.New("--namespace: required (default: $POD_NAMESPACE)")
 			}
-			set := certkeeper.Set{Name: "metrics", CAName: "pool-scheduler-metrics-ca", DNSNames: dnsNames, CertDir: certDir,
-				CASecret: types.NamespacedName{Namespace: namespace, Name: caSecret}, ServingSecret: types.NamespacedName{Namespace: namespace, Name: tlsSecret}}
-			for _, c := range caCopies {
-				ns, name, ok := strings.Cut(c, "/")
-				if !ok {
-					return fmt.Errorf("--metrics-tls-ca-copy %q: want <namespace>/<name>", c)
+			ownCertDir := ""
+			if len(dnsNames) > 0 {
+				set := certkeeper.Set{Name: "metrics", CAName: "pool-scheduler-metrics-ca", DNSNames: dnsNames, CertDir: certDir,
+					CASecret: types.NamespacedName{Namespace: namespace, Name: caSecret}, ServingSecret: types.NamespacedName{Namespace: namespace, Name: tlsSecret}}
+				for _, c := range caCopies {
+					ns, name, ok := strings.Cut(c, "/")
+					if !ok {
+						return fmt.Errorf("--metrics-tls-ca-copy %q: want <namespace>/<name>", c)
+					}
+					set.CACopies = append(set.CACopies, types.NamespacedName{Namespace: ns, Name: name})
 				}
-				set.CACopies = append(set.CACopies, types.NamespacedName{Namespace: ns, Name: name})
+				o.Sets = append(o.Sets, set)
+				ownCertDir = certDir
 			}
-			if err := set.Validate(); err != nil {
-				return err
+			if webhookDNSName != "" {
+				o.Sets = append(o.Sets, certkeeper.Set{Name: "webhook", CAName: "pool-scheduler-webhook-ca", DNSNames: []string{webhookDNSName},
+					CASecret:             types.NamespacedName{Namespace: namespace, Name: webhookCASecret},
+					ServingSecret:        types.NamespacedName{Namespace: namespace, Name: webhookSecret},
+					WebhookConfiguration: webhookConfiguration})
 			}
-			o.Sets = []certkeeper.Set{set}
-			o.Metrics = metricsOptions(metricsAddr, metricsSecure, certDir)
-			ctx, cfg, err := start(*kubeconfig, "certs", "caSecret", set.CASecret, "servingSecret", set.ServingSecret, "caCopies", caCopies, "dnsNames", dnsNames)
+			if len(o.Sets) == 0 {
+				return errors.New("nothing to keep: --metrics-tls-dns-names and --webhook-dns-name are both empty")
+			}
+			for _, set := range o.Sets {
+				if err := set.Validate(); err != nil {
+					return err
+				}
+			}
+			o.Metrics = metricsOptions(metricsAddr, metricsSecure, ownCertDir)
+			ctx, cfg, err := start(*kubeconfig, "certs", "sets", len(o.Sets), "metricsDNSNames", dnsNames, "caCopies", caCopies, "webhookDNSName", webhookDNSName)
 			if err != nil {
 				return err
 			}
@@ -56,8 +73,12 @@ func newCertsCommand(kubeconfig *string) *cobra.Command {
 	f.StringVar(&namespace, "namespace", os.Getenv("POD_NAMESPACE"), "namespace of the CA Secret and the serving Secret")
 	f.StringVar(&caSecret, "metrics-tls-ca-secret", "pool-scheduler-metrics-ca-key", "Secret holding the metrics CA and its key (ca.crt, ca.key, and ca-next.*, ca-previous.crt during a rotation): nothing else may read it (must exist; the chart creates it empty)")
 	f.StringVar(&tlsSecret, "metrics-tls-secret", "pool-scheduler-metrics-tls", "Secret the /metrics servers mount: tls.crt, tls.key and ca.crt, the bundle of every CA in use (must exist)")
-	f.StringSliceVar(&dnsNames, "metrics-tls-dns-names", nil, "DNS names of the serving certificate (<service>.<namespace>.svc ...); the first is its subject")
+	f.StringSliceVar(&dnsNames, "metrics-tls-dns-names", nil, "DNS names of the /metrics serving certificate (<service>.<namespace>.svc ...); the first is its subject; empty: no metrics certificate")
 	f.StringSliceVar(&caCopies, "metrics-tls-ca-copy", nil, "<namespace>/<name> of Secrets that get the CA bundle alone (ca.crt), for scrapers that must not read tls.key (must exist)")
+	f.StringVar(&webhookCASecret, "webhook-tls-ca-secret", "pool-scheduler-webhook-ca-key", "with --webhook-dns-name: Secret holding the webhook's CA and its key (must exist)")
+	f.StringVar(&webhookSecret, "webhook-tls-secret", "pool-scheduler-webhook-tls", "with --webhook-dns-name: Secret the webhook mounts (tls.crt, tls.key, ca.crt); a CA kept there by the webhook itself (--cert-rotation) is taken over (must exist)")
+	f.StringVar(&webhookDNSName, "webhook-dns-name", "", "the webhook Service's <name>.<namespace>.svc: keep the webhook's certificate too; empty: not")
+	f.StringVar(&webhookConfiguration, "webhook-configuration", "pool-scheduler", "with --webhook-dns-name: MutatingWebhookConfiguration whose caBundle is kept equal to the CA bundle")
 	f.DurationVar(&o.Interval, "interval", time.Minute, "how often the certificates are checked (failures are retried within 10 seconds)")
 	f.StringVar(&metricsAddr, "metrics-bind-address", ":8443", "address of /metrics; 0 disables")
 	f.BoolVar(&metricsSecure, "metrics-secure", true, "serve /metrics over HTTPS to clients the apiserver authenticates and authorizes (get on /metrics); false: plain HTTP, bind it to 127.0.0.1")
