@@ -682,7 +682,7 @@ func TestVerifyKeyless(t *testing.T) {
 	}
 	cases := []struct {
 		name, identity, identityRegexp, issuer string
-		key                                    bool
+		key, requireSCT                        bool
 		wantErr                                string
 	}{
 		{name: "the workflow's identity", identity: identity, issuer: githubIssuer},
@@ -692,6 +692,9 @@ func TestVerifyKeyless(t *testing.T) {
 		{name: "another issuer", identity: identity, issuer: "https://accounts.google.com", wantErr: "not signed by identity"},
 		{name: "no identity given", issuer: githubIssuer, wantErr: "needs --certificate-identity"},
 		{name: "a key instead of the trusted root", key: true, wantErr: "not signed by the release key"},
+		// make verify-release requires the certificate's CT log timestamp (Fulcio embeds one),
+		// which VirtualSigstore's certificates lack.
+		{name: "CT log timestamp required", identity: identity, issuer: githubIssuer, requireSCT: true, wantErr: "failed to verify signed certificate timestamp"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -701,8 +704,7 @@ func TestVerifyKeyless(t *testing.T) {
 				_, pub := keys(t)
 				v, err = keyVerifier(pub)
 			} else {
-				// VirtualSigstore's certificates carry no CT log timestamp (Fulcio's do).
-				v, err = keylessVerifier(vs, tc.identity, tc.identityRegexp, tc.issuer, false)
+				v, err = keylessVerifier(vs, tc.identity, tc.identityRegexp, tc.issuer, tc.requireSCT)
 			}
 			if err == nil {
 				_, err = verifyRelease(verifyOptions{ReleaseDir: f.dir, Layouts: f.layoutList(), Repository: testRepo, Verifier: v})
