@@ -26,7 +26,6 @@ import (
 	"github.com/pool-scheduler/pool-scheduler/pkg/admission"
 	labelsv1alpha1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/labels/v1alpha1"
 	"github.com/pool-scheduler/pool-scheduler/pkg/controlplane"
-	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
 	"github.com/pool-scheduler/pool-scheduler/pkg/profile"
 	"github.com/pool-scheduler/pool-scheduler/pkg/report"
 )
@@ -496,7 +495,12 @@ func measure(ctx context.Context, cp *controlplane.ControlPlane, sc *Scenario, m
 			sets = append(sets, labelSetOf(&sc.Pools[i]))
 		}
 	}
-	in.LabelSets = pool.CompileLabelSets(sets)
+	policy, err := sc.Policy()
+	if err != nil {
+		return nil, err
+	}
+	// As the gate compiles them: a label on a system-node key is not waited for (pool.RefusedKey).
+	in.LabelSets = policy.Gate.CompileLabelSets(sets)
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	in.NodeAtBinding = func(p *v1.Pod) *v1.Node {
@@ -505,10 +509,6 @@ func measure(ctx context.Context, cp *controlplane.ControlPlane, sc *Scenario, m
 			return nil
 		}
 		return rec.nodeAt(b.node, b.rv)
-	}
-	policy, err := sc.Policy()
-	if err != nil {
-		return nil, err
 	}
 	rep := report.Compute(in, policy)
 
