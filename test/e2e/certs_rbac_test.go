@@ -62,7 +62,8 @@ func checkCertKeeper(ctx context.Context, t *testing.T, cp *controlplane.Control
 			}
 		case o.GetName() == keeper && o.GetKind() != "Service" && o.GetKind() != "ServiceMonitor":
 			access = append(access, o)
-		case o.GetKind() == "Secret" && (o.GetName() == caKey || o.GetName() == serving):
+		case o.GetKind() == "Secret" && (o.GetName() == caKey || o.GetName() == serving ||
+			o.GetName() == "pool-scheduler-webhook-ca-key" || o.GetName() == "pool-scheduler-webhook-tls"):
 			sec := &v1.Secret{}
 			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, sec); err != nil {
 				t.Fatal(err)
@@ -71,6 +72,15 @@ func checkCertKeeper(ctx context.Context, t *testing.T, cp *controlplane.Control
 				t.Fatalf("creating the chart's Secret %s: %v", sec.Name, err)
 			}
 		}
+	}
+	// manifests/admission/webhook installed the keeper with the webhook's rights only: the chart's
+	// (the webhook's and the metrics certificate's) replaces them.
+	_ = admin.RbacV1().Roles(ns).Delete(ctx, keeper, metav1.DeleteOptions{})
+	_ = admin.RbacV1().RoleBindings(ns).Delete(ctx, keeper, metav1.DeleteOptions{})
+	_ = admin.RbacV1().ClusterRoles().Delete(ctx, keeper, metav1.DeleteOptions{})
+	_ = admin.RbacV1().ClusterRoleBindings().Delete(ctx, keeper, metav1.DeleteOptions{})
+	if _, err := admin.CoreV1().ServiceAccounts(ns).Get(ctx, keeper, metav1.GetOptions{}); err == nil {
+		access = slices.DeleteFunc(access, func(o *unstructured.Unstructured) bool { return o.GetKind() == "ServiceAccount" })
 	}
 	t.Logf("applied from the chart's certificate keeper: %v", util.ApplyAccessObjects(ctx, t, cp, access))
 	if _, err := admin.CoreV1().Secrets(ns).Create(ctx, &v1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "someone-elses"}, StringData: map[string]string{"k": "v"}}, metav1.CreateOptions{}); err != nil {

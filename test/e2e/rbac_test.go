@@ -54,8 +54,8 @@ var forbidden = regexp.MustCompile(`(?i)forbidden|cannot (get|list|watch|create|
 // Leader election, labelling, scheduling and events work with no request refused; writes
 // outside each role are refused, and the admission policy keeps the domain labeler to its own
 // node and its own labels, and the labeler controller to the labels it manages. The webhook's
-// ServiceAccount, RBAC and policy (manifests/admission/webhook) are added at the end: it may
-// change its own configuration's caBundle and nothing else.
+// and the certificate keeper's ServiceAccounts, RBAC and policy (manifests/admission/webhook) are
+// added at the end: the keeper may change the webhook configuration's caBundle and nothing else.
 func TestLeastPrivilege(t *testing.T) {
 	tCtx := ktesting.Init(t)
 	cp := util.StartControlPlane(t, "--authorization-mode=Node,RBAC")
@@ -418,7 +418,7 @@ func TestLeastPrivilege(t *testing.T) {
 	// #35: the spread keeper (manifests/spread) may write the pod-deletion-cost annotation and nothing else.
 	checkSpreadKeeperWrites(tCtx, t, cp)
 
-	// The webhook (manifests/admission/webhook) may change only its own configuration's caBundle.
+	// The certificate keeper (manifests/admission/webhook) may change only the webhook configuration's caBundle.
 	checkWebhookConfigurationWrites(tCtx, t, cp, applied)
 
 	// #34: the certificate keeper alone reads the metrics CA's key; the serving identities cannot.

@@ -24,8 +24,8 @@ import (
 )
 
 // checkWebhookConfigurationWrites installs what manifests/admission/webhook adds to the scheduler
-// (the webhook's ServiceAccount, RBAC, admission policy and MutatingWebhookConfiguration) and,
-// with the webhook's token, changes its own configuration: the caBundle alone is allowed; any
+// (the webhook's and the certificate keeper's ServiceAccounts, RBAC, admission policy and
+// MutatingWebhookConfiguration) and, with the keeper's token, changes the webhook's configuration: the caBundle alone is allowed; any
 // other change to it is refused by the policy, other configurations and create/delete by RBAC,
 // and, were RBAC to allow them (granted below), by the policy too.
 func checkWebhookConfigurationWrites(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, alreadyApplied map[string][]string) {
@@ -66,9 +66,10 @@ func checkWebhookConfigurationWrites(ctx context.Context, t *testing.T, cp *cont
 	if _, err := admin.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, theirs, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	saCfg, _ := util.ServiceAccountConfig(ctx, t, cp, ns, "pool-scheduler-webhook", nil)
+	// The certificate keeper keeps the webhook's caBundle (#34): the writes are its.
+	saCfg, _ := util.ServiceAccountConfig(ctx, t, cp, ns, "pool-scheduler-certs", nil)
 	sa := clientFor(t, saCfg)
-	waitAllowed(ctx, t, sa, "pool-scheduler-webhook", []authorizationv1.ResourceAttributes{
+	waitAllowed(ctx, t, sa, "pool-scheduler-certs", []authorizationv1.ResourceAttributes{
 		{Verb: "update", Group: "admissionregistration.k8s.io", Resource: "mutatingwebhookconfigurations", Name: shipped.Name},
 	})
 	update := func(name string, change func(*admissionregistrationv1.MutatingWebhookConfiguration)) func(context.Context) error {
@@ -179,8 +180,8 @@ func checkWebhookConfigurationWrites(ctx context.Context, t *testing.T, cp *cont
 
 	// Defence in depth: were the webhook granted every write on webhook configurations, the
 	// policy would still refuse all but its own caBundle.
-	grantWebhookConfigurations(ctx, t, admin, ns, "pool-scheduler-webhook")
-	waitAllowed(ctx, t, sa, "pool-scheduler-webhook", []authorizationv1.ResourceAttributes{
+	grantWebhookConfigurations(ctx, t, admin, ns, "pool-scheduler-certs")
+	waitAllowed(ctx, t, sa, "pool-scheduler-certs", []authorizationv1.ResourceAttributes{
 		{Verb: "create", Group: "admissionregistration.k8s.io", Resource: "mutatingwebhookconfigurations"},
 		{Verb: "delete", Group: "admissionregistration.k8s.io", Resource: "mutatingwebhookconfigurations", Name: shipped.Name},
 		{Verb: "update", Group: "admissionregistration.k8s.io", Resource: "mutatingwebhookconfigurations", Name: theirs.Name},

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -103,11 +104,16 @@ func TestWebhookAsInstalled(t *testing.T) {
 	}
 	for _, k := range []string{"ca.crt", "tls.crt", "tls.key"} {
 		if len(filled.Data[k]) == 0 {
-			t.Errorf("the webhook did not fill %s in Secret %s", k, s.Name)
+			t.Errorf("the certificate keeper did not fill %s in Secret %s", k, s.Name)
 		}
 	}
-	if forbidden.MatchString(proc.Output()) {
-		t.Errorf("the webhook was refused a request it needs:\n%s", proc.Output())
+	if filled.Data["ca.key"] != nil {
+		t.Errorf("Secret %s, which the webhook mounts, holds the CA key", s.Name)
+	}
+	for name, p := range map[string]*util.SchedulerProcess{"webhook": proc, "certificate keeper": w.keeper} {
+		if forbidden.MatchString(p.Output()) {
+			t.Errorf("the %s was refused a request it needs:\n%s", name, p.Output())
+		}
 	}
 
 	// Refused: another webhook configuration, another Secret, Secrets elsewhere, pods.
@@ -135,7 +141,14 @@ func TestWebhookAsInstalled(t *testing.T) {
 	_, errOtherWebhookRead := sa.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(tCtx, other.Name, metav1.GetOptions{})
 	_, errOtherSecret := sa.CoreV1().Secrets(ns).Create(tCtx, &v1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "planted"}}, metav1.CreateOptions{})
 	_, errPods := sa.CoreV1().Pods(opted.Name).Create(tCtx, st.MakePod().Name("sa-pod").Container("pause").Obj(), metav1.CreateOptions{})
+	// #34: nor its own Secrets (the kubelet mounts its certificate), nor its configuration.
+	_, errOwnSecret := sa.CoreV1().Secrets(ns).Get(tCtx, s.Name, metav1.GetOptions{})
+	_, errCAKey := sa.CoreV1().Secrets(ns).Get(tCtx, "pool-scheduler-webhook-ca-key", metav1.GetOptions{})
+	_, errOwnConfig := sa.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(tCtx, cfg.Name, metav1.GetOptions{})
 	for name, err := range map[string]error{
+		"get its serving Secret":                      errOwnSecret,
+		"get the CA Secret":                           errCAKey,
+		"get its own webhook configuration":           errOwnConfig,
 		"update another MutatingWebhookConfiguration": errOtherWebhook,
 		"create a MutatingWebhookConfiguration":       errCreateWebhook,
 		"list Secrets in kube-system":                 errSecretsElsewhere,
@@ -196,7 +209,8 @@ func renewLease(ctx context.Context, t testing.TB, cs kubernetes.Interface, name
 // installedWebhook is pool-labeler webhook as manifests/admission/webhook installs it.
 type installedWebhook struct {
 	proc   *util.SchedulerProcess
-	addr   string // host:port of the webhook server
+	keeper *util.SchedulerProcess // pool-labeler certs, which keeps the webhook's certificate
+	addr   string                 // host:port of the webhook server
 	sa     kubernetes.Interface
 	config admissionregistrationv1.MutatingWebhookConfiguration
 	secret v1.Secret
@@ -211,13 +225,20 @@ func installWebhook(tCtx context.Context, t *testing.T, cp *controlplane.Control
 	const ns = "pool-scheduler"
 
 	var access []*unstructured.Unstructured
-	var deployment, secret, whc *unstructured.Unstructured
+	var deployment, keeperDeployment, whc *unstructured.Unstructured
+	var secrets []v1.Secret
 	for _, o := range util.KustomizeObjects(t, filepath.Join(util.RepoRoot(), "manifests", "admission", "webhook")) {
 		switch {
 		case o.GetKind() == "Deployment" && o.GetName() == "pool-scheduler-webhook":
 			deployment = o
+		case o.GetKind() == "Deployment" && o.GetName() == "pool-scheduler-certs":
+			keeperDeployment = o
 		case o.GetKind() == "Secret":
-			secret = o
+			var s v1.Secret
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &s); err != nil {
+				t.Fatal(err)
+			}
+			secrets = append(secrets, s)
 		case o.GetKind() == "MutatingWebhookConfiguration":
 			whc = o
 		case o.GetKind() == "Service":
@@ -225,20 +246,22 @@ func installWebhook(tCtx context.Context, t *testing.T, cp *controlplane.Control
 			access = append(access, o)
 		}
 	}
-	if deployment == nil || secret == nil || whc == nil {
-		t.Fatalf("manifests/admission/webhook lacks the Deployment, Secret or MutatingWebhookConfiguration")
+	if deployment == nil || keeperDeployment == nil || len(secrets) != 2 || whc == nil {
+		t.Fatalf("manifests/admission/webhook lacks the Deployments, the two Secrets or the MutatingWebhookConfiguration")
 	}
 	util.ApplyAccessObjects(tCtx, t, cp, access)
-	var s v1.Secret
 	var cfg admissionregistrationv1.MutatingWebhookConfiguration
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(secret.Object, &s); err != nil {
-		t.Fatal(err)
-	}
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(whc.Object, &cfg); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := admin.CoreV1().Secrets(ns).Create(tCtx, &s, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+	var s v1.Secret
+	for i := range secrets {
+		if _, err := admin.CoreV1().Secrets(ns).Create(tCtx, &secrets[i], metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if secrets[i].Name == "pool-scheduler-webhook-tls" {
+			s = secrets[i]
+		}
 	}
 	port := util.FreePort(t)
 	url := fmt.Sprintf("https://localhost:%d%s", port, admission.WebhookPath)
@@ -247,22 +270,44 @@ func installWebhook(tCtx context.Context, t *testing.T, cp *controlplane.Control
 		t.Fatal(err)
 	}
 
+	// The certificate keeper (#34): it alone reads the webhook's CA key; it writes the serving
+	// certificate (for localhost, the URL's host, instead of the Service's name) and the caBundle.
+	keeperCfg, keeperKubeconfig := util.ServiceAccountConfig(tCtx, t, cp, ns, "pool-scheduler-certs", nil)
+	waitAllowed(tCtx, t, clientFor(t, keeperCfg), "pool-scheduler-certs", []authorizationv1.ResourceAttributes{
+		{Verb: "update", Resource: "secrets", Namespace: ns, Name: s.Name},
+		{Verb: "update", Group: "admissionregistration.k8s.io", Resource: "mutatingwebhookconfigurations", Name: cfg.Name},
+	})
+	keeperArgs := append(containerArgs(keeperDeployment, map[string]string{"--webhook-dns-name": "localhost"}),
+		"--kubeconfig="+keeperKubeconfig, "--namespace="+ns, "--metrics-bind-address=0", "--health-probe-bind-address=0", "-v=2")
+	keeper := util.StartProcess(t, util.LabelerBinary(t), keeperArgs...)
+	// What the kubelet does for the webhook's pod: it waits for tls.crt and tls.key and mounts them.
+	certDir := t.TempDir()
+	if err := wait.PollUntilContextTimeout(tCtx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		got, err := admin.CoreV1().Secrets(ns).Get(ctx, s.Name, metav1.GetOptions{})
+		if err != nil || len(got.Data["tls.crt"]) == 0 {
+			return false, nil
+		}
+		for _, k := range []string{"tls.crt", "tls.key"} {
+			if err := os.WriteFile(filepath.Join(certDir, k), got.Data[k], 0o600); err != nil {
+				return false, err
+			}
+		}
+		return true, nil
+	}); err != nil {
+		t.Fatalf("the certificate keeper did not write %s: %v\n%s", s.Name, err, keeper.Output())
+	}
+
 	saCfg, kubeconfig := util.ServiceAccountConfig(tCtx, t, cp, ns, "pool-scheduler-webhook", nil)
 	sa := clientFor(t, saCfg)
 	waitAllowed(tCtx, t, sa, "pool-scheduler-webhook", []authorizationv1.ResourceAttributes{
-		{Verb: "watch", Resource: "secrets", Namespace: ns, Name: s.Name},
-		{Verb: "update", Resource: "secrets", Namespace: ns, Name: s.Name},
-		{Verb: "watch", Group: "admissionregistration.k8s.io", Resource: "mutatingwebhookconfigurations", Name: cfg.Name},
-		{Verb: "update", Group: "admissionregistration.k8s.io", Resource: "mutatingwebhookconfigurations", Name: cfg.Name},
 		{Verb: "watch", Group: "coordination.k8s.io", Resource: "leases", Namespace: ns, Name: "pool-scheduler"},
 	})
 	// The Deployment's arguments, with what a pod has and a process here does not.
 	args := containerArgs(deployment, map[string]string{
 		"--config":   util.ShippedConfigPath(), // the ConfigMap's file
-		"--cert-dir": t.TempDir(),              // the emptyDir
-		"--dns-name": "localhost",              // the Service's name, here the URL's host
+		"--cert-dir": certDir,                  // the Secret's volume
 	})
-	args = append(args, "--kubeconfig="+kubeconfig, "--secret-namespace="+ns, fmt.Sprintf("--port=%d", port),
+	args = append(args, "--kubeconfig="+kubeconfig, fmt.Sprintf("--port=%d", port),
 		"--metrics-bind-address=0", "--health-probe-bind-address=0", "-v=2")
-	return installedWebhook{proc: util.StartProcess(t, util.LabelerBinary(t), args...), addr: fmt.Sprintf("localhost:%d", port), sa: sa, config: cfg, secret: s}
+	return installedWebhook{proc: util.StartProcess(t, util.LabelerBinary(t), args...), keeper: keeper, addr: fmt.Sprintf("localhost:%d", port), sa: sa, config: cfg, secret: s}
 }

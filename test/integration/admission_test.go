@@ -402,10 +402,45 @@ func TestHelmChartAdmission(t *testing.T) {
 		}
 		args := containerArgs(t, deploy)
 		for _, a := range []string{"--config=/etc/pool-scheduler/config.yaml", "--scheduler-name=" + name, "--system-node-affinity=true",
-			"--cert-rotation=true", "--secret-name=" + name + "-webhook-tls", "--webhook-configuration=" + name, "--dns-name=" + name + "-webhook." + chartNamespace + ".svc"} {
+			"--cert-rotation=false", "--cert-dir=/tmp/certs"} {
 			if !containsString(args, a) {
 				t.Errorf("webhook args %v lack %s", args, a)
 			}
+		}
+		// #34: the certificate keeper holds the webhook's CA key; the webhook mounts tls.crt and
+		// tls.key of its serving Secret and may read no Secret nor write its configuration.
+		keeper := containerArgs(t, r.get(t, "Deployment", name+"-certs"))
+		for _, a := range []string{"--webhook-dns-name=" + name + "-webhook." + chartNamespace + ".svc", "--webhook-tls-ca-secret=" + name + "-webhook-ca-key",
+			"--webhook-tls-secret=" + name + "-webhook-tls", "--webhook-configuration=" + name} {
+			if !containsString(keeper, a) {
+				t.Errorf("certificate keeper args %v lack %s", keeper, a)
+			}
+		}
+		volumes, _, _ := unstructured.NestedSlice(deploy.Object, "spec", "template", "spec", "volumes")
+		var mounted []string
+		for _, v := range volumes {
+			if sec, ok, _ := unstructured.NestedString(v.(map[string]any), "secret", "secretName"); ok {
+				items, _, _ := unstructured.NestedSlice(v.(map[string]any), "secret", "items")
+				mounted = append(mounted, fmt.Sprintf("%s %d items", sec, len(items)))
+			}
+		}
+		if want := []string{name + "-webhook-tls 2 items"}; !slices.Equal(mounted, want) {
+			t.Errorf("webhook mounts Secrets %v, want %v (tls.crt and tls.key)", mounted, want)
+		}
+		for _, o := range r.objects {
+			if (o.GetKind() == "Role" || o.GetKind() == "ClusterRole") && o.GetName() == name+"-webhook" {
+				rules, _, _ := unstructured.NestedSlice(o.Object, "rules")
+				for _, rule := range rules {
+					if rs := fmt.Sprint(rule.(map[string]any)["resources"]); strings.Contains(rs, "secrets") || strings.Contains(rs, "webhookconfigurations") {
+						t.Errorf("%s grants the webhook %v", objectID(o), rule)
+					}
+				}
+			}
+		}
+		policy := r.get(t, "ValidatingAdmissionPolicy", name+"-webhook-ca-bundle")
+		conds, _, _ := unstructured.NestedSlice(policy.Object, "spec", "matchConditions")
+		if got := fmt.Sprint(conds[0].(map[string]any)["expression"]); !strings.Contains(got, "system:serviceaccount:"+chartNamespace+":"+name+"-certs'") {
+			t.Errorf("the caBundle policy matches %s, want the certificate keeper", got)
 		}
 	})
 
@@ -420,7 +455,8 @@ func TestHelmChartAdmission(t *testing.T) {
 				t.Errorf("rendered objects lack %s:\n%s", id, ids)
 			}
 		}
-		for _, id := range []string{"Secret pool-scheduler/pool-scheduler-webhook-tls", "Role pool-scheduler/pool-scheduler-webhook"} {
+		for _, id := range []string{"Secret pool-scheduler/pool-scheduler-webhook-tls", "Role pool-scheduler/pool-scheduler-webhook",
+			"Secret pool-scheduler/pool-scheduler-webhook-ca-key", "Deployment pool-scheduler/pool-scheduler-certs"} {
 			if slices.Contains(r.ids(), id) {
 				t.Errorf("with cert-manager the chart still renders %s (the webhook rotates nothing)", id)
 			}

@@ -68,6 +68,7 @@ var chartWorkloadIDs = []string{
 	"DaemonSet pool-scheduler/pool-labeler-domain",
 	"Deployment pool-scheduler/pool-labeler",
 	"Deployment pool-scheduler/pool-scheduler",
+	"Deployment pool-scheduler/pool-scheduler-certs",
 	"Deployment pool-scheduler/pool-scheduler-handoff",
 	"Deployment pool-scheduler/pool-scheduler-spread",
 	"Deployment pool-scheduler/pool-scheduler-webhook",
@@ -153,8 +154,8 @@ func TestHelmChartSpreadsReplicas(t *testing.T) {
 			}
 		}
 	}
-	if deployments != 5 {
-		t.Errorf("%d Deployments rendered, want 5", deployments)
+	if deployments != 6 {
+		t.Errorf("%d Deployments rendered, want 6", deployments)
 	}
 
 	// A user's constraint keeps its own labelSelector; one without gets the Deployment's.

@@ -22,6 +22,7 @@ func TestManifestWorkloads(t *testing.T) {
 	want := map[string]bool{
 		"Deployment pool-scheduler": false, "Deployment pool-labeler": false, "Deployment pool-scheduler-handoff": false,
 		"Deployment pool-scheduler-spread": false, "Deployment pool-scheduler-webhook": false, "DaemonSet pool-labeler-domain": false,
+		"Deployment pool-scheduler-certs": false,
 	}
 	for _, dir := range []string{"manifests", "manifests/labeler/domain", "manifests/admission/webhook"} {
 		for _, o := range util.KustomizeObjects(t, filepath.Join(root, dir)) {

@@ -193,6 +193,14 @@ monitoring.serviceMonitor.tlsSecretName (your own certificate) or without monito
 {{- end -}}
 {{- end -}}
 
+{{/* The Secret holding the webhook's CA and its key (admission.mode webhook without cert-manager),
+which only the certificate keeper reads and writes; empty otherwise. */}}
+{{- define "pool-scheduler.webhookCASecret" -}}
+{{- if and (eq .Values.admission.mode "webhook") (not .Values.admission.webhook.certManager.enabled) -}}
+{{- printf "%s-webhook-ca-key" (include "pool-scheduler.schedulerName" .) -}}
+{{- end -}}
+{{- end -}}
+
 {{/* The volume metrics-tls of the pods serving /metrics: the serving certificate and key of
 pool-scheduler.metricsTLSSecret and nothing else (ca.crt is for the scrapers). Without subPath, so
 the kubelet updates the files when the certificate is renewed and the servers reload them
