@@ -87,9 +87,9 @@ func checkWebhookConfigurationWrites(ctx context.Context, t *testing.T, cp *cont
 	waitPolicy(ctx, t, admin, sa, shipped.Name)
 
 	const (
-		onlyCABundle = "pool-scheduler-webhook may change only clientConfig.caBundle of its webhooks"
-		metadata     = "pool-scheduler-webhook may not change the labels, annotations, finalizers or ownerReferences"
-		notOwnUpdate = "pool-scheduler-webhook may only update the caBundle of the MutatingWebhookConfiguration pool-scheduler"
+		onlyCABundle = "the certificate keeper may change only clientConfig.caBundle of its webhooks"
+		metadata     = "the certificate keeper may not change the labels, annotations, finalizers or ownerReferences"
+		notOwnUpdate = "the certificate keeper may only update the caBundle of the MutatingWebhookConfiguration pool-scheduler"
 	)
 	everything := []admissionregistrationv1.RuleWithOperations{{
 		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.OperationAll},
