@@ -8,6 +8,7 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
+	"k8s.io/klog/v2"
 	kubescheduler "k8s.io/kubernetes/cmd/kube-scheduler/app"
 	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
 
@@ -69,12 +70,14 @@ func configProfiles(c *cobra.Command) []schedconfig.KubeSchedulerProfile {
 		return nil
 	}
 	data, err := os.ReadFile(f.Value.String())
-	if err != nil {
-		return nil
+	if err == nil {
+		var cfg *schedconfig.KubeSchedulerConfiguration
+		if cfg, err = profile.LoadConfiguration(data); err == nil {
+			return cfg.Profiles
+		}
 	}
-	cfg, err := profile.LoadConfiguration(data)
-	if err != nil {
-		return nil
-	}
-	return cfg.Profiles
+	// Said, not silent: the labeler may be reading this file's keys while the gate reads defaults.
+	klog.Background().Info("Warning: cannot read the profiles of --config; NodePoolReady ignores the default systemNodeSelector keys in label sets",
+		"config", f.Value.String(), "err", err)
+	return nil
 }
