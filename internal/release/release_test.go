@@ -179,8 +179,8 @@ func TestPackageChart(t *testing.T) {
 						}
 					}
 				}
-				if workloads != 7 {
-					t.Errorf("%d workloads rendered, want 7 (scheduler, admission webhook, labeler controller, domain labeler, hand-off controller, spread keeper, uninstall hook)", workloads)
+				if workloads != 8 {
+					t.Errorf("%d workloads rendered, want 8 (scheduler, admission webhook, certificate keeper, labeler controller, domain labeler, hand-off controller, spread keeper, uninstall hook)", workloads)
 				}
 			})
 		}
@@ -514,8 +514,8 @@ func TestRepositoryManifestsNameARelease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if found != 6 {
-		t.Errorf("%d pool-scheduler containers in manifests/, want 6 (scheduler, admission webhook, labeler controller, domain labeler, hand-off controller, spread keeper)", found)
+	if found != 7 {
+		t.Errorf("%d pool-scheduler containers in manifests/, want 7 (scheduler, admission webhook, certificate keeper, labeler controller, domain labeler, hand-off controller, spread keeper)", found)
 	}
 }
 
