@@ -72,8 +72,13 @@ type Keeper struct {
 	sets  []Set
 	now   func() time.Time
 	every time.Duration
-	ready atomic.Bool
+	// retry: how soon a failed pass is retried.
+	retry time.Duration
+	// last is the error of the last pass over every set (errNoPass before the first).
+	last atomic.Pointer[error]
 }
+
+var errNoPass = errors.New("certificates not kept yet")
 
 // NewKeeper keeps sets, looking at them every interval (and retrying failures sooner).
 func NewKeeper(cs kubernetes.Interface, interval time.Duration, sets ...Set) (*Keeper, error) {
@@ -84,15 +89,14 @@ func NewKeeper(cs kubernetes.Interface, interval time.Duration, sets ...Set) (*K
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	return &Keeper{cs: cs, sets: sets, now: time.Now, every: interval}, nil
+	k := &Keeper{cs: cs, sets: sets, now: time.Now, every: interval, retry: 10 * time.Second}
+	k.last.Store(&errNoPass)
+	return k, nil
 }
 
-// Ready: every set was written at least once since the keeper started.
+// Ready: the last pass over every set succeeded (the Secrets it needs exist and were written).
 func (k *Keeper) Ready() error {
-	if !k.ready.Load() {
-		return errors.New("certificates not kept yet")
-	}
-	return nil
+	return *k.last.Load()
 }
 
 // Run keeps the sets until ctx ends.
@@ -102,7 +106,7 @@ func (k *Keeper) Run(ctx context.Context) error {
 		wait := k.every
 		if err := k.Sync(ctx); err != nil {
 			logger.Error(err, "Keeping certificates; retrying")
-			wait = min(wait, 10*time.Second)
+			wait = min(wait, k.retry)
 		}
 		select {
 		case <-ctx.Done():
@@ -124,11 +128,9 @@ func (k *Keeper) Sync(ctx context.Context) error {
 		}
 		syncs.WithLabelValues(s.Name, result).Inc()
 	}
-	if err := errors.Join(errs...); err != nil {
-		return err
-	}
-	k.ready.Store(true)
-	return nil
+	err := errors.Join(errs...)
+	k.last.Store(&err)
+	return err
 }
 
 func (k *Keeper) sync(ctx context.Context, s Set) error {

@@ -2,14 +2,19 @@ package certkeeper
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
+	"path/filepath"
+	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/klog/v2"
+	certutil "k8s.io/client-go/util/cert"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -21,13 +26,16 @@ type Options struct {
 	Sets     []Set
 	Interval time.Duration
 	// Metrics: the keeper's own /metrics server. With a set's CertDir as its CertDir it serves
-	// that set's certificate, written before the server starts.
+	// that set's certificate from there, reloaded once the keeper writes it (a self-signed one
+	// until then).
 	Metrics   metricsserver.Options
 	ProbeAddr string
 }
 
-// Run keeps the sets until ctx ends. The first pass is made before the metrics server starts
-// (it may serve a certificate of a set), retried every 10 seconds until it succeeds.
+// Run keeps the sets until ctx ends. The metrics and probe servers start first: a pass that
+// fails (a Secret or the webhook configuration missing) is logged, counted
+// (pool_scheduler_certificate_syncs_total{result="error"}) and retried within 10 seconds while
+// /healthz stays ok; /readyz reports whether the last pass succeeded.
 func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
@@ -37,6 +45,10 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	if err != nil {
 		return err
 	}
+	return k.serve(ctx, cfg, o)
+}
+
+func (k *Keeper) serve(ctx context.Context, cfg *rest.Config, o Options) error {
 	for _, s := range o.Sets {
 		if s.CertDir != "" {
 			if err := os.MkdirAll(s.CertDir, 0o700); err != nil {
@@ -44,14 +56,12 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 			}
 		}
 	}
-	logger := klog.FromContext(ctx)
-	for err := k.Sync(ctx); err != nil; err = k.Sync(ctx) {
-		logger.Error(err, "Keeping certificates; retrying in 10s")
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(10 * time.Second):
+	if o.Metrics.SecureServing && o.Metrics.CertDir != "" {
+		dc, err := newDirCertificate(o.Metrics.CertDir)
+		if err != nil {
+			return err
 		}
+		o.Metrics.TLSOpts = append(append([]func(*tls.Config){}, o.Metrics.TLSOpts...), func(c *tls.Config) { c.GetCertificate = dc.get })
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Metrics: o.Metrics, HealthProbeBindAddress: o.ProbeAddr})
 	if err != nil {
@@ -67,4 +77,59 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 		return err
 	}
 	return mgr.Start(ctx)
+}
+
+// dirCertificate serves tls.crt and tls.key of a directory the keeper writes, reloaded when they
+// change, and a self-signed certificate while they do not exist yet (the keeper's first pass may
+// fail: its /metrics must still be served, to report that).
+type dirCertificate struct {
+	dir      string
+	fallback *tls.Certificate
+	mu       sync.Mutex
+	stamp    [2]time.Time
+	cert     *tls.Certificate
+}
+
+func newDirCertificate(dir string) (*dirCertificate, error) {
+	c, key, err := certutil.GenerateSelfSignedCertKey("localhost", []net.IP{{127, 0, 0, 1}}, nil)
+	if err != nil {
+		return nil, err
+	}
+	pair, err := tls.X509KeyPair(c, key)
+	if err != nil {
+		return nil, err
+	}
+	return &dirCertificate{dir: dir, fallback: &pair}, nil
+}
+
+func (d *dirCertificate) get(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	certPath, keyPath := filepath.Join(d.dir, corev1.TLSCertKey), filepath.Join(d.dir, corev1.TLSPrivateKeyKey)
+	var stamp [2]time.Time
+	for i, p := range []string{certPath, keyPath} {
+		fi, err := os.Stat(p)
+		if err != nil {
+			d.mu.Lock()
+			defer d.mu.Unlock()
+			if d.cert != nil {
+				return d.cert, nil
+			}
+			return d.fallback, nil
+		}
+		stamp[i] = fi.ModTime()
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.cert != nil && stamp == d.stamp {
+		return d.cert, nil
+	}
+	pair, err := tls.LoadX509KeyPair(certPath, keyPath)
+	if err != nil {
+		// Between the two renames: keep what was served.
+		if d.cert != nil {
+			return d.cert, nil
+		}
+		return d.fallback, nil
+	}
+	d.cert, d.stamp = &pair, stamp
+	return d.cert, nil
 }

@@ -83,6 +83,6 @@ func newCertsCommand(kubeconfig *string) *cobra.Command {
 	f.StringVar(&metricsAddr, "metrics-bind-address", ":8443", "address of /metrics; 0 disables")
 	f.BoolVar(&metricsSecure, "metrics-secure", true, "serve /metrics over HTTPS to clients the apiserver authenticates and authorizes (get on /metrics); false: plain HTTP, bind it to 127.0.0.1")
 	f.StringVar(&certDir, "metrics-cert-dir", filepath.Join(os.TempDir(), "pool-scheduler-certs"), "directory the keeper writes the metrics serving certificate to, and serves its own /metrics with")
-	f.StringVar(&o.ProbeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz (ready once every Secret was written); 0 disables")
+	f.StringVar(&o.ProbeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz (ready while the last pass over every set succeeded; both served from the start); 0 disables")
 	return cmd
 }
