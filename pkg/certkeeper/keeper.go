@@ -208,13 +208,10 @@ func (k *Keeper) sync(ctx context.Context, s Set) error {
 		return err
 	}
 	bundle := CABundle(data)
-	// Serving pods mount tls.crt and tls.key (the kubelet updates the files; the servers reload
-	// them); ca.crt is the bundle their clients verify with.
-	if err := k.update(ctx, serving, map[string][]byte{
-		corev1.TLSCertKey: data[corev1.TLSCertKey], corev1.TLSPrivateKeyKey: data[corev1.TLSPrivateKeyKey], CACert: bundle,
-	}); err != nil {
-		return err
-	}
+	// Every client's bundle before the serving certificate: a serving pod may load a certificate
+	// as soon as it is written, and one signed by a CA no client trusts yet (a new CA: the first
+	// install, a CA Secret emptied) would fail every call until the bundle follows. The bundle
+	// drops no CA that signed a certificate still valid (a predecessor leaves it once expired).
 	for _, c := range copies {
 		if err := k.update(ctx, c, map[string][]byte{CACert: bundle}); err != nil {
 			return err
@@ -234,6 +231,13 @@ func (k *Keeper) sync(ctx context.Context, s Set) error {
 			}
 			logger.Info("Injected the CA bundle", "webhookConfiguration", s.WebhookConfiguration)
 		}
+	}
+	// Serving pods mount tls.crt and tls.key (the kubelet updates the files; the servers reload
+	// them); ca.crt is the bundle their clients verify with.
+	if err := k.update(ctx, serving, map[string][]byte{
+		corev1.TLSCertKey: data[corev1.TLSCertKey], corev1.TLSPrivateKeyKey: data[corev1.TLSPrivateKeyKey], CACert: bundle,
+	}); err != nil {
+		return err
 	}
 	if s.CertDir != "" {
 		for _, key := range []string{corev1.TLSPrivateKeyKey, corev1.TLSCertKey} {
