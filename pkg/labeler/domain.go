@@ -106,12 +106,12 @@ func ValidateDomainOptions(opts DomainOptions, recheckInterval time.Duration) er
 	} else if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		errs = append(errs, fmt.Errorf("--imds-endpoint: %q is not an absolute http(s) URL", opts.Endpoint))
 	}
-	if es := validation.IsQualifiedName(opts.UpdateDomainKey); len(es) > 0 {
-		errs = append(errs, fmt.Errorf("--update-domain-key: %q: %s", opts.UpdateDomainKey, strings.Join(es, "; ")))
+	if err := validateDomainKey("--update-domain-key", opts.UpdateDomainKey); err != nil {
+		errs = append(errs, err)
 	}
 	if opts.FaultDomainKey != "" {
-		if es := validation.IsQualifiedName(opts.FaultDomainKey); len(es) > 0 {
-			errs = append(errs, fmt.Errorf("--fault-domain-key: %q: %s", opts.FaultDomainKey, strings.Join(es, "; ")))
+		if err := validateDomainKey("--fault-domain-key", opts.FaultDomainKey); err != nil {
+			errs = append(errs, err)
 		} else if opts.FaultDomainKey == opts.UpdateDomainKey {
 			errs = append(errs, fmt.Errorf("--fault-domain-key: %q is also --update-domain-key", opts.FaultDomainKey))
 		}
@@ -129,6 +129,23 @@ func ValidateDomainOptions(opts DomainOptions, recheckInterval time.Duration) er
 		errs = append(errs, fmt.Errorf("--reprobe-interval must not be negative, got %v", opts.ReprobeInterval))
 	}
 	return errors.Join(errs...)
+}
+
+// validateDomainKey checks one of the domain labeler's keys: a label key under
+// configv1.DomainLabelPrefix. That prefix is what keeps every other writer off the key: the CRD
+// and pkg/pool refuse it in NodePoolLabelSets, the labeler controller ignores and reports it
+// (pool.RefusedKey), and the controller's admission policy refuses its writes. A key outside it
+// would still be refused by that policy (its domainKeys), but a NodePoolLabelSet could name it,
+// and the policy would then refuse the controller's whole write to the set's pool: no node of
+// the pool would get any of its labels, and the pool would be held forever.
+func validateDomainKey(flag, key string) error {
+	if es := validation.IsQualifiedName(key); len(es) > 0 {
+		return fmt.Errorf("%s: %q: %s", flag, key, strings.Join(es, "; "))
+	}
+	if name, ok := strings.CutPrefix(key, configv1.DomainLabelPrefix); !ok || name == "" {
+		return fmt.Errorf("%s: %q is not under %s: the domain labeler's keys must be (a NodePoolLabelSet naming another key it writes would block its whole pool)", flag, key, configv1.DomainLabelPrefix)
+	}
+	return nil
 }
 
 // FetchDomains reads the fault and update domain from the metadata endpoint, retrying transient

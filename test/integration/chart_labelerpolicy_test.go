@@ -4,11 +4,16 @@ import (
 	"strings"
 	"testing"
 
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/engine"
+
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/pool-scheduler/pool-scheduler/pkg/labeler"
+	"github.com/pool-scheduler/pool-scheduler/test/util"
 )
 
 // TestHelmChartLabelerPolicyKeys: the labeler controller's admission policy refuses, whatever a
@@ -32,10 +37,10 @@ func TestHelmChartLabelerPolicyKeys(t *testing.T) {
 			values:             `scheduler: {plugins: {systemPoolGuard: {args: {systemNodeSelector: {}}}}}`,
 			wantSystemNodeKeys: "[]",
 			wantDomains:        "['topology.pool-scheduler.io/update-domain', 'topology.pool-scheduler.io/fault-domain']"},
-		{name: "domain keys of one's own",
-			values:             `labeler: {domain: {updateDomainKey: example.com/ud, faultDomainKey: example.com/fd}}`,
+		{name: "domain keys of one's own (under topology.pool-scheduler.io/, TestHelmChartDomainKeysUnderPrefix)",
+			values:             `labeler: {domain: {updateDomainKey: topology.pool-scheduler.io/ud, faultDomainKey: topology.pool-scheduler.io/fd}}`,
 			wantSystemNodeKeys: "['kubernetes.azure.com/mode']",
-			wantDomains:        "['example.com/ud', 'example.com/fd']"},
+			wantDomains:        "['topology.pool-scheduler.io/ud', 'topology.pool-scheduler.io/fd']"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -70,5 +75,62 @@ func TestHelmChartLabelerPolicyKeys(t *testing.T) {
 				t.Errorf("the labeler's system-node keys differ from the policy's (-policy +labeler):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestHelmChartDomainKeysUnderPrefix (#34): the domain labeler's keys must lie under
+// topology.pool-scheduler.io/. The labeler controller's admission policy refuses writes to them
+// (domainKeys) whatever a write declares managed, but only keys under that prefix are kept out of
+// NodePoolLabelSets (the CRD, pool.RefusedKey): a set naming another one would have every write
+// to its pool refused, and the pool held forever. The schema refuses such a key, and so do the
+// templates (for installs that skip schema validation), with a message saying why; also with the
+// domain labeler off, since the controller's policy still lists the keys.
+func TestHelmChartDomainKeysUnderPrefix(t *testing.T) {
+	tests := []struct{ name, values, value string }{
+		{name: "update domain", values: `labeler: {domain: {updateDomainKey: example.com/ud}}`, value: "updateDomainKey"},
+		{name: "fault domain", values: `labeler: {domain: {faultDomainKey: example.com/fd}}`, value: "faultDomainKey"},
+		{name: "a reserved key", values: `labeler: {domain: {updateDomainKey: topology.kubernetes.io/zone}}`, value: "updateDomainKey"},
+		{name: "domain labeler off", values: `labeler: {domain: {enabled: false, faultDomainKey: example.com/fd}}`, value: "faultDomainKey"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := renderChart(t, chartNamespace, tt.values)
+			if err == nil || !strings.Contains(err.Error(), "/labeler/domain/"+tt.value) {
+				t.Errorf("schema: %v, want an error naming /labeler/domain/%s", err, tt.value)
+			}
+			// Without the schema (helm --skip-schema-validation) the templates refuse it.
+			ch, err := loader.Load(util.ChartDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			ch.Schema = nil
+			overrides, err := chartutil.ReadValues([]byte(tt.values))
+			if err != nil {
+				t.Fatal(err)
+			}
+			caps := chartutil.DefaultCapabilities.Copy()
+			kv, err := chartutil.ParseKubeVersion(chartKube)
+			if err != nil {
+				t.Fatal(err)
+			}
+			caps.KubeVersion = *kv
+			vals, err := chartutil.ToRenderValues(ch, overrides, chartutil.ReleaseOptions{Name: chartRelease, Namespace: chartNamespace, IsInstall: true, Revision: 1}, caps)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = engine.Engine{Strict: true}.Render(ch, vals)
+			if want := "labeler.domain." + tt.value; err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "is not under topology.pool-scheduler.io/") {
+				t.Errorf("templates: %v, want an error naming %s and the prefix", err, want)
+			}
+		})
+	}
+	// Keys of one's own under the prefix, and no fault-domain key, render.
+	for _, values := range []string{
+		`labeler: {domain: {updateDomainKey: topology.pool-scheduler.io/ud, faultDomainKey: topology.pool-scheduler.io/fd}}`,
+		`labeler: {domain: {faultDomainKey: ""}}`,
+	} {
+		if _, err := renderChart(t, chartNamespace, values); err != nil {
+			t.Errorf("%s: %v", values, err)
+		}
 	}
 }

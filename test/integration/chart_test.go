@@ -531,7 +531,7 @@ labeler:
   domain:
     enabled: true
     faultDomainKey: ""
-    updateDomainKey: example.com/ud
+    updateDomainKey: topology.pool-scheduler.io/ud
 `,
 		want: []string{
 			"ClusterRole nodepools",
@@ -576,7 +576,7 @@ labeler:
 				t.Errorf("admission policy matches %v, want %v", got, want)
 			}
 			vars, _, _ := unstructured.NestedSlice(policy.Object, "spec", "variables")
-			if got, want := vars[0].(map[string]any)["expression"], "['example.com/ud']"; got != want {
+			if got, want := vars[0].(map[string]any)["expression"], "['topology.pool-scheduler.io/ud']"; got != want {
 				t.Errorf("admission policy ownKeys = %v, want %v", got, want)
 			}
 			// The scheduler's volume policy names its ServiceAccount: a wrong name would switch

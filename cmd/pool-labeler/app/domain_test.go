@@ -20,6 +20,11 @@ func TestDomainCommandValidatesFlags(t *testing.T) {
 		{name: "endpoint unparsable", args: []string{"--imds-endpoint=http://[::1"}, want: "--imds-endpoint"},
 		{name: "update-domain key", args: []string{"--update-domain-key=not a key"}, want: "--update-domain-key"},
 		{name: "fault-domain key", args: []string{"--fault-domain-key=-x"}, want: "--fault-domain-key"},
+		// A key outside topology.pool-scheduler.io/ is not one NodePoolLabelSets are kept off
+		// (#34): a set naming it would block its pool.
+		{name: "update-domain key outside the domain prefix", args: []string{"--update-domain-key=example.com/ud"}, want: "--update-domain-key"},
+		{name: "fault-domain key outside the domain prefix", args: []string{"--fault-domain-key=example.com/fd"}, want: "--fault-domain-key"},
+		{name: "reserved update-domain key", args: []string{"--update-domain-key=topology.kubernetes.io/zone"}, want: "--update-domain-key"},
 		{name: "same keys", args: []string{"--fault-domain-key=" + configv1.UpdateDomainLabelKey}, want: "--fault-domain-key"},
 		{name: "zero timeout", args: []string{"--request-timeout=0"}, want: "--request-timeout"},
 		{name: "no attempts", args: []string{"--attempts=0"}, want: "--attempts"},
