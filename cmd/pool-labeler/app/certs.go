@@ -33,7 +33,6 @@ func newCertsCommand(kubeconfig *string) *cobra.Command {
 			if namespace == "" {
 				return errors.New("--namespace: required (default: $POD_NAMESPACE)")
 			}
-			ownCertDir := ""
 			if len(dnsNames) > 0 {
 				set := certkeeper.Set{Name: "metrics", CAName: "pool-scheduler-metrics-ca", DNSNames: dnsNames, CertDir: certDir,
 					CASecret: types.NamespacedName{Namespace: namespace, Name: caSecret}, ServingSecret: types.NamespacedName{Namespace: namespace, Name: tlsSecret}}
@@ -45,7 +44,6 @@ func newCertsCommand(kubeconfig *string) *cobra.Command {
 					set.CACopies = append(set.CACopies, types.NamespacedName{Namespace: ns, Name: name})
 				}
 				o.Sets = append(o.Sets, set)
-				ownCertDir = certDir
 			}
 			if webhookDNSName != "" {
 				o.Sets = append(o.Sets, certkeeper.Set{Name: "webhook", CAName: "pool-scheduler-webhook-ca", DNSNames: []string{webhookDNSName},
@@ -61,7 +59,9 @@ func newCertsCommand(kubeconfig *string) *cobra.Command {
 					return err
 				}
 			}
-			o.Metrics = metricsOptions(metricsAddr, metricsSecure, ownCertDir)
+			// Without a metrics set the keeper serves a certificate mounted there (the chart's
+			// monitoring.serviceMonitor.tlsSecretName), a self-signed one while there is none.
+			o.Metrics = metricsOptions(metricsAddr, metricsSecure, certDir)
 			ctx, cfg, err := start(*kubeconfig, "certs", "sets", len(o.Sets), "metricsDNSNames", dnsNames, "caCopies", caCopies, "webhookDNSName", webhookDNSName)
 			if err != nil {
 				return err
@@ -82,7 +82,7 @@ func newCertsCommand(kubeconfig *string) *cobra.Command {
 	f.DurationVar(&o.Interval, "interval", time.Minute, "how often the certificates are checked (failures are retried within 10 seconds)")
 	f.StringVar(&metricsAddr, "metrics-bind-address", ":8443", "address of /metrics; 0 disables")
 	f.BoolVar(&metricsSecure, "metrics-secure", true, "serve /metrics over HTTPS to clients the apiserver authenticates and authorizes (get on /metrics); false: plain HTTP, bind it to 127.0.0.1")
-	f.StringVar(&certDir, "metrics-cert-dir", filepath.Join(os.TempDir(), "pool-scheduler-certs"), "directory the keeper writes the metrics serving certificate to, and serves its own /metrics with")
+	f.StringVar(&certDir, "metrics-cert-dir", filepath.Join(os.TempDir(), "pool-scheduler-certs"), "directory the keeper writes the metrics serving certificate to (with --metrics-tls-dns-names), and serves its own /metrics with (tls.crt, tls.key; reloaded when they change; self-signed while there are none)")
 	f.StringVar(&o.ProbeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz (ready while the last pass over every set succeeded; both served from the start); 0 disables")
 	return cmd
 }
