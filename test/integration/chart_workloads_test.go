@@ -229,6 +229,10 @@ func TestHelmChartSystemPriorityQuota(t *testing.T) {
 		{`systemPriorityQuota: {enabled: true}`, 2*8 + 1 + 5000},
 		{`{systemPriorityQuota: {enabled: true}, labeler: {domain: {enabled: false}}}`, 2*8 + 1},
 		{`{systemPriorityQuota: {enabled: true}, labeler: {domain: {enabled: false}}, scheduler: {replicaCount: 3}, spread: {priorityClassName: system-cluster-critical}}`, 2*11 + 1},
+		// The certificate keeper (one replica, counted twice) when it runs with a system class.
+		{`{systemPriorityQuota: {enabled: true}, labeler: {domain: {enabled: false}}, monitoring: {certKeeper: {priorityClassName: system-cluster-critical}}}`, 2*8 + 1 + 2},
+		{`{systemPriorityQuota: {enabled: true}, labeler: {domain: {enabled: false}}, monitoring: {serviceMonitor: {enabled: true}, certKeeper: {priorityClassName: system-node-critical}}, admission: {mode: policy}}`, 2*6 + 1 + 2},
+		{`{systemPriorityQuota: {enabled: true}, labeler: {domain: {enabled: false}}, monitoring: {certKeeper: {priorityClassName: system-cluster-critical}}, admission: {mode: policy}}`, 2*6 + 1},
 		{`systemPriorityQuota: {enabled: true, pods: 40}`, 40},
 	} {
 		q := quota(t, tt.values)
