@@ -1,6 +1,8 @@
-// Command pool-labeler applies NodePoolLabelSets to nodes (controller mode), labels a node with
-// its Azure platform fault and update domain (domain mode) and serves the mutating admission
-// webhook (webhook mode).
+// Command pool-labeler runs pool-scheduler's controllers, one mode per subcommand: it applies
+// NodePoolLabelSets to nodes (controller), labels a node with its Azure platform fault and update
+// domain (domain), serves the mutating admission webhook (webhook), judges and repairs the
+// hand-off (handoff), hands pods back before removal (handback), keeps the spread through
+// scale-downs (spread) and keeps the certificates (certs).
 package main
 
 import (

@@ -1,6 +1,7 @@
-// Package app assembles the pool-labeler command and its modes, as cmd/pool-scheduler/app
+// Package app assembles the pool-labeler command and its seven modes, as cmd/pool-scheduler/app
 // assembles pool-scheduler: controller (pkg/labeler's reconciler of NodePoolLabelSets), domain
-// (pkg/labeler's Azure fault- and update-domain labels) and webhook (pkg/admission/webhook), handoff and handback (pkg/handoff).
+// (pkg/labeler's Azure fault- and update-domain labels), webhook (pkg/admission/webhook), handoff
+// and handback (pkg/handoff), spread (pkg/spreadkeeper) and certs (pkg/certkeeper).
 // Flags, validation and process start-up (kubeconfig, logger, metrics server) live here once;
 // the packages below are libraries that tests run in process.
 package app
@@ -23,7 +24,8 @@ import (
 	"github.com/pool-scheduler/pool-scheduler/pkg/version"
 )
 
-// NewCommand returns the pool-labeler command with its controller, domain and webhook modes.
+// NewCommand returns the pool-labeler command with its modes, one subcommand each (the docs'
+// count of them is checked against this list by test/static).
 func NewCommand() *cobra.Command {
 	var kubeconfig string
 	cmd := &cobra.Command{
