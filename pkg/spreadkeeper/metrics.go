@@ -20,8 +20,12 @@ var (
 		Name: "pool_scheduler_rebalance_evictions_total",
 		Help: "Replicas the rebalancer chose to move, by result: evicted, dry_run (only reported), refused (a PodDisruptionBudget or the API refused the eviction), error.",
 	}, []string{"result"})
+	skipped = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "pool_scheduler_rebalance_skipped_total",
+		Help: "Workloads beyond the skew the rebalancer left alone in a pass, by reason: system_critical, system_pod, local_storage, opted_out, no_fit, skew_not_lowered (these back off), limit_pass, limit_node, limit_namespace (the caps per pass).",
+	}, []string{"reason"})
 )
 
 func init() {
-	ctrlmetrics.Registry.MustRegister(patchesTotal, syncs, evictions)
+	ctrlmetrics.Registry.MustRegister(patchesTotal, syncs, evictions, skipped)
 }

@@ -10,6 +10,7 @@ import (
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	v1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -24,7 +25,7 @@ import (
 // checkSpreadKeeperWrites installs what manifests/spread grants the spread keeper (its
 // ServiceAccount, RBAC and admission policy) and, with its token, writes to a pod: the
 // pod-deletion-cost annotation is allowed; any other change to the pod is refused by the policy,
-// and deleting pods, writing pod status or patching nodes by RBAC.
+// and deleting or evicting pods, writing pod status or patching nodes by RBAC.
 func checkSpreadKeeperWrites(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane) {
 	t.Helper()
 	admin := cp.Client
@@ -34,7 +35,6 @@ func checkSpreadKeeperWrites(ctx context.Context, t *testing.T, cp *controlplane
 	keeper := clientFor(t, saCfg)
 	waitAllowed(ctx, t, keeper, "pool-scheduler-spread", []authorizationv1.ResourceAttributes{
 		{Verb: "patch", Resource: "pods", Namespace: "default"},
-		{Verb: "create", Resource: "pods", Subresource: "eviction", Namespace: "default"},
 		{Verb: "watch", Resource: "nodes"},
 		{Verb: "update", Group: "coordination.k8s.io", Resource: "leases", Namespace: ns, Name: spreadkeeper.LeaseName},
 	})
@@ -77,6 +77,11 @@ func checkSpreadKeeperWrites(ctx context.Context, t *testing.T, cp *controlplane
 		{"spread keeper labels a node", func(ctx context.Context) error {
 			_, err := keeper.CoreV1().Nodes().Patch(ctx, "spot-0", types.MergePatchType, []byte(`{"metadata":{"labels":{"x":"y"}}}`), metav1.PatchOptions{})
 			return err
+		}, "forbidden"},
+		// manifests/spread runs no rebalancer: no eviction right (the chart's is bounded by a policy:
+		// TestHelmChartSpreadEvictions).
+		{"spread keeper evicts a pod", func(ctx context.Context) error {
+			return keeper.PolicyV1().Evictions(app).Evict(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Namespace: app, Name: pod.Name}})
 		}, "forbidden"},
 		{"spread keeper creates a pod", func(ctx context.Context) error {
 			_, err := keeper.CoreV1().Pods(app).Create(ctx, util.Pod(app, "extra").Obj(), metav1.CreateOptions{})

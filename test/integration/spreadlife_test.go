@@ -15,6 +15,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/kubernetes/test/utils/ktesting"
@@ -262,13 +263,7 @@ func TestRebalancer(t *testing.T) {
 		}
 		return out
 	}
-	newRebalancer := func(dryRun bool) *spreadkeeper.Rebalancer {
-		r, err := spreadkeeper.NewRebalancer(keeper, spreadkeeper.RebalanceOptions{DryRun: dryRun, Interval: time.Hour, MaxSkew: 1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r
-	}
+	newRebalancer := func(dryRun bool) *spreadkeeper.Rebalancer { return startRebalancer(tCtx, t, keeper, dryRun) }
 
 	t.Run("dry run", func(t *testing.T) {
 		if diff := cmp.Diff([]string{"zone: dry_run"}, results(pass(newRebalancer(true)))); diff != "" {
@@ -312,6 +307,135 @@ func TestRebalancer(t *testing.T) {
 			waitBudget(tCtx, t, cp, pdb, 1)
 		}
 		t.Logf("%d evictions: %s", moves, spread)
+	})
+}
+
+// startRebalancer starts a rebalancer on the keeper's informers with the flags' defaults (no
+// passes of its own: the test calls Pass) and waits until its informers synced.
+func startRebalancer(tCtx ktesting.TContext, t *testing.T, keeper *spreadkeeper.Keeper, dryRun bool) *spreadkeeper.Rebalancer {
+	t.Helper()
+	r, err := spreadkeeper.NewRebalancer(keeper, spreadkeeper.RebalanceOptions{DryRun: dryRun, Interval: time.Hour, Cooldown: 5 * time.Minute,
+		MaxBackoff: time.Hour, MaxSkew: 1, MaxPerPass: 5, MaxPerNode: 1, MaxPerNamespace: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(tCtx)
+	t.Cleanup(cancel)
+	if !r.Start(ctx) {
+		t.Fatal("the rebalancer's informers did not sync")
+	}
+	return r
+}
+
+// TestRebalancerFitAndBackoff: a ReplicaSet whose 6 replicas all sit in zone-0 while the nodes
+// of zone-1 and zone-2 (its only other domains) carry a NoSchedule taint the pods do not
+// tolerate, then have their allocatable CPU exhausted: the rebalancer evicts nothing (a
+// replacement would land back in zone-0, and the loop would repeat every cooldown), reports
+// no_fit and backs off (the next pass leaves the workload alone). Positive control: once zone-1
+// has room again, the same workload gets one eviction and its replacement lands in zone-1.
+func TestRebalancerFitAndBackoff(t *testing.T) {
+	tCtx := ktesting.Init(t)
+	cp, topo := spreadCluster(t)
+	cs := cp.Client
+	keeper := util.StartDeletionCostKeeper(t, cp)
+	ns := util.CreateNamespace(tCtx, t, cs, "nofit")
+	others := func(patch func(node string)) {
+		for node, cell := range topo {
+			if cell.Zone != "zone-0" {
+				patch(node)
+			}
+		}
+	}
+	others(func(node string) { util.PatchNode(tCtx, t, cs, node, `{"spec":{"unschedulable":true}}`) })
+	if _, err := cs.AppsV1().ReplicaSets(ns).Create(tCtx, util.ReplicaSet(ns, "web", 6), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pods := util.WaitForReplicas(tCtx, t, cs, ns, "web", 6, 2*time.Minute)
+	if s := topo.SpreadOf(pods); util.Skew(s.Zones) != 6 {
+		t.Fatalf("want every replica in zone-0 to start from: %s", s)
+	}
+	uids := func(pods []v1.Pod) map[types.UID]string {
+		out := map[types.UID]string{}
+		for _, p := range pods {
+			out[p.UID] = topo[p.Spec.NodeName].Zone
+		}
+		return out
+	}
+	before := uids(pods)
+	// Uncordoned and tainted in one write: the informers never see zone-1 or zone-2 open.
+	others(func(node string) {
+		util.PatchNode(tCtx, t, cs, node, `{"spec":{"unschedulable":false,"taints":[{"key":"dedicated","value":"batch","effect":"NoSchedule"}]}}`)
+	})
+	// A pass that decides: the informers may lag the uncordoning by a moment.
+	pass := func(r *spreadkeeper.Rebalancer) []spreadkeeper.Decision {
+		t.Helper()
+		var got []spreadkeeper.Decision
+		err := wait.PollUntilContextTimeout(tCtx, 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+			got = r.Pass(ctx)
+			return len(got) > 0, nil
+		})
+		if err != nil {
+			t.Fatal("no rebalancing decision within a minute")
+		}
+		return got
+	}
+	noFit := func(t *testing.T) {
+		r := startRebalancer(tCtx, t, keeper, false)
+		got := pass(r)
+		if len(got) != 1 || got[0].Result != "skipped" || got[0].Reason != spreadkeeper.SkipNoFit || got[0].Backoff <= 0 {
+			t.Fatalf("decisions %+v, want one skipped for %s with a backoff", got, spreadkeeper.SkipNoFit)
+		}
+		t.Logf("%+v", got[0])
+		if again := r.Pass(tCtx); len(again) != 0 {
+			t.Errorf("the pass after: decisions %+v, want none (backing off)", again)
+		}
+		if diff := cmp.Diff(before, uids(util.WaitForReplicas(tCtx, t, cs, ns, "web", 6, time.Minute))); diff != "" {
+			t.Errorf("replicas changed (-before +after):\n%s", diff)
+		}
+	}
+	t.Run("tainted domains", noFit)
+	// Full before untainted, in that order: the informer sees every node full before any open.
+	others(func(node string) {
+		if _, err := cs.CoreV1().Nodes().PatchStatus(tCtx, node, []byte(`{"status":{"allocatable":{"cpu":"50m"}}}`)); err != nil {
+			t.Fatal(err)
+		}
+	})
+	others(func(node string) { util.PatchNode(tCtx, t, cs, node, `{"spec":{"taints":null}}`) })
+	t.Run("full domains", noFit)
+
+	t.Run("positive control: room in zone-1", func(t *testing.T) {
+		others(func(node string) {
+			if topo[node].Zone == "zone-1" {
+				if _, err := cs.CoreV1().Nodes().PatchStatus(tCtx, node, []byte(`{"status":{"allocatable":{"cpu":"8"}}}`)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+		// A fresh rebalancer each time until its informers show the room (a pass that sees
+		// none yet backs off, as it should).
+		var got []spreadkeeper.Decision
+		err := wait.PollUntilContextTimeout(tCtx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+			got = pass(startRebalancer(tCtx, t, keeper, false))
+			return got[0].Result == "evicted", nil
+		})
+		if err != nil {
+			t.Fatalf("no eviction within a minute with room in zone-1: last decisions %+v", got)
+		}
+		after := uids(util.WaitForReplicas(tCtx, t, cs, ns, "web", 6, time.Minute))
+		var gone, added []string
+		for uid := range before {
+			if _, ok := after[uid]; !ok {
+				gone = append(gone, string(uid))
+			}
+		}
+		for uid, zone := range after {
+			if _, ok := before[uid]; !ok {
+				added = append(added, zone)
+			}
+		}
+		if len(gone) != 1 || !slices.Equal(added, []string{"zone-1"}) {
+			t.Errorf("after the eviction: %d replicas gone, new ones in %v; want one gone and its replacement in zone-1", len(gone), added)
+		}
 	})
 }
 

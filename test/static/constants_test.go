@@ -53,6 +53,8 @@ func TestConstantCopiesMatchTheGoDefinitions(t *testing.T) {
 		{file: chartValues, yamlPath: "scheduler.plugins.systemPoolGuard.args.poolLabelKeys", want: configv1.DefaultPoolLabelKeys},
 		{file: chartValues, yamlPath: "labeler.domain.updateDomainKey", want: []string{configv1.UpdateDomainLabelKey}},
 		{file: chartValues, yamlPath: "labeler.domain.faultDomainKey", want: []string{configv1.FaultDomainLabelKey}},
+		// The spread keeper's eviction bound: the namespace opt-in.
+		{file: "manifests/charts/pool-scheduler/templates/spread.yaml", cel: `name: optInLabel\s+expression: "('[^']*')"`, want: []string{profile.NamespaceLabel}},
 		// The webhook's namespace opt-in.
 		{file: "manifests/admission/webhook/mutatingwebhookconfiguration.yaml", cel: `matchLabels:\s+(\S+): "true"`, want: []string{profile.NamespaceLabel}},
 	}

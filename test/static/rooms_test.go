@@ -42,7 +42,7 @@ var rooms = []room{
 	{name: "handoff", prefixes: []string{"pkg/handoff"}, purpose: "whether pods are handed to pool-scheduler (leader, version skew) and handing stranded pods back", doors: []string{"profile", "version"}},
 	{name: "admission", prefixes: []string{"pkg/admission"}, purpose: "the admission path: mutator, policies, webhook", doors: []string{"apis", "certkeeper", "compat", "handoff", "pool", "profile", "serving", "version"}},
 	{name: "labeler", prefixes: []string{"pkg/labeler"}, purpose: "NodePoolLabelSet reconciler and Azure domain labels", doors: []string{"apis", "pool", "profile"}},
-	{name: "spreadkeeper", prefixes: []string{"pkg/spreadkeeper"}, purpose: "spread after placement: deletion costs for scale-downs, rebalancing by eviction", doors: []string{"apis", "pool", "profile"}},
+	{name: "spreadkeeper", prefixes: []string{"pkg/spreadkeeper"}, purpose: "spread after placement: deletion costs for scale-downs, rebalancing by eviction", doors: []string{"apis", "compat", "pool", "profile"}},
 	{name: "simulate", prefixes: []string{"pkg/simulate"}, purpose: "scenarios run under both schedulers", doors: []string{"admission", "apis", "controlplane", "manifests", "pool", "profile", "registry", "report"}},
 	{name: "poolctl", prefixes: []string{"pkg/poolctl"}, purpose: "status, audit and simulate commands", doors: []string{"apis", "handoff", "pool", "profile", "report", "simulate", "version"}},
 	{name: "commands", prefixes: []string{"cmd/"}, purpose: "pool-scheduler, pool-labeler, poolctl: flags and start-up", doors: []string{"admission", "apis", "certkeeper", "compat", "handoff", "labeler", "manifests", "pool", "poolctl", "profile", "registry", "serving", "spreadkeeper", "version"}},

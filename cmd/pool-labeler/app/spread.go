@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config"
+	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
 	"github.com/pool-scheduler/pool-scheduler/pkg/profile"
 	"github.com/pool-scheduler/pool-scheduler/pkg/spreadkeeper"
 )
@@ -45,6 +46,16 @@ func newSpreadCommand(kubeconfig *string) *cobra.Command {
 			if err := o.Keeper.Validate(); err != nil {
 				return fmt.Errorf("deletion cost: %w", err)
 			}
+			if o.Rebalance {
+				system, err := pool.NewSystemPolicy(args.SystemPoolGuard)
+				if err != nil {
+					return fmt.Errorf("--config %s: SystemPoolGuard: %w", schedulerConfig, err)
+				}
+				o.Rebalancer.System = &system
+				if err := o.Rebalancer.Validate(); err != nil {
+					return fmt.Errorf("rebalance: %w", err)
+				}
+			}
 			if !deletionCost && !o.Rebalance {
 				return errors.New("--deletion-cost=false and --rebalance=false: nothing to do")
 			}
@@ -69,6 +80,10 @@ func newSpreadCommand(kubeconfig *string) *cobra.Command {
 	f.BoolVar(&o.Rebalancer.DryRun, "rebalance-dry-run", true, "with --rebalance: only report (log, WouldRebalance event, metric) what would be evicted")
 	f.DurationVar(&o.Rebalancer.Interval, "rebalance-interval", time.Minute, "time between rebalancing passes")
 	f.DurationVar(&o.Rebalancer.Cooldown, "rebalance-cooldown", 5*time.Minute, "a workload is left alone this long after one of its replicas was evicted (and until all are Ready again)")
+	f.DurationVar(&o.Rebalancer.MaxBackoff, "rebalance-max-backoff", time.Hour, "a workload the rebalancer could not help (no fit, protected replicas, skew not lowered) is left alone for the cooldown, doubled at each failure in a row up to this")
+	f.IntVar(&o.Rebalancer.MaxPerPass, "rebalance-max-per-pass", 5, "evictions per pass at most, in all")
+	f.IntVar(&o.Rebalancer.MaxPerNode, "rebalance-max-per-node", 1, "evictions per pass at most off one node")
+	f.IntVar(&o.Rebalancer.MaxPerNamespace, "rebalance-max-per-namespace", 2, "evictions per pass at most in one namespace")
 	f.BoolVar(&o.LeaderElect, "leader-elect", true, "elect a leader on the Lease "+spreadkeeper.LeaseName+", so replicas can run side by side")
 	f.StringVar(&o.LeaderElectNamespace, "leader-elect-namespace", "", "namespace of the Lease; empty: the pod's namespace")
 	f.StringVar(&metricsAddr, "metrics-bind-address", ":8443", "address of /metrics; 0 disables")
