@@ -92,6 +92,7 @@ FUZZ_TARGETS := \
   ./pkg/pool:FuzzPoolOf \
   ./pkg/pool:FuzzCompileLabelSets \
   ./pkg/plugins:FuzzDecodePluginArgs \
+  ./pkg/admission/webhook:FuzzWebhookPatch \
   ./pkg/simulate:FuzzParseScenario
 FUZZTIME ?= 10s
 # make test's smoke budget is a count of executions, not a duration: with a duration, Go's fuzz

@@ -1,6 +1,7 @@
 package handoff
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -111,9 +112,15 @@ type Options struct {
 
 	LeaderElect          bool
 	LeaderElectNamespace string
-	ProbeAddr            string
-	Metrics              metricsserver.Options
+	// LeaderElectLease names the Lease; empty: LeaseName.
+	LeaderElectLease string
+	ProbeAddr        string
+	Metrics          metricsserver.Options
 }
+
+// LeaseName is the hand-off controller's default leader Lease (the chart names its own per
+// release, <scheduler name>-handoff: two releases in one namespace must not share it).
+const LeaseName = "pool-scheduler-handoff"
 
 // Validate names the flag at fault.
 func (o *Options) Validate() error {
@@ -144,7 +151,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 		Metrics:                 o.Metrics,
 		HealthProbeBindAddress:  o.ProbeAddr,
 		LeaderElection:          o.LeaderElect,
-		LeaderElectionID:        "pool-scheduler-handoff",
+		LeaderElectionID:        cmp.Or(o.LeaderElectLease, LeaseName),
 		LeaderElectionNamespace: o.LeaderElectNamespace,
 		// A replica that stops leading exits, and its successor starts from a clean verdict.
 		LeaderElectionReleaseOnCancel: true,

@@ -1,6 +1,7 @@
 package spreadkeeper
 
 import (
+	"cmp"
 	"context"
 
 	"k8s.io/client-go/kubernetes"
@@ -22,9 +23,12 @@ type Options struct {
 	ProbeAddr            string
 	LeaderElect          bool
 	LeaderElectNamespace string
+	// LeaderElectLease names the Lease; empty: LeaseName.
+	LeaderElectLease string
 }
 
-// LeaseName is the spread mode's leader Lease.
+// LeaseName is the spread mode's default leader Lease (the chart names its own per release,
+// <scheduler name>-spread: two releases in one namespace must not share it).
 const LeaseName = "pool-scheduler-spread"
 
 // Run runs the leader's keeper (and rebalancer) until ctx ends; standbys wait on the Lease.
@@ -33,7 +37,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 		Metrics:                       o.Metrics,
 		HealthProbeBindAddress:        o.ProbeAddr,
 		LeaderElection:                o.LeaderElect,
-		LeaderElectionID:              LeaseName,
+		LeaderElectionID:              cmp.Or(o.LeaderElectLease, LeaseName),
 		LeaderElectionNamespace:       o.LeaderElectNamespace,
 		LeaderElectionReleaseOnCancel: true,
 	})

@@ -29,12 +29,15 @@ import (
 
 const (
 	// The single source of the rules, and its copies (relative to the repository).
-	rulesFile      = "manifests/monitoring/alerts.yaml"
-	ruleCRFile     = "manifests/monitoring/prometheusrule.yaml"
-	kustomization  = "manifests/monitoring/kustomization.yaml"
-	chartRulesFile = "manifests/charts/pool-scheduler/files/alerts.yaml"
-	chartTemplate  = "manifests/charts/pool-scheduler/templates/prometheusrule.yaml"
-	runbooksFile   = "docs/operations.md"
+	rulesFile     = "manifests/monitoring/alerts.yaml"
+	ruleCRFile    = "manifests/monitoring/prometheusrule.yaml"
+	kustomization = "manifests/monitoring/kustomization.yaml"
+	// The rules on the components manifests/admission/webhook installs.
+	webhookRuleCRFile    = "manifests/monitoring/webhook/prometheusrule.yaml"
+	webhookKustomization = "manifests/monitoring/webhook/kustomization.yaml"
+	chartRulesFile       = "manifests/charts/pool-scheduler/files/alerts.yaml"
+	chartTemplate        = "manifests/charts/pool-scheduler/templates/prometheusrule.yaml"
+	runbooksFile         = "docs/operations.md"
 
 	groupName   = "pool-scheduler"
 	runbookBase = "https://github.com/pool-scheduler/pool-scheduler/blob/main/docs/operations.md#"
@@ -326,6 +329,183 @@ var cases = []alertCase{
 		end: 20 * time.Minute,
 	},
 
+	// PoolSchedulerLabelerDown: for 5m; leader-elected.
+	{
+		name:  "no labeler controller scraped",
+		alert: "PoolSchedulerLabelerDown",
+		series: `
+			pool_labeler_build_info{mode="handoff", job="pool-scheduler-handoff", instance="h"} 1x20
+			leader_election_master_status{name="pool-scheduler-handoff", job="pool-scheduler-handoff", instance="h"} 1x20`,
+		end:        10 * time.Minute,
+		firingFrom: 5 * time.Minute,
+		want:       []firing{{Labels: map[string]string{"alertname": "PoolSchedulerLabelerDown", "severity": "warning"}, Summary: "No labeler controller runs and leads."}},
+	},
+	{
+		name:  "the leader's pod is gone, the standby never takes over",
+		alert: "PoolSchedulerLabelerDown",
+		series: `
+			pool_labeler_build_info{mode="controller", job="pool-labeler", instance="a"} 1x10 stale
+			leader_election_master_status{name="pool-labeler", job="pool-labeler", instance="a"} 1x10 stale
+			pool_labeler_build_info{mode="controller", job="pool-labeler", instance="b"} 1x30
+			leader_election_master_status{name="pool-labeler", job="pool-labeler", instance="b"} 0x30`,
+		end:        20 * time.Minute,
+		firingFrom: 16 * time.Minute,
+		want:       []firing{{Labels: map[string]string{"alertname": "PoolSchedulerLabelerDown", "severity": "warning"}, Summary: "No labeler controller runs and leads."}},
+	},
+	{
+		name:  "its scrapes fail (up 0): the series end",
+		alert: "PoolSchedulerLabelerDown",
+		series: `
+			up{job="pool-labeler", instance="a"} 1x5 0x25
+			pool_labeler_build_info{mode="controller", job="pool-labeler", instance="a"} 1x5
+			leader_election_master_status{name="pool-labeler", job="pool-labeler", instance="a"} 1x5`,
+		end:        20 * time.Minute,
+		firingFrom: 15 * time.Minute,
+		want:       []firing{{Labels: map[string]string{"alertname": "PoolSchedulerLabelerDown", "severity": "warning"}, Summary: "No labeler controller runs and leads."}},
+	},
+	{
+		// A Lease name of another release: found by the mode, not by a name.
+		name:  "one leader, one standby, whatever the Lease is called",
+		alert: "PoolSchedulerLabelerDown",
+		series: `
+			pool_labeler_build_info{mode="controller", job="labeler-b", instance="a"} 1x30
+			leader_election_master_status{name="other-labeler", job="labeler-b", instance="a"} 0x30
+			pool_labeler_build_info{mode="controller", job="labeler-b", instance="b"} 1x30
+			leader_election_master_status{name="other-labeler", job="labeler-b", instance="b"} 1x30`,
+		end: 30 * time.Minute,
+	},
+	{
+		name:  "without leader election (--leader-elect=false)",
+		alert: "PoolSchedulerLabelerDown",
+		series: `
+			pool_labeler_build_info{mode="controller", job="pool-labeler", instance="a"} 1x30`,
+		end: 30 * time.Minute,
+	},
+	{
+		name:  "the standby takes over within a minute",
+		alert: "PoolSchedulerLabelerDown",
+		series: `
+			pool_labeler_build_info{mode="controller", job="pool-labeler", instance="a"} 1x10 stale
+			leader_election_master_status{name="pool-labeler", job="pool-labeler", instance="a"} 1x10 stale
+			pool_labeler_build_info{mode="controller", job="pool-labeler", instance="b"} 1x30
+			leader_election_master_status{name="pool-labeler", job="pool-labeler", instance="b"} 0x11 1x19`,
+		end: 30 * time.Minute,
+	},
+
+	// PoolSchedulerHandoffControllerDown: for 5m; leader-elected.
+	{
+		name:  "every hand-off replica a standby",
+		alert: "PoolSchedulerHandoffControllerDown",
+		series: `
+			pool_labeler_build_info{mode="handoff", job="pool-scheduler-handoff", instance="a"} 1x20
+			leader_election_master_status{name="pool-scheduler-handoff", job="pool-scheduler-handoff", instance="a"} 0x20
+			pool_labeler_build_info{mode="handoff", job="pool-scheduler-handoff", instance="b"} 1x20
+			leader_election_master_status{name="pool-scheduler-handoff", job="pool-scheduler-handoff", instance="b"} 0x20
+			pool_labeler_build_info{mode="controller", job="pool-labeler", instance="c"} 1x20
+			leader_election_master_status{name="pool-labeler", job="pool-labeler", instance="c"} 1x20`,
+		end:        10 * time.Minute,
+		firingFrom: 5 * time.Minute,
+		want:       []firing{{Labels: map[string]string{"alertname": "PoolSchedulerHandoffControllerDown", "severity": "warning"}, Summary: "No hand-off controller runs and leads."}},
+	},
+	{
+		name:  "no hand-off replica scraped",
+		alert: "PoolSchedulerHandoffControllerDown",
+		series: `
+			pool_labeler_build_info{mode="spread", job="pool-scheduler-spread", instance="s"} 1x20`,
+		end:        10 * time.Minute,
+		firingFrom: 5 * time.Minute,
+		want:       []firing{{Labels: map[string]string{"alertname": "PoolSchedulerHandoffControllerDown", "severity": "warning"}, Summary: "No hand-off controller runs and leads."}},
+	},
+	{
+		name:  "a hand-off leader",
+		alert: "PoolSchedulerHandoffControllerDown",
+		series: `
+			pool_labeler_build_info{mode="handoff", job="pool-scheduler-handoff", instance="a"} 1x30
+			leader_election_master_status{name="pool-scheduler-handoff", job="pool-scheduler-handoff", instance="a"} 1x30
+			pool_labeler_build_info{mode="handoff", job="pool-scheduler-handoff", instance="b"} 1x30
+			leader_election_master_status{name="pool-scheduler-handoff", job="pool-scheduler-handoff", instance="b"} 0x30`,
+		end: 30 * time.Minute,
+	},
+
+	// PoolSchedulerSpreadKeeperDown: for 15m; leader-elected.
+	{
+		name:  "the spread keeper's pods are gone",
+		alert: "PoolSchedulerSpreadKeeperDown",
+		series: `
+			pool_labeler_build_info{mode="spread", job="pool-scheduler-spread", instance="a"} 1x5 stale
+			leader_election_master_status{name="pool-scheduler-spread", job="pool-scheduler-spread", instance="a"} 1x5 stale`,
+		end:        30 * time.Minute,
+		firingFrom: 21 * time.Minute,
+		want:       []firing{{Labels: map[string]string{"alertname": "PoolSchedulerSpreadKeeperDown", "severity": "warning"}, Summary: "No spread keeper runs and leads."}},
+	},
+	{
+		name:  "restarted within 15 minutes",
+		alert: "PoolSchedulerSpreadKeeperDown",
+		series: `
+			pool_labeler_build_info{mode="spread", job="pool-scheduler-spread", instance="a"} 1x5 stale _x9 1x20
+			leader_election_master_status{name="pool-scheduler-spread", job="pool-scheduler-spread", instance="a"} 1x5 stale _x9 1x20`,
+		end: 35 * time.Minute,
+	},
+
+	// PoolSchedulerWebhookDown: for 5m.
+	{
+		name:  "no webhook replica scraped",
+		alert: "PoolSchedulerWebhookDown",
+		series: `
+			pool_labeler_build_info{mode="webhook", job="pool-scheduler-webhook", instance="a"} 1x3 stale
+			pool_labeler_build_info{mode="webhook", job="pool-scheduler-webhook", instance="b"} 1x3 stale`,
+		end:        15 * time.Minute,
+		firingFrom: 9 * time.Minute,
+		want:       []firing{{Labels: map[string]string{"alertname": "PoolSchedulerWebhookDown", "severity": "warning", "mode": "webhook"}, Summary: "No admission webhook replica runs."}},
+	},
+	{
+		name:  "one of two webhook replicas gone",
+		alert: "PoolSchedulerWebhookDown",
+		series: `
+			pool_labeler_build_info{mode="webhook", job="pool-scheduler-webhook", instance="a"} 1x3 stale
+			pool_labeler_build_info{mode="webhook", job="pool-scheduler-webhook", instance="b"} 1x30`,
+		end: 30 * time.Minute,
+	},
+
+	// PoolSchedulerCertificateKeeperDown: for 30m.
+	{
+		name:  "the certificate keeper is gone",
+		alert: "PoolSchedulerCertificateKeeperDown",
+		series: `
+			pool_labeler_build_info{mode="certs", job="pool-scheduler-certs", instance="a"} 1x5 stale`,
+		end:        40 * time.Minute,
+		firingFrom: 36 * time.Minute,
+		want:       []firing{{Labels: map[string]string{"alertname": "PoolSchedulerCertificateKeeperDown", "severity": "warning", "mode": "certs"}, Summary: "The certificate keeper does not run."}},
+	},
+	{
+		name:  "the keeper is rescheduled",
+		alert: "PoolSchedulerCertificateKeeperDown",
+		series: `
+			pool_labeler_build_info{mode="certs", job="pool-scheduler-certs", instance="a"} 1x5 stale
+			pool_labeler_build_info{mode="certs", job="pool-scheduler-certs", instance="b"} _x8 1x40`,
+		end: 45 * time.Minute,
+	},
+
+	// PoolSchedulerHandoffSwitchFailing: increase over 5m for 10m.
+	{
+		name:  "the switch ConfigMap is missing: every sync fails",
+		alert: "PoolSchedulerHandoffSwitchFailing",
+		series: `
+			pool_scheduler_handoff_switch_errors_total{job="pool-scheduler-handoff", instance="a"} 0x5 0+12x25
+			pool_scheduler_handoff_switch_errors_total{job="pool-scheduler-handoff", instance="b"} 0x30`,
+		// The first failure counted at 7m: firing 10 minutes later.
+		end:        20 * time.Minute,
+		firingFrom: 17 * time.Minute,
+		want:       []firing{{Labels: map[string]string{"alertname": "PoolSchedulerHandoffSwitchFailing", "severity": "warning"}, Summary: "The hand-off controller cannot write the switch ConfigMap."}},
+	},
+	{
+		name:  "one failed write, retried",
+		alert: "PoolSchedulerHandoffSwitchFailing",
+		series: `
+			pool_scheduler_handoff_switch_errors_total{job="pool-scheduler-handoff", instance="a"} 0x10 1x30`,
+		end: 40 * time.Minute,
+	},
+
 	// PoolSchedulerCertificateExpiring: < 30 days for 15m.
 	{
 		name:  "the keeper has not renewed for two months",
@@ -353,7 +533,21 @@ const healthy = `
 	leader_election_master_status{name="kube-scheduler", job="pool-scheduler", instance="b"} 0x40
 	pool_scheduler_build_info{job="pool-scheduler", instance="a", version="v1"} 1x40
 	pool_scheduler_build_info{job="pool-scheduler", instance="b", version="v1"} 1x40
-	leader_election_master_status{name="pool-labeler", pod="pool-labeler-0"} 0x40
+	pool_labeler_build_info{mode="controller", job="pool-labeler", instance="l0"} 1x40
+	pool_labeler_build_info{mode="controller", job="pool-labeler", instance="l1"} 1x40
+	leader_election_master_status{name="pool-labeler", job="pool-labeler", instance="l0"} 1x40
+	leader_election_master_status{name="pool-labeler", job="pool-labeler", instance="l1"} 0x40
+	pool_labeler_build_info{mode="handoff", job="pool-scheduler-handoff", instance="h0"} 1x40
+	pool_labeler_build_info{mode="handoff", job="pool-scheduler-handoff", instance="h1"} 1x40
+	leader_election_master_status{name="pool-scheduler-handoff", job="pool-scheduler-handoff", instance="h0"} 0x40
+	leader_election_master_status{name="pool-scheduler-handoff", job="pool-scheduler-handoff", instance="h1"} 1x40
+	pool_scheduler_handoff_switch_errors_total{job="pool-scheduler-handoff", instance="h0"} 0x40
+	pool_scheduler_handoff_switch_errors_total{job="pool-scheduler-handoff", instance="h1"} 0x20 1x20
+	pool_labeler_build_info{mode="spread", job="pool-scheduler-spread", instance="s0"} 1x40
+	leader_election_master_status{name="pool-scheduler-spread", job="pool-scheduler-spread", instance="s0"} 1x40
+	pool_labeler_build_info{mode="webhook", job="pool-scheduler-webhook", instance="w0"} 1x40
+	pool_labeler_build_info{mode="webhook", job="pool-scheduler-webhook", instance="w1"} 1x40
+	pool_labeler_build_info{mode="certs", job="pool-scheduler-certs", instance="c0"} 1x40
 	pool_scheduler_handoff{pod="pool-labeler-handoff-0"} 1x40
 	pool_scheduler_webhook_handoff{pod="pool-scheduler-webhook-0"} 1x40
 	pool_scheduler_webhook_handoff{pod="pool-scheduler-webhook-1"} 1x40
@@ -576,7 +770,26 @@ func TestRuleFile(t *testing.T) {
 
 var update = flag.Bool("update", false, "rewrite the copies of the rule file (the chart's, the PrometheusRule) from it")
 
-// ruleCRHeader is prometheusrule.yaml up to its groups, which follow as alerts.yaml's, indented.
+// webhookAlerts are the alerts on an absent component that kubectl apply -k manifests does not
+// install, but manifests/admission/webhook does (the webhook and its certificate keeper): they
+// are in webhookRuleCRFile, every other alert in ruleCRFile, so that neither fires for a
+// component that was never installed. The chart renders each where it installs the component
+// (templates/prometheusrule.yaml; test/integration checks it).
+var webhookAlerts = []string{"PoolSchedulerWebhookDown", "PoolSchedulerCertificateKeeperDown"}
+
+// ruleCopy is a kustomize PrometheusRule generated from the rule file: the alerts keep selects.
+type ruleCopy struct {
+	file, name, kustomization string
+	keep                      func(alert string) bool
+}
+
+var ruleCopies = []ruleCopy{
+	{file: ruleCRFile, name: "pool-scheduler", kustomization: kustomization, keep: func(a string) bool { return !slices.Contains(webhookAlerts, a) }},
+	{file: webhookRuleCRFile, name: "pool-scheduler-webhook", kustomization: webhookKustomization, keep: func(a string) bool { return slices.Contains(webhookAlerts, a) }},
+}
+
+// ruleCRHeader is a kustomize PrometheusRule up to its groups, which follow as alerts.yaml's,
+// indented.
 const ruleCRHeader = `# Generated from alerts.yaml by test/alerts (cd test/alerts && go test -run Copies -args -update);
 # the test fails when the two differ. Prometheus-operator selects PrometheusRules by label (the
 # Prometheus resource's ruleSelector): add the labels yours selects, for example with a
@@ -584,7 +797,7 @@ const ruleCRHeader = `# Generated from alerts.yaml by test/alerts (cd test/alert
 apiVersion: monitoring.coreos.com/v1
 kind: PrometheusRule
 metadata:
-  name: pool-scheduler
+  name: %s
   namespace: pool-scheduler
   labels:
     app.kubernetes.io/name: pool-scheduler
@@ -592,32 +805,82 @@ spec:
   groups:
 `
 
-// ruleCR renders the kustomize PrometheusRule from the rule file: its groups, comments included,
-// under spec.
-func ruleCR(t *testing.T, source []byte) []byte {
+// ruleCR renders a kustomize PrometheusRule from the rule file: its groups, comments included,
+// under spec, with the alerts keep selects (a rule's comment goes with it).
+func ruleCR(t *testing.T, source []byte, c ruleCopy) []byte {
 	t.Helper()
 	_, groups, ok := bytes.Cut(source, []byte("\ngroups:\n"))
 	if !ok {
 		t.Fatalf("%s: no top-level groups: line", rulesFile)
 	}
 	var b bytes.Buffer
-	b.WriteString(ruleCRHeader)
-	for _, line := range strings.SplitAfter(string(groups), "\n") {
+	fmt.Fprintf(&b, ruleCRHeader, c.name)
+	write := func(line string) {
 		if strings.TrimSpace(line) != "" {
 			b.WriteString("  ")
 		}
 		b.WriteString(line)
 	}
+	var pending []string // comment lines before the next rule
+	include := true
+	for _, line := range strings.SplitAfter(string(groups), "\n") {
+		switch {
+		case strings.HasPrefix(line, "  - alert: "):
+			include = c.keep(strings.TrimSpace(strings.TrimPrefix(line, "  - alert: ")))
+			if include {
+				for _, p := range pending {
+					write(p)
+				}
+				write(line)
+			}
+			pending = nil
+		case strings.HasPrefix(line, "  #"):
+			pending = append(pending, line)
+		default:
+			if include {
+				write(line)
+			}
+		}
+	}
 	return b.Bytes()
+}
+
+// keptGroups is the rule file's groups (decoded YAML) with the alerts keep selects.
+func keptGroups(groups any, keep func(string) bool) any {
+	list, _ := groups.([]any)
+	var out []any
+	for _, g := range list {
+		gm, _ := g.(map[string]any)
+		kept := map[string]any{}
+		for k, v := range gm {
+			kept[k] = v
+		}
+		var rules []any
+		rs, _ := gm["rules"].([]any)
+		for _, r := range rs {
+			if rm, _ := r.(map[string]any); keep(fmt.Sprint(rm["alert"])) {
+				rules = append(rules, r)
+			}
+		}
+		kept["rules"] = rules
+		out = append(out, kept)
+	}
+	return out
 }
 
 // TestCopiesMatchTheRuleFile: the kustomize PrometheusRule's spec.groups and the chart's copy are
 // the rule file (-update writes them).
 func TestCopiesMatchTheRuleFile(t *testing.T) {
 	source := readFile(t, rulesFile)
-	copies := map[string][]byte{chartRulesFile: source, ruleCRFile: ruleCR(t, source)}
+	copies := map[string][]byte{chartRulesFile: source}
+	for _, c := range ruleCopies {
+		copies[c.file] = ruleCR(t, source, c)
+	}
 	for file, want := range copies {
 		if *update {
+			if err := os.MkdirAll(filepath.Dir(filepath.Join(repoRoot(), file)), 0o755); err != nil {
+				t.Fatal(err)
+			}
 			if err := os.WriteFile(filepath.Join(repoRoot(), file), want, 0o644); err != nil {
 				t.Fatal(err)
 			}
@@ -628,42 +891,56 @@ func TestCopiesMatchTheRuleFile(t *testing.T) {
 		}
 	}
 
-	// The rendering keeps the groups as they are: the same YAML under spec.
+	// The rendering keeps the groups as they are: the same YAML under spec, every alert in
+	// exactly one kustomize PrometheusRule.
 	var want struct {
 		Groups any `yaml:"groups"`
 	}
 	if err := yaml.Unmarshal(source, &want); err != nil {
 		t.Fatal(err)
 	}
-	var cr struct {
-		APIVersion string `yaml:"apiVersion"`
-		Kind       string `yaml:"kind"`
-		Metadata   struct {
-			Name      string `yaml:"name"`
-			Namespace string `yaml:"namespace"`
-		} `yaml:"metadata"`
-		Spec struct {
-			Groups any `yaml:"groups"`
-		} `yaml:"spec"`
+	for _, name := range alertNames(t) {
+		var in []string
+		for _, c := range ruleCopies {
+			if c.keep(name) {
+				in = append(in, c.file)
+			}
+		}
+		if len(in) != 1 {
+			t.Errorf("%s is in %q, want one kustomize PrometheusRule", name, in)
+		}
 	}
-	if err := yaml.Unmarshal(copies[ruleCRFile], &cr); err != nil {
-		t.Fatal(err)
-	}
-	if got := []string{cr.APIVersion, cr.Kind, cr.Metadata.Namespace, cr.Metadata.Name}; !slices.Equal(got, []string{"monitoring.coreos.com/v1", "PrometheusRule", "pool-scheduler", "pool-scheduler"}) {
-		t.Errorf("%s is %v, want the monitoring.coreos.com/v1 PrometheusRule pool-scheduler/pool-scheduler", ruleCRFile, got)
-	}
-	if diff := cmp.Diff(want.Groups, cr.Spec.Groups); diff != "" {
-		t.Errorf("%s spec.groups is not %s's groups (-%s +%s):\n%s", ruleCRFile, rulesFile, rulesFile, ruleCRFile, diff)
-	}
+	for _, c := range ruleCopies {
+		var cr struct {
+			APIVersion string `yaml:"apiVersion"`
+			Kind       string `yaml:"kind"`
+			Metadata   struct {
+				Name      string `yaml:"name"`
+				Namespace string `yaml:"namespace"`
+			} `yaml:"metadata"`
+			Spec struct {
+				Groups any `yaml:"groups"`
+			} `yaml:"spec"`
+		}
+		if err := yaml.Unmarshal(copies[c.file], &cr); err != nil {
+			t.Fatal(err)
+		}
+		if got := []string{cr.APIVersion, cr.Kind, cr.Metadata.Namespace, cr.Metadata.Name}; !slices.Equal(got, []string{"monitoring.coreos.com/v1", "PrometheusRule", "pool-scheduler", c.name}) {
+			t.Errorf("%s is %v, want the monitoring.coreos.com/v1 PrometheusRule pool-scheduler/%s", c.file, got, c.name)
+		}
+		if diff := cmp.Diff(keptGroups(want.Groups, c.keep), cr.Spec.Groups); diff != "" {
+			t.Errorf("%s spec.groups is not %s's groups (-%s +%s):\n%s", c.file, rulesFile, rulesFile, c.file, diff)
+		}
 
-	var k struct {
-		Resources []string `yaml:"resources"`
-	}
-	if err := yaml.Unmarshal(readFile(t, kustomization), &k); err != nil {
-		t.Fatal(err)
-	}
-	if !slices.Contains(k.Resources, filepath.Base(ruleCRFile)) {
-		t.Errorf("%s does not list %s", kustomization, filepath.Base(ruleCRFile))
+		var k struct {
+			Resources []string `yaml:"resources"`
+		}
+		if err := yaml.Unmarshal(readFile(t, c.kustomization), &k); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(k.Resources, filepath.Base(c.file)) {
+			t.Errorf("%s does not list %s", c.kustomization, filepath.Base(c.file))
+		}
 	}
 	if tpl := string(readFile(t, chartTemplate)); !strings.Contains(tpl, `.Files.Get "files/alerts.yaml"`) {
 		t.Errorf("%s does not render %s (.Files.Get \"files/alerts.yaml\")", chartTemplate, chartRulesFile)

@@ -486,7 +486,7 @@ admission: {mode: policy, namespaces: [team-a, kube-system]}
 				"Role pool-scheduler-metrics/pool-scheduler-certs", "RoleBinding pool-scheduler-metrics/pool-scheduler-certs",
 				"Namespace pool-scheduler-metrics", "Secret pool-scheduler-metrics/pool-scheduler-metrics-ca",
 				"ServiceMonitor pool-scheduler-metrics/pool-labeler", "ServiceMonitor pool-scheduler-metrics/pool-scheduler",
-				"ServiceMonitor pool-scheduler-metrics/pool-scheduler-handoff",
+				"ServiceMonitor pool-scheduler-metrics/pool-scheduler-handoff", "ServiceMonitor pool-scheduler-metrics/pool-scheduler-webhook",
 				"Service pool-scheduler/pool-scheduler-spread", "ServiceMonitor pool-scheduler-metrics/pool-scheduler-spread",
 				"Role pool-scheduler-metrics/pool-scheduler-ama-metrics", "RoleBinding pool-scheduler-metrics/pool-scheduler-ama-metrics"}),
 		check: func(t *testing.T, r *renderedChart, _ *schedconfig.KubeSchedulerConfiguration) {
@@ -1169,7 +1169,13 @@ func checkMetricsTLS(t *testing.T, r *renderedChart) {
 			}
 		}
 	}
-	for _, d := range []string{"pool-scheduler", "pool-labeler", "pool-scheduler-handoff"} {
+	// The webhook where the release runs it (admission.mode webhook).
+	webhook := slices.Contains(r.ids(), "Deployment "+chartNamespace+"/pool-scheduler-webhook")
+	servers := []string{"pool-scheduler", "pool-labeler", "pool-scheduler-handoff"}
+	if webhook {
+		servers = append(servers, "pool-scheduler-webhook")
+	}
+	for _, d := range servers {
 		if !mountsServing[d] {
 			t.Errorf("%s does not mount %s", d, serving)
 		}
@@ -1177,7 +1183,7 @@ func checkMetricsTLS(t *testing.T, r *renderedChart) {
 	if mountsServing[keeper] {
 		t.Errorf("the keeper mounts %s: it would wait for itself at first install", serving)
 	}
-	for _, name := range []string{"pool-scheduler", "pool-labeler", "pool-scheduler-handoff", "pool-scheduler-certs"} {
+	for _, name := range append(servers, "pool-scheduler-certs") {
 		sm := r.get(t, "ServiceMonitor", name)
 		endpoints, _, _ := unstructured.NestedSlice(sm.Object, "spec", "endpoints")
 		for _, e := range endpoints {
@@ -1207,7 +1213,7 @@ func checkMetricsTLS(t *testing.T, r *renderedChart) {
 	if args := containerArgs(t, r.get(t, "Deployment", "pool-scheduler")); !containsString(args, "--tls-cert-file=/etc/pool-scheduler-tls/tls.crt") {
 		t.Errorf("scheduler args %q: not serving the metrics certificate", args)
 	}
-	for _, d := range []string{"pool-labeler", "pool-scheduler-handoff"} {
+	for _, d := range servers[1:] {
 		if args := containerArgs(t, r.get(t, "Deployment", d)); !containsString(args, "--metrics-cert-dir=/etc/pool-labeler-tls") {
 			t.Errorf("%s args %q: not serving the metrics certificate", d, args)
 		}
@@ -1537,7 +1543,7 @@ func TestHelmChartAzureManagedPrometheus(t *testing.T) {
 	if diff := cmp.Diff(slices.Sorted(maps.Keys(defMonitors)), slices.Sorted(maps.Keys(azMonitors))); diff != "" {
 		t.Errorf("ServiceMonitors of the Azure flavor (-default +azure):\n%s", diff)
 	}
-	if want := []string{"pool-labeler", "pool-scheduler", "pool-scheduler-certs", "pool-scheduler-handoff", "pool-scheduler-spread"}; !slices.Equal(slices.Sorted(maps.Keys(azMonitors)), want) {
+	if want := []string{"pool-labeler", "pool-scheduler", "pool-scheduler-certs", "pool-scheduler-handoff", "pool-scheduler-spread", "pool-scheduler-webhook"}; !slices.Equal(slices.Sorted(maps.Keys(azMonitors)), want) {
 		t.Errorf("Azure ServiceMonitors %v, want %v", slices.Sorted(maps.Keys(azMonitors)), want)
 	}
 	limits := map[string]string{"labelLimit": "63", "labelNameLengthLimit": "511", "labelValueLengthLimit": "1023"}

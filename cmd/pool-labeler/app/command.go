@@ -11,12 +11,15 @@ import (
 	"crypto/tls"
 	"flag"
 	"fmt"
+	"runtime"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -44,6 +47,20 @@ func NewCommand() *cobra.Command {
 	return cmd
 }
 
+// BuildInfoMetric names each pool-labeler process by its mode. The alert rules
+// (manifests/monitoring/alerts.yaml) find a component's targets by it, whatever its Service, job
+// or Lease is called, and alert when none is scraped, or none of them leads.
+const BuildInfoMetric = "pool_labeler_build_info"
+
+var buildInfo = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	Name: BuildInfoMetric,
+	Help: "Always 1; mode is the pool-labeler mode the process runs (controller, webhook, handoff, spread, certs), the other labels describe the build.",
+}, []string{"mode", "version", "git_commit", "go_version"})
+
+func init() {
+	ctrlmetrics.Registry.MustRegister(buildInfo)
+}
+
 // start is every mode's process start-up, once its flags are valid: the API server's address
 // and credentials (--kubeconfig, else in-cluster), klog as controller-runtime's logger, a
 // context that ends on SIGTERM or SIGINT, and the "Starting" line naming the build and the mode.
@@ -57,6 +74,7 @@ func start(kubeconfig, mode string, keysAndValues ...any) (context.Context, *res
 	ctrl.SetLogger(logger)
 	ctx := klog.NewContext(ctrl.SetupSignalHandler(), logger)
 	logger.Info("Starting", append([]any{"version", version.String(), "mode", mode}, keysAndValues...)...)
+	buildInfo.WithLabelValues(mode, version.Version, version.GitCommit, runtime.Version()).Set(1)
 	return ctx, cfg, nil
 }
 
