@@ -340,3 +340,97 @@ func TestControllerStopsOnVersionSkew(t *testing.T) {
 		t.Error("no event")
 	}
 }
+
+// TestControllerHandsBackOncePerOwner: in one outage the pods an owner had when its first pod
+// was handed back are handed back, each once; a replacement that waits for pool-scheduler again
+// (admission still handing pods over) is reported once (StrandedPod, replacement-waits), never
+// deleted. Once a leader has been healthy for HandbackAfter the outage is over, and in the next
+// one that pod is handed back.
+func TestControllerHandsBackOncePerOwner(t *testing.T) {
+	ctx := context.Background()
+	clock := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	after := 2 * time.Minute
+	pod := func(name string) *v1.Pod {
+		p := st.MakePod().Namespace("app").Name(name).UID(name).SchedulerName("pool-scheduler").Phase(v1.PodPending).
+			Annotation(profile.HandedOverAnnotation, "pool-scheduler").
+			OwnerReference("web", schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "ReplicaSet"}).Obj()
+		p.OwnerReferences[0].UID = "web-uid"
+		p.CreationTimestamp = metav1.Time{Time: clock.Add(-time.Hour)}
+		return p
+	}
+	cs := fake.NewClientset()
+	recorder := record.NewFakeRecorder(100)
+	c, err := New(cs, &fakediscovery.FakeDiscovery{Fake: &clienttesting.Fake{}}, recorder, Options{
+		Lease:         Lease{Lease: types.NamespacedName{Namespace: "ns", Name: "none"}, Duration: 15 * time.Second},
+		SchedulerName: "pool-scheduler", Handback: true, HandbackAfter: after, HandbackQPS: 100, Interval: time.Second,
+	}, func() time.Time { return clock })
+	if err != nil {
+		t.Fatal(err)
+	}
+	leader := false
+	c.Judge.Leader = func(context.Context) (bool, string) { return leader, "down" }
+	add := func(p *v1.Pod) {
+		t.Helper()
+		if _, err := cs.CoreV1().Pods(p.Namespace).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.pods.GetStore().Add(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The store follows the API, as the informer does.
+	sync := func() {
+		t.Helper()
+		if err := c.Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for _, obj := range c.pods.GetStore().List() {
+			p := obj.(*v1.Pod)
+			if _, err := cs.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{}); err != nil {
+				_ = c.pods.GetStore().Delete(p)
+			}
+		}
+	}
+	exists := func(name string) bool {
+		_, err := cs.CoreV1().Pods("app").Get(ctx, name, metav1.GetOptions{})
+		return err == nil
+	}
+	add(pod("web-1"))
+	add(pod("web-2"))
+	sync() // the outage starts
+	clock = clock.Add(after)
+	sync()
+	if exists("web-1") || exists("web-2") {
+		t.Fatalf("the owner's two stranded pods: web-1 %v, web-2 %v; want both handed back", exists("web-1"), exists("web-2"))
+	}
+	before := testutil.ToFloat64(strandedReported.WithLabelValues("replacement-waits"))
+	add(pod("web-3")) // the replacement, handed over again
+	clock = clock.Add(time.Hour)
+	sync()
+	sync()
+	if !exists("web-3") {
+		t.Fatal("the replacement was deleted: the hand-back loops")
+	}
+	if got := testutil.ToFloat64(strandedReported.WithLabelValues("replacement-waits")) - before; got != 1 {
+		t.Errorf("stranded_reported_total{reason=replacement-waits} rose by %v, want 1 (once per pod)", got)
+	}
+	var events []string
+	for len(recorder.Events) > 0 {
+		events = append(events, <-recorder.Events)
+	}
+	if countPrefix(events, "Warning HandedBack") != 2 || !containsSubstring(events, "this replacement waits for pool-scheduler again") {
+		t.Errorf("events %q: want 2 HandedBack and one StrandedPod for the replacement", events)
+	}
+	// The leader returns for HandbackAfter: the outage is over. In the next one, web-3 goes.
+	leader = true
+	sync()
+	clock = clock.Add(after)
+	sync()
+	leader = false
+	sync()
+	clock = clock.Add(after)
+	sync()
+	if exists("web-3") {
+		t.Error("a new outage: web-3 was not handed back (the owner was never forgotten)")
+	}
+}
