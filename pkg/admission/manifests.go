@@ -37,6 +37,8 @@ const (
 	// mutation, which the chart fills with the constraints its DomainSpread values imply.
 	ChartWorkloadCEL = "manifests/charts/pool-scheduler/files/workload-key.cel"
 	ChartHandOffCEL  = "manifests/charts/pool-scheduler/files/handoff.cel"
+	// ChartHandOverCEL is HandOverCEL with ChartSchedulerPlaceholder for the scheduler's name.
+	ChartHandOverCEL = "manifests/charts/pool-scheduler/files/hand-over.cel"
 	ChartSpreadCEL   = "manifests/charts/pool-scheduler/files/spread-patch.cel"
 	shippedConfig    = "manifests/scheduler/config.yaml"
 )
@@ -87,9 +89,14 @@ func GeneratedManifests(root string) (map[string][]byte, error) {
 		ChartPatchCEL:    []byte(AffinityPatchTemplate() + "\n"),
 		ChartWorkloadCEL: []byte(WorkloadKeyCEL() + "\n"),
 		ChartHandOffCEL:  []byte(HandOffCEL + "\n"),
+		ChartHandOverCEL: []byte(HandOverCEL(ChartSchedulerPlaceholder) + "\n"),
 		ChartSpreadCEL:   []byte(SpreadPatchTemplate + "\n"),
 	}, nil
 }
+
+// ChartSchedulerPlaceholder stands for the scheduler's name in ChartHandOverCEL: the chart
+// replaces it, quoted, with its own.
+const ChartSchedulerPlaceholder = "SCHEDULER_NAME"
 
 // betaAPIVersion is the apiVersion line of the policy and its binding in v1beta1.
 var betaAPIVersion = regexp.MustCompile(`(?m)^apiVersion: admissionregistration\.k8s\.io/v1beta1$`)

@@ -36,6 +36,8 @@ type Mutator struct {
 
 // Result says what Mutate changed.
 type Result struct {
+	// SchedulerName: the pod was handed to pool-scheduler, its schedulerName set and
+	// profile.HandedOverAnnotation with it (what the hand-off controller hands back).
 	SchedulerName bool
 	NodeAffinity  bool
 	// TopologySpread: the degraded spread was added (MutateDegraded only).
@@ -80,7 +82,8 @@ func (m *Mutator) SchedulerName() string { return m.schedulerName }
 // AvoidSystem returns the node-affinity alternatives Mutate adds (nil: none).
 func (m *Mutator) AvoidSystem() [][]v1.NodeSelectorRequirement { return m.avoidSystem }
 
-// Mutate changes pod in place. It leaves alone pods already bound (spec.nodeName: no scheduler
+// Mutate changes pod in place: a pod it hands to pool-scheduler gets profile.HandedOverAnnotation
+// too, so only pods admission handed over are ever handed back. It leaves alone pods already bound (spec.nodeName: no scheduler
 // sees them), mirror pods, DaemonSet pods (node agents gain nothing from pool-scheduler and must
 // not depend on it), pods labelled profile.NamespaceLabel=false, and pods that name a scheduler
 // other than the default one or ours.
@@ -109,6 +112,10 @@ func (m *Mutator) mutate(pod *v1.Pod, handOff bool) Result {
 	case "", DefaultSchedulerName:
 		if handOff {
 			pod.Spec.SchedulerName = m.schedulerName
+			if pod.Annotations == nil {
+				pod.Annotations = map[string]string{}
+			}
+			pod.Annotations[profile.HandedOverAnnotation] = m.schedulerName
 			r.SchedulerName = true
 		} else {
 			r.TopologySpread = addSpread(pod, m.spread)

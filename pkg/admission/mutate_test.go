@@ -13,6 +13,7 @@ import (
 
 	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config"
 	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
+	"github.com/pool-scheduler/pool-scheduler/pkg/profile"
 )
 
 func req(key string, op v1.NodeSelectorOperator, values ...string) v1.NodeSelectorRequirement {
@@ -161,6 +162,10 @@ func TestMutate(t *testing.T) {
 			}
 			if pod.Spec.SchedulerName != tt.wantName {
 				t.Errorf("schedulerName %q, want %q", pod.Spec.SchedulerName, tt.wantName)
+			}
+			// Handed over: marked, so the hand-off controller may hand it back; else never.
+			if got, want := pod.Annotations[profile.HandedOverAnnotation], map[bool]string{true: "pool-scheduler"}[tt.want.SchedulerName]; got != want {
+				t.Errorf("annotation %s = %q, want %q", profile.HandedOverAnnotation, got, want)
 			}
 			if diff := cmp.Diff(tt.wantAff, pod.Spec.Affinity); diff != "" {
 				t.Errorf("affinity (-want +got):\n%s", diff)

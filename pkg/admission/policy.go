@@ -84,7 +84,7 @@ func RenderPolicy(o PolicyOptions) (*admissionv1beta1.MutatingAdmissionPolicy, *
 			Mutations: []admissionv1beta1.Mutation{{
 				PatchType: admissionv1beta1.PatchTypeApplyConfiguration,
 				ApplyConfiguration: &admissionv1beta1.ApplyConfiguration{
-					Expression: `Object{spec: Object.spec{schedulerName: ` + strconv.Quote(o.SchedulerName) + `}}`,
+					Expression: HandOverCEL(o.SchedulerName),
 				},
 			}},
 		},
@@ -135,6 +135,14 @@ func RenderPolicy(o PolicyOptions) (*admissionv1beta1.MutatingAdmissionPolicy, *
 		b.Spec.ParamRef = &admissionv1beta1.ParamRef{Name: o.Switch.Name, Namespace: o.Switch.Namespace, ParameterNotFoundAction: &allow}
 	}
 	return p, b, nil
+}
+
+// HandOverCEL is the policy's ApplyConfiguration that hands a pod to schedulerName: its
+// schedulerName and profile.HandedOverAnnotation (Mutator.Mutate's marker) in one mutation.
+// Annotations are a granular map under server-side apply's merge, so others are kept.
+func HandOverCEL(schedulerName string) string {
+	return `Object{metadata: Object.metadata{annotations: {` + strconv.Quote(profile.HandedOverAnnotation) + `: ` + strconv.Quote(schedulerName) +
+		`}}, spec: Object.spec{schedulerName: ` + strconv.Quote(schedulerName) + `}}`
 }
 
 // HandOffCEL is true while the switch (the policy's ConfigMap parameter) says pods are handed to

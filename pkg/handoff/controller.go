@@ -61,7 +61,7 @@ var (
 	}, nil)
 	waitingPods = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "pool_scheduler_handoff_waiting_pods",
-		Help: "Pods that wait for pool-scheduler (name it, not bound, pending, not terminating), by owner: recreatable (ReplicaSet, StatefulSet, ReplicationController: handed back when stranded), job, bare, other (only reported).",
+		Help: "Pods that wait for pool-scheduler (name it, not bound, pending, not terminating, not gated), by owner: recreatable (ReplicaSet, StatefulSet, ReplicationController: handed back when stranded), job, bare, other (only reported).",
 	}, []string{"owner"})
 	oldestWaiting = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "pool_scheduler_handoff_oldest_waiting_pod_seconds",
@@ -69,20 +69,24 @@ var (
 	}, nil)
 	handedBack = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "pool_scheduler_handoff_handed_back_total",
-		Help: "Pods the hand-off controller deleted so their controller recreates them for the default scheduler, because they waited for pool-scheduler longer than --handback-after while it had no healthy leader; by the owner's kind.",
+		Help: "Pods the hand-off controller deleted so their controller recreates them through admission (which leaves new pods to the default scheduler while the hand-off is off), because admission had handed them over and they waited for pool-scheduler longer than --handback-after while it had no healthy leader; at most one per owner and outage; by the owner's kind.",
 	}, []string{"kind"})
+	strandedReported = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "pool_scheduler_handoff_stranded_reported_total",
+		Help: "Stranded pods reported (an event) and not handed back, once each, by reason: not-handed-over (admission did not hand it over: its template names pool-scheduler), replacement-waits (its owner's pod was handed back in this outage and the replacement waits for pool-scheduler again), bare, job, other (no controller known to recreate it).",
+	}, []string{"reason"})
 	handbackErrors = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "pool_scheduler_handoff_handback_errors_total",
 		Help: "Hand-backs that failed (a refused or failed delete); retried at the next sync.",
 	})
 	switchErrors = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "pool_scheduler_handoff_switch_errors_total",
-		Help: "Failed writes of the switch ConfigMap (missing, or refused); retried at the next sync. While it fails, the MutatingAdmissionPolicy follows the switch's last value.",
+		Help: "Failed reads or writes of the switch ConfigMap (missing, or refused); retried at the next sync. While it fails, the MutatingAdmissionPolicy follows the switch's last value, and a missing switch skips the policy altogether (pods keep the default scheduler, without the system-node affinity).",
 	})
 )
 
 func init() {
-	ctrlmetrics.Registry.MustRegister(handoffGauge, leaderGauge, supportedGauge, waitingPods, oldestWaiting, handedBack, handbackErrors, switchErrors)
+	ctrlmetrics.Registry.MustRegister(handoffGauge, leaderGauge, supportedGauge, waitingPods, oldestWaiting, handedBack, strandedReported, handbackErrors, switchErrors)
 }
 
 func setGauge(g prometheus.Gauge, ok bool) {
@@ -198,10 +202,15 @@ type Controller struct {
 	pods  toolscache.SharedIndexInformer
 
 	mu         sync.Mutex
-	reported   sets.Set[types.UID] // pods reported as stranded and not recreatable
+	reported   sets.Set[types.UID] // pods reported as stranded and not handed back
 	lastSkew   time.Time
 	verdict    *bool     // the verdict last announced with an event
 	leaderDown time.Time // since when no healthy leader exists; zero while one does
+	leaderUp   time.Time // since when a healthy leader exists; zero while none does
+	// owners handed back in this outage: a replacement that waits again is reported, never
+	// deleted again, so no owner's pods loop. Forgotten once a leader has been healthy for
+	// HandbackAfter (the outage is over).
+	owners *ownerMemory
 }
 
 // New builds the controller; now is the clock.
@@ -225,15 +234,14 @@ func New(cs kubernetes.Interface, dc discovery.ServerVersionInterface, recorder 
 		skew:     skew,
 		pods:     factory.Core().V1().Pods().Informer(),
 		reported: sets.New[types.UID](),
+		owners:   newOwnerMemory(now, time.Time{}, ""),
 	}, nil
 }
 
 // Run syncs every Interval until ctx ends, once the pods are read. It does not wait for the
 // Lease: one it may not read (RBAC naming another) is a degraded verdict with that reason.
 func (c *Controller) Run(ctx context.Context) error {
-	go c.lease.Run(ctx)
-	go c.pods.Run(ctx.Done())
-	if !toolscache.WaitForCacheSync(ctx.Done(), c.pods.HasSynced) {
+	if !c.Start(ctx) {
 		return ctx.Err()
 	}
 	wait.UntilWithContext(ctx, func(ctx context.Context) {
@@ -243,6 +251,26 @@ func (c *Controller) Run(ctx context.Context) error {
 	}, c.o.Interval)
 	return nil
 }
+
+// Start runs the informers until ctx ends and waits until the pods are read, and the Lease too
+// for at most its lease duration (a Lease it may not read must not hold the controller up; one
+// not read yet would turn the switch off for nothing at a restart). False: ctx ended.
+func (c *Controller) Start(ctx context.Context) bool {
+	go c.lease.Run(ctx)
+	go c.pods.Run(ctx.Done())
+	if !toolscache.WaitForCacheSync(ctx.Done(), c.pods.HasSynced) {
+		return false
+	}
+	leaseCtx, cancel := context.WithTimeout(ctx, c.o.Lease.Duration)
+	defer cancel()
+	if !toolscache.WaitForCacheSync(leaseCtx.Done(), c.lease.HasSynced) {
+		klog.FromContext(ctx).Info("The scheduler's Lease is not read yet; judging without it", "lease", c.o.Lease.Lease)
+	}
+	return ctx.Err() == nil
+}
+
+// Pods is the controller's cache of the pods that name the scheduler and are not bound.
+func (c *Controller) Pods() toolscache.Store { return c.pods.GetStore() }
 
 // Sync judges, writes the switch, reports the waiting pods and hands back the stranded ones.
 func (c *Controller) Sync(ctx context.Context) error {
@@ -271,11 +299,17 @@ func (c *Controller) Sync(ctx context.Context) error {
 	switch {
 	case leaderOK:
 		c.leaderDown = time.Time{}
+		if c.leaderUp.IsZero() {
+			c.leaderUp = now
+		}
 	case c.leaderDown.IsZero():
-		c.leaderDown = now
+		c.leaderDown, c.leaderUp = now, time.Time{}
 	}
-	down := c.leaderDown
+	down, up := c.leaderDown, c.leaderUp
 	c.mu.Unlock()
+	if leaderOK && now.Sub(up) >= c.o.HandbackAfter {
+		c.owners.forget()
+	}
 	stranded := !leaderOK && c.o.Handback && now.Sub(down) >= c.o.HandbackAfter
 	if err := c.sweep(ctx, now, stranded, leaderWhy); err != nil {
 		errs = append(errs, err)
@@ -315,7 +349,7 @@ func (c *Controller) writeSwitch(ctx context.Context, handOver bool, reason stri
 	cm, err := cms.Get(ctx, c.o.Switch.Name, metav1.GetOptions{})
 	if err != nil {
 		if apierrors.IsNotFound(err) {
-			return fmt.Errorf("the switch ConfigMap %s is missing (the install creates it): the MutatingAdmissionPolicy skips the hand-off until it exists", c.o.Switch)
+			return fmt.Errorf("the switch ConfigMap %s is missing: the MutatingAdmissionPolicy is skipped altogether until it exists (new pods keep the default scheduler, without the system-node affinity); restore it: helm upgrade (the chart), or kubectl apply -k manifests/handoff (kustomize)", c.o.Switch)
 		}
 		return fmt.Errorf("reading the switch %s: %w", c.o.Switch, err)
 	}
@@ -344,41 +378,60 @@ func (c *Controller) writeSwitch(ctx context.Context, handOver bool, reason stri
 }
 
 // sweep counts the waiting pods and, when stranded, hands back those that waited at least
-// HandbackAfter: deleted (as listed) when their controller recreates them, an event on the
-// controller; reported once with an event on the pod otherwise.
+// HandbackAfter, admission handed over and a controller recreates: deleted (as listed), once per
+// owner in an outage, with an event on the controller. Every other stranded pod is reported
+// once, with an event, never deleted: a pod whose template names pool-scheduler (recreated, it
+// would wait again), a replacement that waits again, a bare or Job's pod.
 func (c *Controller) sweep(ctx context.Context, now time.Time, stranded bool, reason string) error {
 	counts := map[string]int{}
 	var oldest time.Duration
 	budget := max(1, int(c.o.HandbackQPS*c.o.Interval.Seconds()))
 	var errs []error
 	seen := sets.New[types.UID]()
+	var waiting []*v1.Pod
 	for _, obj := range c.pods.GetStore().List() {
-		p, ok := obj.(*v1.Pod)
-		if !ok || !Waiting(p, c.o.SchedulerName) {
-			continue
+		if p, ok := obj.(*v1.Pod); ok && Waiting(p, c.o.SchedulerName) {
+			waiting = append(waiting, p)
 		}
+	}
+	byOwner := waitingByOwner(waiting)
+	for _, p := range waiting {
 		seen.Insert(p.UID)
-		class, _ := Classify(p)
+		class, detail := Classify(p)
 		counts[class]++
 		age := now.Sub(p.CreationTimestamp.Time)
 		oldest = max(oldest, age)
-		if !stranded || age < c.o.HandbackAfter {
+		if !stranded {
 			continue
 		}
-		if class == OwnerRecreatable {
-			// At most a sync's worth of deletions per sync, each after asking again: the
-			// leader may be back (then nothing more is handed back), and the switch and the
-			// counts are brought up to date between batches.
-			if budget <= 0 {
-				continue
-			}
-			if ok, _ := c.Judge.Leader(ctx); ok {
-				stranded = false
-				continue
-			}
-			budget--
+		ref := metav1.GetControllerOf(p)
+		if class == OwnerRecreatable && c.owners.replacement(ref.UID, p.UID) {
+			c.report(ctx, p, "replacement-waits", fmt.Sprintf("its %s's pod was handed back in this outage and this replacement waits for %s again (admission still hands its pods over: is the switch or the webhook's verdict stuck?); not deleted again", ref.Kind, c.o.SchedulerName), age, reason)
+			continue
 		}
-		if err := c.handBack(ctx, p, class, age, reason); err != nil {
+		if age < c.o.HandbackAfter {
+			continue
+		}
+		if class == OwnerRecreatable && !HandedOver(p, c.o.SchedulerName) {
+			c.report(ctx, p, "not-handed-over", NotHandedOverDetail(c.o.SchedulerName), age, reason)
+			continue
+		}
+		if class != OwnerRecreatable {
+			c.report(ctx, p, class, detail, age, reason)
+			continue
+		}
+		// At most a sync's worth of deletions per sync, each after asking again: the leader may
+		// be back (then nothing more is handed back), and the switch and the counts are brought
+		// up to date between batches.
+		if budget <= 0 {
+			continue
+		}
+		if ok, _ := c.Judge.Leader(ctx); ok {
+			stranded = false
+			continue
+		}
+		budget--
+		if err := c.handBack(ctx, p, ref, byOwner[ref.UID], age, reason); err != nil {
 			handbackErrors.Inc()
 			errs = append(errs, err)
 		}
@@ -393,22 +446,24 @@ func (c *Controller) sweep(ctx context.Context, now time.Time, stranded bool, re
 	return errors.Join(errs...)
 }
 
-func (c *Controller) handBack(ctx context.Context, p *v1.Pod, class string, age time.Duration, reason string) error {
-	logger := klog.FromContext(ctx)
-	ref := metav1.GetControllerOf(p)
-	if class != OwnerRecreatable {
-		c.mu.Lock()
-		first := !c.reported.Has(p.UID)
-		c.reported.Insert(p.UID)
-		c.mu.Unlock()
-		if first {
-			_, detail := Classify(p)
-			c.recorder.Eventf(p, v1.EventTypeWarning, "StrandedPod",
-				"Waited %s for %s, which has no healthy leader (%s); not handed back: %s", age.Round(time.Second), c.o.SchedulerName, reason, detail)
-			logger.Info("Stranded pod reported, not handed back", "pod", klog.KObj(p), "owner", class)
-		}
-		return nil
+// report records, once per pod, a StrandedPod event on it, the log line and the metric.
+func (c *Controller) report(ctx context.Context, p *v1.Pod, why, detail string, age time.Duration, reason string) {
+	c.mu.Lock()
+	first := !c.reported.Has(p.UID)
+	c.reported.Insert(p.UID)
+	c.mu.Unlock()
+	if !first {
+		return
 	}
+	strandedReported.WithLabelValues(why).Inc()
+	c.recorder.Eventf(p, v1.EventTypeWarning, "StrandedPod",
+		"Waited %s for %s, which has no healthy leader (%s); not handed back: %s", age.Round(time.Second), c.o.SchedulerName, reason, detail)
+	klog.FromContext(ctx).Info("Stranded pod reported, not handed back", "pod", klog.KObj(p), "reason", why)
+}
+
+// handBack deletes p (as listed) so its controller recreates it through admission, which leaves
+// new pods to the default scheduler while the hand-off is off; the event says no more than that.
+func (c *Controller) handBack(ctx context.Context, p *v1.Pod, ref *metav1.OwnerReference, ownersPods []types.UID, age time.Duration, reason string) error {
 	if err := c.limiter.Wait(ctx); err != nil {
 		return err
 	}
@@ -419,11 +474,12 @@ func (c *Controller) handBack(ctx context.Context, p *v1.Pod, class string, age 
 	if !deleted {
 		return nil
 	}
+	c.owners.record(ref.UID, p.UID, ownersPods)
 	handedBack.WithLabelValues(ref.Kind).Inc()
 	owner := &v1.ObjectReference{APIVersion: ref.APIVersion, Kind: ref.Kind, Name: ref.Name, UID: ref.UID, Namespace: p.Namespace}
 	c.recorder.Eventf(owner, v1.EventTypeWarning, "HandedBack",
-		"Deleted pending pod %s, which waited %s for %s while it has no healthy leader (%s): the %s recreates it for the default scheduler",
-		p.Name, age.Round(time.Second), c.o.SchedulerName, reason, ref.Kind)
-	logger.Info("Stranded pod handed back", "pod", klog.KObj(p), "owner", ref.Kind+"/"+ref.Name, "waited", age.Round(time.Second))
+		"Deleted pending pod %s, which admission handed to %s and which waited %s while it has no healthy leader (%s), so the %s recreates it through admission (new pods keep the default scheduler while the hand-off is off); once per outage: a replacement that waits for %s again is reported, not deleted",
+		p.Name, c.o.SchedulerName, age.Round(time.Second), reason, ref.Kind, c.o.SchedulerName)
+	klog.FromContext(ctx).Info("Stranded pod handed back", "pod", klog.KObj(p), "owner", ref.Kind+"/"+ref.Name, "waited", age.Round(time.Second))
 	return nil
 }

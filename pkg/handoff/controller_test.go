@@ -26,6 +26,7 @@ import (
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	"k8s.io/utils/ptr"
 
+	"github.com/pool-scheduler/pool-scheduler/pkg/profile"
 	"github.com/pool-scheduler/pool-scheduler/pkg/version"
 )
 
@@ -50,7 +51,8 @@ func TestControllerHandsBackStrandedPods(t *testing.T) {
 		return p.OwnerReference(strings.ToLower(kind)+"-x", schema.GroupVersionKind{Group: group, Version: "v1", Kind: kind})
 	}
 	pending := func(name string, created time.Time) *st.PodWrapper {
-		p := st.MakePod().Namespace("app").Name(name).UID(name).SchedulerName("pool-scheduler").Phase(v1.PodPending)
+		p := st.MakePod().Namespace("app").Name(name).UID(name).SchedulerName("pool-scheduler").Phase(v1.PodPending).
+			Annotation(profile.HandedOverAnnotation, "pool-scheduler")
 		p.Pod.CreationTimestamp = metav1.Time{Time: created}
 		return p
 	}
@@ -62,6 +64,15 @@ func TestControllerHandsBackStrandedPods(t *testing.T) {
 		owned(pending("job-old", old), "batch", "Job").Obj(),
 		owned(pending("bound", old), "apps", "ReplicaSet").Node("n1").Phase(v1.PodRunning).Obj(),
 		owned(pending("other-scheduler", old), "apps", "ReplicaSet").SchedulerName("default-scheduler").Obj(),
+		// Its template names pool-scheduler (no admission handed it over): recreated, it would
+		// wait again, so it is reported, never deleted.
+		func() *v1.Pod {
+			p := owned(pending("rs-template", old), "apps", "ReplicaSet").Obj()
+			p.Annotations = nil
+			return p
+		}(),
+		// Gated (Kueue holds it): not waiting for the scheduler, neither counted nor handed back.
+		owned(pending("rs-gated", old), "apps", "ReplicaSet").SchedulingGates([]string{"kueue.x-k8s.io/admission"}).Obj(),
 	}
 	cs := fake.NewClientset(lease, sw)
 	for _, p := range objs {
@@ -136,14 +147,14 @@ func TestControllerHandsBackStrandedPods(t *testing.T) {
 			}
 		}
 	}
-	all := []string{"bare-old", "bound", "job-old", "other-scheduler", "rs-old", "sts-old"}
+	all := []string{"bare-old", "bound", "job-old", "other-scheduler", "rs-gated", "rs-old", "rs-template", "sts-old"}
 
 	sync(t)
 	if v, _ := switchValue(t); v != "true" {
 		t.Errorf("healthy leader: switch %q, want true", v)
 	}
-	if got := testutil.ToFloat64(waitingPods.WithLabelValues(OwnerRecreatable)); got != 2 {
-		t.Errorf("waiting recreatable pods = %v, want 2", got)
+	if got := testutil.ToFloat64(waitingPods.WithLabelValues(OwnerRecreatable)); got != 3 {
+		t.Errorf("waiting recreatable pods = %v, want 3 (rs-old, sts-old, rs-template; not the gated one)", got)
 	}
 	if got := testutil.ToFloat64(oldestWaiting.WithLabelValues()); got != (10 * time.Minute).Seconds() {
 		t.Errorf("oldest waiting = %v s, want 600", got)
@@ -175,7 +186,7 @@ func TestControllerHandsBackStrandedPods(t *testing.T) {
 		t.Fatal("the young pod never reached the cache")
 	}
 	sync(t)
-	if diff := cmp.Diff([]string{"bare-old", "bound", "job-old", "other-scheduler", "rs-young"}, remaining(t)); diff != "" {
+	if diff := cmp.Diff([]string{"bare-old", "bound", "job-old", "other-scheduler", "rs-gated", "rs-template", "rs-young"}, remaining(t)); diff != "" {
 		t.Errorf("stranded: pods left (-want +got):\n%s", diff)
 	}
 	got := events()
@@ -189,8 +200,11 @@ func TestControllerHandsBackStrandedPods(t *testing.T) {
 			t.Errorf("no event starting %q in %q", w, got)
 		}
 	}
-	if n := countPrefix(got, "Warning StrandedPod"); n != 2 {
-		t.Errorf("%d StrandedPod events, want 2 (the bare pod and the Job's): %q", n, got)
+	if n := countPrefix(got, "Warning StrandedPod"); n != 3 {
+		t.Errorf("%d StrandedPod events, want 3 (the bare pod, the Job's, the one admission did not hand over): %q", n, got)
+	}
+	if !containsSubstring(got, "admission did not hand it over") {
+		t.Errorf("no StrandedPod event saying the unmarked pod was not handed over: %q", got)
 	}
 	if got := testutil.ToFloat64(handedBack.WithLabelValues("ReplicaSet")); got != 1 {
 		t.Errorf("handed back ReplicaSet pods = %v, want 1", got)
@@ -208,6 +222,7 @@ func TestControllerHandbackOff(t *testing.T) {
 	ctx := context.Background()
 	clock := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
 	p := st.MakePod().Namespace("app").Name("rs").SchedulerName("pool-scheduler").Phase(v1.PodPending).
+		Annotation(profile.HandedOverAnnotation, "pool-scheduler").
 		OwnerReference("rs", schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "ReplicaSet"}).Obj()
 	p.CreationTimestamp = metav1.Time{Time: clock.Add(-time.Hour)}
 	cs := fake.NewClientset(p)
@@ -240,6 +255,15 @@ func TestControllerHandbackOff(t *testing.T) {
 	if _, err := cs.CoreV1().Pods("app").Get(ctx, "rs", metav1.GetOptions{}); err == nil {
 		t.Error("with hand-back on, the stranded pod is still there")
 	}
+}
+
+func containsSubstring(list []string, sub string) bool {
+	for _, s := range list {
+		if strings.Contains(s, sub) {
+			return true
+		}
+	}
+	return false
 }
 
 func containsPrefix(list []string, prefix string) bool { return countPrefix(list, prefix) > 0 }
@@ -314,5 +338,99 @@ func TestControllerStopsOnVersionSkew(t *testing.T) {
 		}
 	default:
 		t.Error("no event")
+	}
+}
+
+// TestControllerHandsBackOncePerOwner: in one outage the pods an owner had when its first pod
+// was handed back are handed back, each once; a replacement that waits for pool-scheduler again
+// (admission still handing pods over) is reported once (StrandedPod, replacement-waits), never
+// deleted. Once a leader has been healthy for HandbackAfter the outage is over, and in the next
+// one that pod is handed back.
+func TestControllerHandsBackOncePerOwner(t *testing.T) {
+	ctx := context.Background()
+	clock := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	after := 2 * time.Minute
+	pod := func(name string) *v1.Pod {
+		p := st.MakePod().Namespace("app").Name(name).UID(name).SchedulerName("pool-scheduler").Phase(v1.PodPending).
+			Annotation(profile.HandedOverAnnotation, "pool-scheduler").
+			OwnerReference("web", schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "ReplicaSet"}).Obj()
+		p.OwnerReferences[0].UID = "web-uid"
+		p.CreationTimestamp = metav1.Time{Time: clock.Add(-time.Hour)}
+		return p
+	}
+	cs := fake.NewClientset()
+	recorder := record.NewFakeRecorder(100)
+	c, err := New(cs, &fakediscovery.FakeDiscovery{Fake: &clienttesting.Fake{}}, recorder, Options{
+		Lease:         Lease{Lease: types.NamespacedName{Namespace: "ns", Name: "none"}, Duration: 15 * time.Second},
+		SchedulerName: "pool-scheduler", Handback: true, HandbackAfter: after, HandbackQPS: 100, Interval: time.Second,
+	}, func() time.Time { return clock })
+	if err != nil {
+		t.Fatal(err)
+	}
+	leader := false
+	c.Judge.Leader = func(context.Context) (bool, string) { return leader, "down" }
+	add := func(p *v1.Pod) {
+		t.Helper()
+		if _, err := cs.CoreV1().Pods(p.Namespace).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.pods.GetStore().Add(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The store follows the API, as the informer does.
+	sync := func() {
+		t.Helper()
+		if err := c.Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for _, obj := range c.pods.GetStore().List() {
+			p := obj.(*v1.Pod)
+			if _, err := cs.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{}); err != nil {
+				_ = c.pods.GetStore().Delete(p)
+			}
+		}
+	}
+	exists := func(name string) bool {
+		_, err := cs.CoreV1().Pods("app").Get(ctx, name, metav1.GetOptions{})
+		return err == nil
+	}
+	add(pod("web-1"))
+	add(pod("web-2"))
+	sync() // the outage starts
+	clock = clock.Add(after)
+	sync()
+	if exists("web-1") || exists("web-2") {
+		t.Fatalf("the owner's two stranded pods: web-1 %v, web-2 %v; want both handed back", exists("web-1"), exists("web-2"))
+	}
+	before := testutil.ToFloat64(strandedReported.WithLabelValues("replacement-waits"))
+	add(pod("web-3")) // the replacement, handed over again
+	clock = clock.Add(time.Hour)
+	sync()
+	sync()
+	if !exists("web-3") {
+		t.Fatal("the replacement was deleted: the hand-back loops")
+	}
+	if got := testutil.ToFloat64(strandedReported.WithLabelValues("replacement-waits")) - before; got != 1 {
+		t.Errorf("stranded_reported_total{reason=replacement-waits} rose by %v, want 1 (once per pod)", got)
+	}
+	var events []string
+	for len(recorder.Events) > 0 {
+		events = append(events, <-recorder.Events)
+	}
+	if countPrefix(events, "Warning HandedBack") != 2 || !containsSubstring(events, "this replacement waits for pool-scheduler again") {
+		t.Errorf("events %q: want 2 HandedBack and one StrandedPod for the replacement", events)
+	}
+	// The leader returns for HandbackAfter: the outage is over. In the next one, web-3 goes.
+	leader = true
+	sync()
+	clock = clock.Add(after)
+	sync()
+	leader = false
+	sync()
+	clock = clock.Add(after)
+	sync()
+	if exists("web-3") {
+		t.Error("a new outage: web-3 was not handed back (the owner was never forgotten)")
 	}
 }

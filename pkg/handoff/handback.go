@@ -5,13 +5,19 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/flowcontrol"
+
+	"github.com/pool-scheduler/pool-scheduler/pkg/profile"
 )
 
 // recreatingOwners are the controllers known to create a replacement for a deleted pod (by
@@ -34,25 +40,42 @@ type Result struct {
 }
 
 // Handback deletes the pods of namespace ("": every namespace) that wait for schedulerName
-// (not bound, not terminating) and that a recreating controller owns, at most as fast as limiter
-// allows, and reports every waiting pod.
+// (not bound, not gated, not terminating), that admission handed over (HandedOver) and that a
+// recreating controller owns, at most as fast as limiter allows, and reports every other waiting
+// pod: one whose own template names the scheduler would come back naming it again.
 func Handback(ctx context.Context, cs kubernetes.Interface, namespace, schedulerName string, dryRun bool, limiter flowcontrol.RateLimiter) ([]Result, error) {
+	return handback(ctx, cs, namespace, schedulerName, dryRun, limiter, nil)
+}
+
+func handback(ctx context.Context, cs kubernetes.Interface, namespace, schedulerName string, dryRun bool, limiter flowcontrol.RateLimiter, owners *ownerMemory) ([]Result, error) {
 	selector := fields.AndSelectors(fields.OneTermEqualSelector("spec.schedulerName", schedulerName), fields.OneTermEqualSelector("spec.nodeName", ""))
 	pods, err := cs.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{FieldSelector: selector.String()})
 	if err != nil {
 		return nil, err
 	}
-	var out []Result
+	var waiting []*v1.Pod
 	for i := range pods.Items {
-		p := &pods.Items[i]
-		if !Waiting(p, schedulerName) {
-			continue
+		if p := &pods.Items[i]; Waiting(p, schedulerName) {
+			waiting = append(waiting, p)
 		}
+	}
+	byOwner := waitingByOwner(waiting)
+	var out []Result
+	for _, p := range waiting {
 		r := Result{Pod: p.Namespace + "/" + p.Name}
-		if ref := metav1.GetControllerOf(p); ref != nil {
+		ref := metav1.GetControllerOf(p)
+		if ref != nil {
 			r.Owner = ref.Kind + " " + ref.Name
 		}
 		class, detail := Classify(p)
+		if class == OwnerRecreatable && !HandedOver(p, schedulerName) {
+			class, detail = "", NotHandedOverDetail(schedulerName)
+		}
+		if class == OwnerRecreatable && owners != nil {
+			if ok, why := owners.again(p, ref.UID); !ok {
+				class, detail = "", why
+			}
+		}
 		switch {
 		case class != OwnerRecreatable:
 			r.Action, r.Detail = "reported", detail
@@ -68,6 +91,9 @@ func Handback(ctx context.Context, cs kubernetes.Interface, namespace, scheduler
 				return out, err
 			case deleted:
 				r.Action, r.Detail = "handed back", "deleted; its controller recreates it"
+				if owners != nil {
+					owners.record(ref.UID, p.UID, byOwner[ref.UID])
+				}
 			default:
 				r.Action, r.Detail = "skipped", "changed since it was listed (bound, or gone): left alone"
 			}
@@ -76,6 +102,81 @@ func Handback(ctx context.Context, cs kubernetes.Interface, namespace, scheduler
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Pod < out[j].Pod })
 	return out, nil
+}
+
+// NotHandedOverDetail says why a recreatable pod without the marker is not handed back.
+func NotHandedOverDetail(schedulerName string) string {
+	return fmt.Sprintf("admission did not hand it over (no %s annotation): its own template names %s, so its replacement would wait for it again; run %s, or change the template's schedulerName",
+		profile.HandedOverAnnotation, schedulerName, schedulerName)
+}
+
+// HandedOver reports whether admission handed p to schedulerName (profile.HandedOverAnnotation,
+// set with its schedulerName): only such a pod comes back for the default scheduler when
+// recreated while the hand-off is off.
+func HandedOver(p *v1.Pod, schedulerName string) bool {
+	return p.Annotations[profile.HandedOverAnnotation] == schedulerName
+}
+
+// ownerMemory holds the owners (controllers) whose pods were handed back, and their pods known
+// then (those that waited when the first was handed back, and those deleted): any other pod of
+// such an owner is a replacement that waits again, and is reported, not deleted.
+type ownerMemory struct {
+	mu    sync.Mutex
+	known map[types.UID]sets.Set[types.UID]
+	now   func() time.Time
+	// againUntil: a replacement is handed back again only before this (zero: never).
+	againUntil time.Time
+	// detail explains a replacement not handed back again.
+	detail string
+}
+
+func newOwnerMemory(now func() time.Time, againUntil time.Time, detail string) *ownerMemory {
+	return &ownerMemory{known: map[types.UID]sets.Set[types.UID]{}, now: now, againUntil: againUntil, detail: detail}
+}
+
+// record notes that pod, of owner, was handed back; at owner's first, waiting are its pods that
+// wait now: they are not replacements (later ones are).
+func (m *ownerMemory) record(owner, pod types.UID, waiting []types.UID) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.known[owner] == nil {
+		m.known[owner] = sets.New(waiting...)
+	}
+	m.known[owner].Insert(pod)
+}
+
+// replacement reports whether pod is a replacement: a pod of an owner handed back, not known then.
+func (m *ownerMemory) replacement(owner, pod types.UID) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	known, ok := m.known[owner]
+	return ok && !known.Has(pod)
+}
+
+// again reports whether p, of owner, is handed back: yes unless it is a replacement past
+// againUntil; if not, why.
+func (m *ownerMemory) again(p *v1.Pod, owner types.UID) (bool, string) {
+	if !m.replacement(owner, p.UID) || m.now().Before(m.againUntil) {
+		return true, ""
+	}
+	return false, m.detail
+}
+
+func (m *ownerMemory) forget() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	clear(m.known)
+}
+
+// waitingByOwner groups the UIDs of pods by their controller's UID.
+func waitingByOwner(pods []*v1.Pod) map[types.UID][]types.UID {
+	out := map[types.UID][]types.UID{}
+	for _, p := range pods {
+		if ref := metav1.GetControllerOf(p); ref != nil {
+			out[ref.UID] = append(out[ref.UID], p.UID)
+		}
+	}
+	return out
 }
 
 // Owner classes of a waiting pod (the owner label of pool_scheduler_handoff_waiting_pods).
@@ -93,10 +194,13 @@ const (
 // OwnerClasses lists the owner classes, for metrics.
 var OwnerClasses = []string{OwnerRecreatable, OwnerJob, OwnerBare, OwnerOther}
 
-// Waiting reports whether p waits for schedulerName: names it, not bound, pending and not
-// terminating.
+// Waiting reports whether p waits for schedulerName: names it, not bound, pending, not
+// terminating and not gated. A pod with scheduling gates (spec.schedulingGates, e.g. Kueue's
+// admission) waits for whoever holds the gate, not for the scheduler: it is neither counted nor
+// handed back, which would lose its place in that queue.
 func Waiting(p *v1.Pod, schedulerName string) bool {
-	return p.Spec.SchedulerName == schedulerName && p.Spec.NodeName == "" && p.DeletionTimestamp == nil && p.Status.Phase == v1.PodPending
+	return p.Spec.SchedulerName == schedulerName && p.Spec.NodeName == "" && p.DeletionTimestamp == nil && p.Status.Phase == v1.PodPending &&
+		len(p.Spec.SchedulingGates) == 0
 }
 
 // Classify says whether deleting the waiting pod p hands it back (OwnerRecreatable: its

@@ -79,7 +79,8 @@ func LeaseFromFile(path, mode string) (*Lease, error) {
 // LeaseWatch watches the leader's Lease with an informer of its own, which the webhook server
 // does not wait for: a Lease it may not read (RBAC naming another Lease) leaves the hand-off
 // degraded with a reason, never the webhook down. A renewal counts from when this process saw
-// it (as client-go's leader election times a lease), so the leader's clock does not matter.
+// it (as client-go's leader election times a lease), so the leader's clock does not matter; a
+// Lease found held at start counts from then only when its renewTime is near this clock.
 type LeaseWatch struct {
 	lease    Lease
 	informer cache.SharedIndexInformer
@@ -137,8 +138,18 @@ func (w *LeaseWatch) observe(obj any, initial bool) {
 	case r == nil:
 	case initial:
 		// A renewal counts from the first change this process sees (every retryPeriod, 2 s,
-		// while the leader runs): the leader's clock is not ours.
+		// while the leader runs): the leader's clock is not ours. But a Lease held at start
+		// counts as renewed now, as client-go's leader election counts a record from when it
+		// first sees it (a standby waits a lease duration from then), when its renewTime is
+		// within a lease duration of our clock: so a restart does not send new pods to the
+		// default scheduler until the next renewal. One renewed an hour ago (a dead leader) is
+		// not counted; a clock off by more than a lease duration only brings back that wait. A
+		// leader dead within the last lease duration is judged healthy for at most one more,
+		// the same as a leader that dies while this process runs.
 		w.renew = r.DeepCopy()
+		if skew := w.now().Sub(r.Time); w.holder != "" && skew <= w.lease.Duration && -skew <= w.lease.Duration {
+			w.observed = w.now()
+		}
 	case w.renew == nil || !r.Equal(w.renew):
 		w.renew, w.observed = r.DeepCopy(), w.now()
 	}

@@ -212,3 +212,64 @@ func TestLeaseWatch(t *testing.T) {
 	}
 	expect(t, true, "")
 }
+
+// TestLeaseWatchAtStart: after a restart (of the webhook or the hand-off controller), a Lease
+// found held and renewed within a lease duration of this process's clock counts as renewed at
+// start, as client-go's leader election counts a record from when it first sees it, so new pods
+// are not sent to the default scheduler until the next renewal; it expires a lease duration
+// later unless renewed. A Lease renewed long ago (a dead leader), released, or stamped by a
+// clock more than a lease duration off is not counted until a renewal is seen.
+func TestLeaseWatchAtStart(t *testing.T) {
+	const duration = 15 * time.Second
+	key := types.NamespacedName{Namespace: "pool-scheduler", Name: "pool-scheduler"}
+	for _, tt := range []struct {
+		name    string
+		holder  string
+		renewed time.Duration // the Lease's renewTime, from this process's clock at start
+		want    bool
+		wantWhy string
+	}{
+		{name: "renewed a second ago", holder: "scheduler-0", renewed: -time.Second, want: true},
+		{name: "renewed a lease duration ago", holder: "scheduler-0", renewed: -duration, want: true},
+		{name: "renewed an hour ago: a dead leader", holder: "scheduler-0", renewed: -time.Hour, wantWhy: "no renewal of the Lease seen since this process started"},
+		{name: "the leader's clock an hour ahead", holder: "scheduler-0", renewed: time.Hour, wantWhy: "no renewal of the Lease seen since this process started"},
+		{name: "released a second ago", renewed: -time.Second, wantWhy: "no renewal of the Lease seen since this process started"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			clock := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+			var mu sync.Mutex
+			now := func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
+			lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name},
+				Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(tt.holder), RenewTime: &metav1.MicroTime{Time: clock.Add(tt.renewed)}}}
+			w, err := NewLeaseWatch(fake.NewClientset(lease), Lease{Lease: key, Duration: duration}, now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			go w.Run(ctx)
+			// The Lease reached the watch (its holder or renewal is recorded).
+			if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+				w.mu.Lock()
+				defer w.mu.Unlock()
+				return w.informer.HasSynced() && w.renew != nil, nil
+			}); err != nil {
+				t.Fatal("the Lease never reached the watch")
+			}
+			ok, why := w.Healthy(ctx)
+			if ok != tt.want || !strings.Contains(why, tt.wantWhy) {
+				t.Errorf("at start: healthy %v (%q), want %v (%q)", ok, why, tt.want, tt.wantWhy)
+			}
+			if !tt.want {
+				return
+			}
+			// Counted from start, not forever: no renewal for a lease duration is a dead leader.
+			mu.Lock()
+			clock = clock.Add(duration + time.Second)
+			mu.Unlock()
+			if ok, why := w.Healthy(ctx); ok || !strings.Contains(why, "has not renewed the Lease for 16s") {
+				t.Errorf("a lease duration after start, no renewal: healthy %v (%q), want false", ok, why)
+			}
+		})
+	}
+}

@@ -37,8 +37,9 @@ var policyBindings = []schema.GroupVersionResource{
 	{Group: "admissionregistration.k8s.io", Version: "v1beta1", Resource: "mutatingadmissionpolicybindings"},
 }
 
-// Uninstall removes the admission path first, then hands back every pending pod a controller
-// recreates, until none has appeared for Settle: what a removal must do before pool-scheduler
+// Uninstall removes the admission path first, then hands back every pending pod admission
+// handed over and a controller recreates, until none has been handed back for Settle (each
+// owner's pods once, but for admission's caches within Settle of the removal), or Timeout: what a removal must do before pool-scheduler
 // goes, so nothing is left waiting for it. It returns the pods only reported (bare, Jobs').
 func Uninstall(ctx context.Context, cs kubernetes.Interface, dyn dynamic.Interface, o UninstallOptions) ([]Result, error) {
 	logger := klog.FromContext(ctx)
@@ -63,9 +64,16 @@ func Uninstall(ctx context.Context, cs kubernetes.Interface, dyn dynamic.Interfa
 	}
 	limiter := flowcontrol.NewTokenBucketRateLimiter(float32(o.QPS), 1)
 	quiet := time.Now()
+	// Within Settle of the removal an apiserver may still hand a replacement over (its admission
+	// caches): handed back again. Later, a marked replacement of an owner already handed back
+	// means an admission path this hook does not know still runs: reported, and it does not keep
+	// the hook from settling. Unmarked pods (their template names the scheduler) are only
+	// reported, so none can loop.
+	owners := newOwnerMemory(time.Now, quiet.Add(o.Settle),
+		"handed back once already, and its replacement was handed to the scheduler again: an admission path this uninstall did not remove still runs; remove it, then run poolctl handback")
 	var last []Result
 	err := wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
-		results, err := Handback(ctx, cs, "", o.SchedulerName, false, limiter)
+		results, err := handback(ctx, cs, "", o.SchedulerName, false, limiter, owners)
 		if err != nil {
 			logger.Error(err, "Handing back failed; retrying")
 			return false, nil

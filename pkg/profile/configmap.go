@@ -18,6 +18,12 @@ import (
 // schedulerName).
 const NamespaceLabel = "pool-scheduler.io/enabled"
 
+// HandedOverAnnotation marks a pod that admission (the webhook or the MutatingAdmissionPolicy)
+// handed to pool-scheduler, set in the same mutation as its schedulerName; its value is that
+// scheduler's name. The hand-off controller and the uninstall hook hand back only pods that
+// carry it: a pod whose own template names pool-scheduler would come back naming it again.
+const HandedOverAnnotation = "pool-scheduler.io/handed-over"
+
 // DefaultConfigMap is the scheduler's ConfigMap as the chart (release namespace
 // pool-scheduler, scheduler.name pool-scheduler) and manifests/scheduler (whose generator adds
 // a hash suffix) install it.

@@ -512,7 +512,7 @@ admission: {mode: policy, namespaces: [team-a, kube-system]}
 		},
 	}, {
 		name:   "labelers off",
-		values: `{labeler: {controller: {enabled: false}, domain: {enabled: false}}, admission: {mode: none}}`,
+		values: `{labeler: {controller: {enabled: false}, domain: {enabled: false}}, admission: {mode: none}, handoff: {handback: {enabled: false}}}`,
 		want:   concat(schedulerObjects, handoffObjects, spreadObjects),
 	}, {
 		name:      "custom names, one replica, no leader election, no PDB, plugins off",
@@ -727,6 +727,8 @@ func TestHelmChartRejectsBadValues(t *testing.T) {
 		{name: "misspelled client setting", values: `scheduler: {clientConnection: {qsp: 100}}`, wantErr: "qsp"},
 		{name: "client qps as a flag", values: `scheduler: {extraArgs: [--kube-api-qps=100]}`, wantErr: "set scheduler.clientConnection"},
 		{name: "admission mode", values: `admission: {mode: always}`, wantErr: "/admission/mode"},
+		// Nothing is handed over without an admission path: hand-back there is refused.
+		{name: "hand-back without an admission path", values: `admission: {mode: none}`, wantErr: "handoff.handback.enabled needs an admission path"},
 		{name: "policy with a two-requirement system selector", values: `{admission: {mode: policy}, scheduler: {plugins: {systemPoolGuard: {args: {systemNodeSelector: {matchLabels: {a: b, c: d}}}}}}}`, wantErr: "at most one requirement"},
 		{name: "cert-manager without an issuer", values: `admission: {webhook: {certManager: {enabled: true}}}`, wantErr: "issuerRef"},
 		{name: "client burst as a flag", values: `scheduler: {extraArgs: [--v=3, --kube-api-burst, "200"]}`, wantErr: "--kube-api-burst is ignored"},

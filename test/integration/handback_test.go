@@ -17,12 +17,14 @@ import (
 
 	"github.com/pool-scheduler/pool-scheduler/pkg/controlplane"
 	"github.com/pool-scheduler/pool-scheduler/pkg/handoff"
+	"github.com/pool-scheduler/pool-scheduler/pkg/profile"
 	"github.com/pool-scheduler/pool-scheduler/test/util"
 )
 
 // TestPoolctlHandback: `poolctl handback` deletes only the pending pods that wait for
-// pool-scheduler and that a recreating controller owns; a bare pod and a pod of an unknown
-// controller are reported, a bound pod and another scheduler's pod are never touched, and
+// pool-scheduler, that admission handed over and that a recreating controller owns; a bare pod,
+// a pod of an unknown controller and one whose template names pool-scheduler are reported, a
+// gated pod is left alone, a bound pod and another scheduler's pod are never touched, and
 // --dry-run deletes nothing.
 func TestPoolctlHandback(t *testing.T) {
 	tCtx := ktesting.Init(t)
@@ -43,7 +45,16 @@ func TestPoolctlHandback(t *testing.T) {
 		return p
 	}
 	rsKind := appsv1.SchemeGroupVersion.WithKind("ReplicaSet")
-	util.CreatePod(tCtx, t, cs, owned(util.Pod(ns, "web-1").Obj(), rsKind, rs.Name, string(rs.UID)))
+	handedOver := func(p *v1.Pod) *v1.Pod {
+		p.Annotations = map[string]string{profile.HandedOverAnnotation: p.Spec.SchedulerName}
+		return p
+	}
+	util.CreatePod(tCtx, t, cs, handedOver(owned(util.Pod(ns, "web-1").Obj(), rsKind, rs.Name, string(rs.UID))))
+	// Its template names pool-scheduler (no admission handed it over): a replacement would wait
+	// again, so it is only reported.
+	util.CreatePod(tCtx, t, cs, owned(util.Pod(ns, "web-template").Obj(), rsKind, rs.Name, string(rs.UID)))
+	// Gated (Kueue): not waiting for the scheduler; neither listed nor handed back.
+	util.CreatePod(tCtx, t, cs, handedOver(owned(util.Pod(ns, "web-gated").SchedulingGates([]string{"kueue.x-k8s.io/admission"}).Obj(), rsKind, rs.Name, string(rs.UID))))
 	util.CreatePod(tCtx, t, cs, util.Pod(ns, "bare").Obj())
 	util.CreatePod(tCtx, t, cs, owned(util.Pod(ns, "custom-1").Obj(), schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Widget"}, "w", "0a0a0a0a-0000-4000-8000-000000000001"))
 	util.CreatePod(tCtx, t, cs, owned(util.Pod(ns, "web-bound").Node("n1").Obj(), rsKind, rs.Name, string(rs.UID)))
@@ -72,7 +83,7 @@ func TestPoolctlHandback(t *testing.T) {
 		}
 		return out
 	}
-	want := map[string]string{ns + "/bare": "reported", ns + "/custom-1": "reported", ns + "/web-1": "would hand back"}
+	want := map[string]string{ns + "/bare": "reported", ns + "/custom-1": "reported", ns + "/web-1": "would hand back", ns + "/web-template": "reported"}
 	if diff := cmp.Diff(want, actions(run(t, "--dry-run"))); diff != "" {
 		t.Errorf("--dry-run (-want +got):\n%s", diff)
 	}
@@ -83,7 +94,7 @@ func TestPoolctlHandback(t *testing.T) {
 	if diff := cmp.Diff(want, actions(run(t, "-n", ns))); diff != "" {
 		t.Errorf("handback (-want +got):\n%s", diff)
 	}
-	for name, wantGone := range map[string]bool{"web-1": true, "bare": false, "custom-1": false, "web-bound": false, "web-default": false} {
+	for name, wantGone := range map[string]bool{"web-1": true, "web-template": false, "web-gated": false, "bare": false, "custom-1": false, "web-bound": false, "web-default": false} {
 		_, err := cs.CoreV1().Pods(ns).Get(tCtx, name, metav1.GetOptions{})
 		if gone := apierrors.IsNotFound(err); gone != wantGone {
 			t.Errorf("pod %s: gone %v (%v), want %v", name, gone, err, wantGone)

@@ -26,7 +26,8 @@ import (
 // (manifests/handoff/switch.yaml): while it says "false" (as shipped) a new pod keeps the default
 // scheduler and gets the system-node affinity and, for a workload's pod, the degraded spread;
 // set to "true", pods are handed to pool-scheduler. In both states the pod is exactly what the
-// webhook's Mutator makes of it (both ways in agree); DaemonSet pods are never touched. Without
+// webhook's Mutator makes of it (both ways in agree), the hand-over marker
+// pool-scheduler.io/handed-over included; DaemonSet pods are never touched. Without
 // the switch, the policy is skipped: pods keep the default scheduler.
 func TestMutatingAdmissionPolicySwitch(t *testing.T) {
 	tCtx := ktesting.Init(t)
@@ -62,7 +63,7 @@ func TestMutatingAdmissionPolicySwitch(t *testing.T) {
 
 	rs := schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "ReplicaSet"}
 	workloadPod := func(name string) *v1.Pod {
-		p := st.MakePod().Name(name).Container("pause").Label("app", "web").Label("pod-template-hash", "7c5d").OwnerReference("web-7c5d", rs).Obj()
+		p := st.MakePod().Name(name).Container("pause").Label("app", "web").Label("pod-template-hash", "7c5d").OwnerReference("web-7c5d", rs).Annotation("team", "shop").Obj()
 		p.OwnerReferences[0].UID = "5e1f2f2a-0000-4000-8000-000000000002"
 		return p
 	}
@@ -100,6 +101,10 @@ func TestMutatingAdmissionPolicySwitch(t *testing.T) {
 				}
 				if got.Spec.SchedulerName != want.Spec.SchedulerName {
 					t.Errorf("schedulerName %q, want %q", got.Spec.SchedulerName, want.Spec.SchedulerName)
+				}
+				// The hand-over marker goes with the schedulerName, others' annotations stay.
+				if diff := cmp.Diff(want.Annotations, got.Annotations); diff != "" {
+					t.Errorf("annotations are not the Mutator's (-want +got):\n%s", diff)
 				}
 				if diff := cmp.Diff(want.Spec.Affinity, got.Spec.Affinity); diff != "" {
 					t.Errorf("affinity is not the Mutator's (-want +got):\n%s", diff)

@@ -55,6 +55,9 @@ func TestConstantCopiesMatchTheGoDefinitions(t *testing.T) {
 		{file: chartValues, yamlPath: "labeler.domain.faultDomainKey", want: []string{configv1.FaultDomainLabelKey}},
 		// The spread keeper's eviction bound: the namespace opt-in.
 		{file: "manifests/charts/pool-scheduler/templates/spread.yaml", cel: `name: optInLabel\s+expression: "('[^']*')"`, want: []string{profile.NamespaceLabel}},
+		// The hand-off deletion bound: only pods admission marked as handed over.
+		{file: "manifests/handoff/admission-policy.yaml", cel: `name: handedOverKey\s+expression: "('[^']*')"`, want: []string{profile.HandedOverAnnotation}},
+		{file: "manifests/charts/pool-scheduler/templates/handoff-policy.yaml", cel: `name: handedOverKey\s+expression: "('[^']*')"`, want: []string{profile.HandedOverAnnotation}},
 		// The webhook's namespace opt-in.
 		{file: "manifests/admission/webhook/mutatingwebhookconfiguration.yaml", cel: `matchLabels:\s+(\S+): "true"`, want: []string{profile.NamespaceLabel}},
 	}

@@ -6,6 +6,7 @@ package webhook
 
 import (
 	"context"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"gomodules.xyz/jsonpatch/v2"
@@ -18,6 +19,7 @@ import (
 
 	admissionpkg "github.com/pool-scheduler/pool-scheduler/pkg/admission"
 	"github.com/pool-scheduler/pool-scheduler/pkg/handoff"
+	"github.com/pool-scheduler/pool-scheduler/pkg/profile"
 )
 
 var (
@@ -66,6 +68,7 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 		pod.Namespace = req.Namespace
 	}
 	hadAffinity, hadNodeAffinity := pod.Spec.Affinity != nil, pod.Spec.Affinity != nil && pod.Spec.Affinity.NodeAffinity != nil
+	hadAnnotations := pod.Annotations != nil
 	var res admissionpkg.Result
 	handOver := true
 	if h.Handoff != nil {
@@ -91,16 +94,23 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 		webhookMutations.WithLabelValues("topologySpreadConstraints").Inc()
 	}
 	logger.V(4).Info("Mutated pod", "schedulerName", res.SchedulerName, "nodeAffinity", res.NodeAffinity, "topologySpread", res.TopologySpread)
-	return admission.Patched("", patchOps(pod, res, hadAffinity, hadNodeAffinity)...)
+	return admission.Patched("", patchOps(pod, res, hadAnnotations, hadAffinity, hadNodeAffinity)...)
 }
 
 // patchOps writes exactly the fields Mutate changed. A diff of the whole re-encoded pod would
 // remove every field this build's API types do not know (a newer kube-apiserver's, within the
 // version-skew policy): "add" sets a member whether or not it exists (RFC 6902).
-func patchOps(pod *v1.Pod, res admissionpkg.Result, hadAffinity, hadNodeAffinity bool) []jsonpatch.JsonPatchOperation {
+func patchOps(pod *v1.Pod, res admissionpkg.Result, hadAnnotations, hadAffinity, hadNodeAffinity bool) []jsonpatch.JsonPatchOperation {
 	var ops []jsonpatch.JsonPatchOperation
 	if res.SchedulerName {
 		ops = append(ops, jsonpatch.NewOperation("add", "/spec/schedulerName", pod.Spec.SchedulerName))
+		// The marker goes with the name, in the same patch: no write of its own.
+		marker := pod.Annotations[profile.HandedOverAnnotation]
+		if hadAnnotations {
+			ops = append(ops, jsonpatch.NewOperation("add", "/metadata/annotations/"+jsonPointerEscape(profile.HandedOverAnnotation), marker))
+		} else {
+			ops = append(ops, jsonpatch.NewOperation("add", "/metadata/annotations", map[string]string{profile.HandedOverAnnotation: marker}))
+		}
 	}
 	if res.NodeAffinity {
 		required := pod.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution
@@ -120,4 +130,9 @@ func patchOps(pod *v1.Pod, res admissionpkg.Result, hadAffinity, hadNodeAffinity
 		ops = append(ops, jsonpatch.NewOperation("add", "/spec/topologySpreadConstraints", pod.Spec.TopologySpreadConstraints))
 	}
 	return ops
+}
+
+// jsonPointerEscape escapes a map key for a JSON Pointer (RFC 6901): "~" as "~0", "/" as "~1".
+func jsonPointerEscape(key string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(key, "~", "~0"), "/", "~1")
 }

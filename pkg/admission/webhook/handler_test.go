@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	jsonpatch6902 "gopkg.in/evanphx/json-patch.v4"
 	admissionv1 "k8s.io/api/admission/v1"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -61,17 +62,20 @@ func TestHandler(t *testing.T) {
 			wantPatches: []string{"/spec/affinity", "/spec/topologySpreadConstraints"}, result: "mutated"},
 		{name: "handed over: a ReplicaSet's pod gets no spread (DomainSpread spreads it)", raw: podJSON(st.MakePod().Name("web-1").Label("pod-template-hash", "5d8f").
 			OwnerReference("web", schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "ReplicaSet"}).Obj()),
-			wantPatches: []string{"/spec/affinity", "/spec/schedulerName"}, result: "mutated"},
+			wantPatches: []string{"/metadata/annotations", "/spec/affinity", "/spec/schedulerName"}, result: "mutated"},
 		{name: "degraded: a pod naming pool-scheduler keeps it", raw: podJSON(st.MakePod().Name("own").SchedulerName("pool-scheduler").Obj()), degraded: true,
 			wantPatches: []string{"/spec/affinity"}, result: "mutated"},
 		{name: "user pod: name and affinity", raw: podJSON(st.MakePod().Name("web").Obj()),
-			wantPatches: []string{"/spec/affinity", "/spec/schedulerName"}, result: "mutated"},
+			wantPatches: []string{"/metadata/annotations", "/spec/affinity", "/spec/schedulerName"}, result: "mutated"},
 		// A field this build does not know (a newer apiserver's) must survive: no remove patch.
 		{name: "unknown field kept", raw: []byte(`{"metadata":{"name":"new"},"spec":{"containers":[{"name":"c","image":"i"}],"fieldOfTomorrow":{"x":1}}}`),
-			wantPatches: []string{"/spec/affinity", "/spec/schedulerName"}, result: "mutated"},
+			wantPatches: []string{"/metadata/annotations", "/spec/affinity", "/spec/schedulerName"}, result: "mutated"},
 		{name: "existing node affinity: only its required terms", raw: podJSON(st.MakePod().Name("pref").
 			NodeAffinityIn("disk", []string{"ssd"}, st.NodeSelectorTypeMatchExpressions).Obj()),
-			wantPatches: []string{"/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution", "/spec/schedulerName"}, result: "mutated"},
+			wantPatches: []string{"/metadata/annotations", "/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution", "/spec/schedulerName"}, result: "mutated"},
+		// The hand-over marker joins annotations the pod has (a JSON Pointer escapes its "/").
+		{name: "handed over with annotations of its own: the marker added among them", raw: podJSON(st.MakePod().Name("web").Annotation("team", "shop").Obj()),
+			wantPatches: []string{"/metadata/annotations/pool-scheduler.io~1handed-over", "/spec/affinity", "/spec/schedulerName"}, result: "mutated"},
 		{name: "another scheduler: unchanged", raw: podJSON(st.MakePod().Name("batch").SchedulerName("volcano").Obj()), result: "unchanged"},
 		{name: "undecodable: allowed unchanged", raw: []byte(`{"spec": 7}`), result: "error"},
 	} {
@@ -97,6 +101,35 @@ func TestHandler(t *testing.T) {
 			}
 			if got := strings.Join(paths, ","); got != strings.Join(tt.wantPatches, ",") {
 				t.Errorf("patches %v, want %v", paths, tt.wantPatches)
+			}
+			// Applied to the pod, the patch hands it over with the marker, and keeps what it had.
+			if tt.result == "mutated" && !tt.degraded {
+				patch, err := json.Marshal(resp.Patches)
+				if err != nil {
+					t.Fatal(err)
+				}
+				decoded, err := jsonpatch6902.DecodePatch(patch)
+				if err != nil {
+					t.Fatal(err)
+				}
+				out, err := decoded.Apply(tt.raw)
+				if err != nil {
+					t.Fatalf("applying %s: %v", patch, err)
+				}
+				var got v1.Pod
+				if err := json.Unmarshal(out, &got); err != nil {
+					t.Fatal(err)
+				}
+				if got.Annotations[profile.HandedOverAnnotation] != "pool-scheduler" || got.Spec.SchedulerName != "pool-scheduler" {
+					t.Errorf("patched pod: schedulerName %q, annotations %v; want pool-scheduler with %s", got.Spec.SchedulerName, got.Annotations, profile.HandedOverAnnotation)
+				}
+				if in := (&v1.Pod{}); json.Unmarshal(tt.raw, in) == nil {
+					for k, v := range in.Annotations {
+						if got.Annotations[k] != v {
+							t.Errorf("annotation %s lost", k)
+						}
+					}
+				}
 			}
 			if after := testutil.ToFloat64(webhookRequests.WithLabelValues(tt.result)); after != before+1 {
 				t.Errorf("pool_scheduler_webhook_requests_total{result=%q} went %v -> %v, want +1", tt.result, before, after)
