@@ -53,7 +53,7 @@ var (
 	}, nil)
 	leaderGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "pool_scheduler_handoff_leader_healthy",
-		Help: "1 while pool-scheduler's leader renews its Lease as the hand-off controller sees it, 0 while no healthy leader exists. Reported by the controller's leader only.",
+		Help: "1 while pool-scheduler's leader renews its Lease and schedules (progress within --progress-bound) as the hand-off controller sees it, 0 while no healthy leader exists. Reported by the controller's leader only.",
 	}, nil)
 	supportedGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "pool_scheduler_apiserver_supported",
@@ -113,6 +113,9 @@ type Options struct {
 	HandbackQPS float64
 	// Interval between syncs.
 	Interval time.Duration
+	// ProgressBound: a leader that leaves every pod handed to it undecided this long is down
+	// (Progress); 0: the Lease alone.
+	ProgressBound time.Duration
 
 	LeaderElect          bool
 	LeaderElectNamespace string
@@ -143,6 +146,9 @@ func (o *Options) Validate() error {
 	}
 	if o.Interval <= 0 {
 		errs = append(errs, fmt.Errorf("--sync-interval: must be positive, got %s", o.Interval))
+	}
+	if err := ValidateProgressBound(o.ProgressBound); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
@@ -201,6 +207,8 @@ type Controller struct {
 	skew  *SkewCheck
 	pods  toolscache.SharedIndexInformer
 
+	progress *Progress // nil: the Lease alone
+
 	mu         sync.Mutex
 	reported   sets.Set[types.UID] // pods reported as stranded and not handed back
 	lastSkew   time.Time
@@ -226,15 +234,24 @@ func New(cs kubernetes.Interface, dc discovery.ServerVersionInterface, recorder 
 			fields.OneTermEqualSelector("spec.schedulerName", o.SchedulerName),
 			fields.OneTermEqualSelector("spec.nodeName", "")).String()
 	}))
+	leader := lw.Healthy
+	progress, err := controllerProgress(cs, o, now)
+	if err != nil {
+		return nil, err
+	}
+	if progress != nil {
+		leader = progress.Leader(lw)
+	}
 	return &Controller{
 		cs: cs, dc: dc, recorder: recorder, o: o, now: now,
 		limiter:  flowcontrol.NewTokenBucketRateLimiter(float32(o.HandbackQPS), 1),
-		Judge:    &Judge{Skew: skew, Leader: lw.Healthy, Gauge: handoffGauge.WithLabelValues()},
+		Judge:    &Judge{Skew: skew, Leader: leader, Gauge: handoffGauge.WithLabelValues()},
 		lease:    lw,
 		skew:     skew,
 		pods:     factory.Core().V1().Pods().Informer(),
 		reported: sets.New[types.UID](),
 		owners:   newOwnerMemory(now, time.Time{}, ""),
+		progress: progress,
 	}, nil
 }
 
@@ -257,6 +274,9 @@ func (c *Controller) Run(ctx context.Context) error {
 // not read yet would turn the switch off for nothing at a restart). False: ctx ended.
 func (c *Controller) Start(ctx context.Context) bool {
 	go c.lease.Run(ctx)
+	if c.progress != nil {
+		go c.progress.Run(ctx)
+	}
 	go c.pods.Run(ctx.Done())
 	if !toolscache.WaitForCacheSync(ctx.Done(), c.pods.HasSynced) {
 		return false

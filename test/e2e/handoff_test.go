@@ -39,7 +39,7 @@ import (
 //
 //  1. pool-scheduler up: a ReplicaSet's pods are handed over and bound;
 //  2. every pool-scheduler replica stopped: pods handed over while the Lease was still renewed
-//     (by a leader that schedules nothing) strand; once pool-scheduler has had no leader for --handback-after, the stranded
+//     (by a leader that schedules nothing, before --progress-bound shows it) strand; once pool-scheduler has had no leader for --handback-after, the stranded
 //     ReplicaSet pods are deleted and recreated for the default scheduler, which places them off
 //     the system pool and spread over zones within skew 1; a bare pod is only reported (a
 //     StrandedPod event); running pods are never touched; pods created meanwhile go to the
@@ -196,8 +196,9 @@ func TestHandoffAsInstalled(t *testing.T) {
 	running := placed(t, "before", 3, util.SchedulerName)
 
 	// 2. Every replica stopped. Pods handed over just before (within the lease duration) strand:
-	// a Lease renewed by a leader that schedules nothing (as a wedged replica would) makes that
-	// window as long as the test needs, so three pods of a ReplicaSet and a bare one strand.
+	// a Lease renewed by a leader that schedules nothing (as a wedged replica would) holds that
+	// window open until the judges' --progress-bound (30 s) shows the wedge, long enough for
+	// three pods of a ReplicaSet and a bare one to strand.
 	scheduler.Kill(t)
 	stopWedged := renewLease(tCtx, t, admin, ns, "pool-scheduler")
 	waitForHandOff(tCtx, t, admin, app, util.SchedulerName)

@@ -301,6 +301,8 @@ func installWebhook(tCtx context.Context, t *testing.T, cp *controlplane.Control
 	sa := clientFor(t, saCfg)
 	waitAllowed(tCtx, t, sa, "pool-scheduler-webhook", []authorizationv1.ResourceAttributes{
 		{Verb: "watch", Group: "coordination.k8s.io", Resource: "leases", Namespace: ns, Name: "pool-scheduler"},
+		// The pending pods handed to the scheduler: whether its leader schedules them.
+		{Verb: "watch", Resource: "pods"},
 	})
 	// The Deployment's arguments, with what a pod has and a process here does not.
 	args := containerArgs(deployment, map[string]string{

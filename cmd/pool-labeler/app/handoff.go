@@ -55,6 +55,7 @@ func newHandoffCommand(kubeconfig *string) *cobra.Command {
 	f.DurationVar(&o.HandbackAfter, "handback-after", 2*time.Minute, "how long pool-scheduler must have had no healthy leader, and a pod must have waited, before the pod is handed back")
 	f.Float64Var(&o.HandbackQPS, "handback-rate", 5, "pod deletions per second at most")
 	f.DurationVar(&o.Interval, "sync-interval", 5*time.Second, "how often the verdict, the switch and the waiting pods are brought up to date")
+	f.DurationVar(&o.ProgressBound, "progress-bound", handoff.DefaultProgressBound, "a leader that renews its Lease but has bound or judged none of the pods handed to it for this long, while one of them waited undecided as long, is treated as down (docs/operations.md); 0: the Lease alone")
 	f.BoolVar(&o.LeaderElect, "leader-elect", true, "elect a leader on the Lease --leader-elect-lease, so replicas can run side by side")
 	f.StringVar(&o.LeaderElectLease, "leader-elect-lease", handoff.LeaseName, "name of the leader Lease; each release in a namespace needs its own (the chart: <scheduler name>-handoff)")
 	f.StringVar(&o.LeaderElectNamespace, "leader-elect-namespace", "", "namespace of the Lease; empty: the pod's namespace")

@@ -41,6 +41,7 @@ func newWebhookCommand(kubeconfig *string) *cobra.Command {
 	f.StringVar(&o.Config, "config", "", "the scheduler's KubeSchedulerConfiguration file (the mounted ConfigMap), so the webhook mutates for what the scheduler enforces")
 	f.StringVar(&o.SchedulerName, "scheduler-name", "", "profile of --config to set on pods; empty: the first profile")
 	f.StringVar(&mode, "handoff", handoff.ModeLeader, "when pods are given to pool-scheduler: leader (only while its leader renews the Lease of --config's leaderElection, within its leaseDuration; otherwise they keep the default scheduler, with the system-node affinity) or always")
+	f.DurationVar(&o.ProgressBound, "progress-bound", handoff.DefaultProgressBound, "with --handoff=leader: a leader that renews its Lease but has bound or judged none of the pods handed to it for this long, while one of them waited undecided as long, is treated as down (docs/operations.md); 0: the Lease alone")
 	f.BoolVar(&o.SystemNodeAffinity, "system-node-affinity", true, "add a required node-affinity term keeping user pods off system nodes (visible to cluster-autoscaler and Karpenter)")
 	f.IntVar(&o.Port, "port", 10250, "HTTPS port of the webhook (10250: open from the control plane to nodes on GKE private clusters and others that firewall other ports, as for kubelets; cert-manager uses it too)")
 	f.StringVar(&o.CertDir, "cert-dir", filepath.Join(os.TempDir(), "pool-scheduler-webhook"), "directory of tls.crt and tls.key")

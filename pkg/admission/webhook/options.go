@@ -43,6 +43,10 @@ type WebhookOptions struct {
 	// Handoff, when set, is the Lease of pool-scheduler's leader: pods are handed over only
 	// while it is renewed (handoff.LeaseFromConfig); nil: always.
 	Handoff *handoff.Lease
+	// ProgressBound, with Handoff: pods are handed over only while the leader also schedules
+	// (handoff.Progress); 0: the Lease alone.
+	ProgressBound time.Duration
+
 	Port    int
 	CertDir string
 	// CertRotation: generate and rotate the CA and serving certificate in Secret and inject
@@ -71,6 +75,9 @@ func (o *WebhookOptions) Validate() error {
 	}
 	if o.CertDir == "" {
 		errs = append(errs, errors.New("--cert-dir: required"))
+	}
+	if err := handoff.ValidateProgressBound(o.ProgressBound); err != nil {
+		errs = append(errs, err)
 	}
 	if o.CertRotation {
 		if o.Secret.Namespace == "" {
@@ -172,6 +179,19 @@ func RunWebhook(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, m
 			return err
 		}
 		leader = w.Healthy
+		if o.ProgressBound > 0 {
+			// The pods handed over tell whether the leader schedules them: an informer of
+			// the pending ones, not a request per admission.
+			p, err := handoff.NewProgress(cs, m.SchedulerName(), o.ProgressBound, time.Now)
+			if err != nil {
+				return err
+			}
+			p.WedgedGauge = leaderWedged
+			if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { p.Run(ctx); return nil })); err != nil {
+				return err
+			}
+			leader = p.Leader(w)
+		}
 	}
 	state := &handoff.Judge{Skew: skew, Leader: leader, Gauge: handoffMode}
 	// The mode metric and log follow the verdict even while no pod is created.
