@@ -300,13 +300,17 @@ func (r *Rebalancer) Pass(ctx context.Context) []Decision {
 				limits.count(p.pod)
 				r.event(p.pod, v1.EventTypeNormal, "Rebalanced", fmt.Sprintf("evicted to lower the workload's %s skew of %d (max %d); its controller recreates it", p.dimension, p.skew, r.o.MaxSkew))
 			case apierrors.IsTooManyRequests(err) || apierrors.IsForbidden(err) || apierrors.IsConflict(err) || apierrors.IsNotFound(err):
-				// 429: a PodDisruptionBudget allows no disruption now; 403: RBAC or the eviction
-				// policy (a namespace outside the keeper's bound). Tried again after the cooldown.
+				// 429: a PodDisruptionBudget allows no disruption now (tried again after the
+				// cooldown); 403: RBAC or the eviction policy (backs off).
 				dec.Result, dec.Err = "refused", err
 			default:
 				dec.Result, dec.Err = "error", err
 			}
-			if err == nil || dec.Result == "refused" {
+			if apierrors.IsForbidden(err) {
+				// RBAC or the eviction policy (a namespace outside the keeper's bound) answers
+				// the same next time: back off rather than ask every cooldown.
+				dec.Backoff = r.backOff(w)
+			} else if err == nil || dec.Result == "refused" {
 				r.mu.Lock()
 				st.next = r.now().Add(r.o.Cooldown)
 				if err == nil {

@@ -1,6 +1,7 @@
 package spreadkeeper
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -8,11 +9,13 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	"k8s.io/kubernetes/test/utils/ktesting"
 	"k8s.io/utils/ptr"
@@ -354,6 +357,32 @@ func TestRebalancerBackoff(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("backoffs (-want +got):\n%s", diff)
 	}
+
+	t.Run("eviction forbidden (RBAC or the eviction policy): backs off", func(t *testing.T) {
+		tCtx := ktesting.Init(t)
+		o := options()
+		o.DryRun = false
+		r := newTestRebalancer(t, rebalanceCluster{nodes: zones(nil), pods: skewed("ns", "web", nil)}, o)
+		r.k.cs.(*fake.Clientset).PrependReactor("create", "pods", func(action clienttesting.Action) (bool, runtime.Object, error) {
+			if action.GetSubresource() != "eviction" {
+				return false, nil, nil
+			}
+			return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "pods/eviction"}, "web-2", errors.New("outside the bound"))
+		})
+		clock := time.Unix(1e6, 0)
+		r.now = func() time.Time { return clock }
+		var got []outcome
+		for range 2 {
+			for _, d := range r.Pass(tCtx) {
+				got = append(got, outcome{Pod: d.Pod, Result: d.Result, Backoff: d.Backoff})
+				clock = clock.Add(d.Backoff)
+			}
+		}
+		want := []outcome{{Pod: "ns/web-2", Result: "refused", Backoff: 5 * time.Minute}, {Pod: "ns/web-2", Result: "refused", Backoff: 10 * time.Minute}}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("decisions (-want +got):\n%s", diff)
+		}
+	})
 
 	t.Run("skew not lowered by an eviction", func(t *testing.T) {
 		tCtx := ktesting.Init(t)
