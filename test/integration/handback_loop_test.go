@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -151,7 +152,7 @@ func TestHandbackNeverLoops(t *testing.T) {
 	caught()
 
 	mu.Lock()
-	got := maps(deleted)
+	got := maps.Clone(deleted)
 	mu.Unlock()
 	if diff := cmp.Diff(map[string]int{"stuck": 1}, got); diff != "" {
 		t.Errorf("pods deleted per owner over %s of outage (-want +got):\n%s", threshold+forDuration, diff)
@@ -272,12 +273,4 @@ func countContaining(list []string, sub string) int {
 		}
 	}
 	return n
-}
-
-func maps(m map[string]int) map[string]int {
-	out := map[string]int{}
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
 }

@@ -166,6 +166,10 @@ func RunWebhook(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, m
 		return err
 	}
 	var leader func(context.Context) (bool, string)
+	// leaseRead: Ready waits for the Lease's first read, so a restarted replica does not judge
+	// pods before it has seen the Lease (the old one keeps serving meanwhile), but for at most a
+	// lease duration: a Lease it may not read leaves the hand-off degraded, never the webhook down.
+	leaseRead := func() error { return nil }
 	if o.Handoff != nil {
 		cs, err := kubernetes.NewForConfig(cfg)
 		if err != nil {
@@ -191,6 +195,13 @@ func RunWebhook(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, m
 				return err
 			}
 			leader = p.Leader(w)
+		}
+		started, bound := time.Now(), o.Handoff.Duration
+		leaseRead = func() error {
+			if w.HasSynced() || time.Since(started) > bound {
+				return nil
+			}
+			return errors.New("the scheduler's Lease is not read yet")
 		}
 	}
 	state := &handoff.Judge{Skew: skew, Leader: leader, Gauge: handoffMode}
@@ -234,6 +245,9 @@ func RunWebhook(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, m
 	}
 	if err := mgr.AddReadyzCheck("webhook", func(req *http.Request) error {
 		if err := ready(); err != nil {
+			return err
+		}
+		if err := leaseRead(); err != nil {
 			return err
 		}
 		return server.StartedChecker()(req)
