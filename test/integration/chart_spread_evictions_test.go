@@ -63,7 +63,7 @@ func evict(ctx context.Context, cs kubernetes.Interface, pod *v1.Pod, opts *meta
 // refuses every eviction by the account.
 func TestHelmChartSpreadEvictions(t *testing.T) {
 	tCtx := ktesting.Init(t)
-	cp := util.StartControlPlane(t)
+	cp := util.StartControlPlane(t, "--authorization-mode=Node,RBAC")
 	admin := cp.Client
 	namespace := func(name string, labels map[string]string) string {
 		if _, err := admin.CoreV1().Namespaces().Create(tCtx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {

@@ -310,11 +310,12 @@ func TestRebalancer(t *testing.T) {
 	})
 }
 
-// startRebalancer starts a rebalancer on the keeper's informers with the flags' defaults (no
+// startRebalancer starts a rebalancer on the keeper's informers with the flags' caps (no
 // passes of its own: the test calls Pass) and waits until its informers synced.
 func startRebalancer(tCtx ktesting.TContext, t *testing.T, keeper *spreadkeeper.Keeper, dryRun bool) *spreadkeeper.Rebalancer {
 	t.Helper()
-	r, err := spreadkeeper.NewRebalancer(keeper, spreadkeeper.RebalanceOptions{DryRun: dryRun, Interval: time.Hour, Cooldown: 5 * time.Minute,
+	// No cooldown: the test's passes follow each other (a backoff still lasts Interval at least).
+	r, err := spreadkeeper.NewRebalancer(keeper, spreadkeeper.RebalanceOptions{DryRun: dryRun, Interval: time.Hour, Cooldown: 0,
 		MaxBackoff: time.Hour, MaxSkew: 1, MaxPerPass: 5, MaxPerNode: 1, MaxPerNamespace: 2})
 	if err != nil {
 		t.Fatal(err)
