@@ -572,7 +572,7 @@ labeler:
 			}
 			policy := r.get(t, "ValidatingAdmissionPolicy", "pool-labeler-domain-own-node")
 			conds, _, _ := unstructured.NestedSlice(policy.Object, "spec", "matchConditions")
-			if got, want := conds[0].(map[string]any)["expression"], "request.userInfo.username == 'system:serviceaccount:ops:pool-labeler-domain'"; got != want {
+			if got, want := conds[0].(map[string]any)["expression"], "request.userInfo.username.startsWith('system:serviceaccount:') && request.userInfo.username.endsWith(':pool-labeler-domain')"; got != want {
 				t.Errorf("admission policy matches %v, want %v", got, want)
 			}
 			vars, _, _ := unstructured.NestedSlice(policy.Object, "spec", "variables")
@@ -583,7 +583,7 @@ labeler:
 			// the policy off without a word.
 			volumes := r.get(t, "ValidatingAdmissionPolicy", "nodepools-volume-binding")
 			conds, _, _ = unstructured.NestedSlice(volumes.Object, "spec", "matchConditions")
-			if got, want := conds[0].(map[string]any)["expression"], "request.userInfo.username == 'system:serviceaccount:ops:nodepools'"; got != want {
+			if got, want := conds[0].(map[string]any)["expression"], "request.userInfo.username.startsWith('system:serviceaccount:') && request.userInfo.username.endsWith(':nodepools')"; got != want {
 				t.Errorf("volume-binding policy matches %v, want %v", got, want)
 			}
 		},

@@ -45,8 +45,13 @@ func TestKustomizeNamespaceOverlayKeepsPoliciesBound(t *testing.T) {
 	for _, dir := range []string{"manifests", "manifests/labeler/domain", "manifests/admission/webhook"} {
 		t.Run(dir, func(t *testing.T) {
 			overlay := t.TempDir()
+			// kustomize takes a base by a relative path only.
+			base, err := filepath.Rel(overlay, filepath.Join(util.RepoRoot(), dir))
+			if err != nil {
+				t.Fatal(err)
+			}
 			kustomization := fmt.Sprintf("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nnamespace: %s\nresources:\n- %s\n",
-				namespace, filepath.Join(util.RepoRoot(), dir))
+				namespace, base)
 			if err := os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte(kustomization), 0o644); err != nil {
 				t.Fatal(err)
 			}

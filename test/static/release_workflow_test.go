@@ -236,7 +236,7 @@ func TestReleaseWorkflow(t *testing.T) {
 		{name: "the build job holds the OIDC token", change: replace("    permissions:\n      contents: read\n    env:\n", "    permissions:\n      contents: read\n      id-token: write\n    env:\n"), want: "job build: builds the release and holds id-token: write"},
 		{name: "the signing job builds", change: replace("        run: make sign-release", `        run: make release VERSION="$VERSION" && make sign-release`), want: "job sign: builds the release and holds id-token: write"},
 		{name: "the signing job signs something else", change: replace("          name: release\n          path: _output/release\n", "          name: sources\n          path: _output/release\n"), want: "job sign: does not download the release job build uploads"},
-		{name: "the signing job does not wait for the build", change: replace("  sign:\n    needs: build\n", "  sign:\n    needs: test\n"), want: "job sign: signs without needs: build"},
+		{name: "the signing job does not wait for the build", change: replace("  sign:\n    needs: build\n", "  sign:\n    needs: test\n"), want: "job build: the release is not signed (make sign-release) after it is built"},
 		{name: "no verification", change: replace("make verify-release", "true"), want: "does not verify the signed release"},
 		{name: "verified only after the push", change: replace(`          make verify-release VERSION="$VERSION" IMAGE_REPO="$IMAGE_REPO" TRUSTED_ROOT=trusted_root.json IDENTITY="$IDENTITY"`+"\n", ""), want: "pushes the images before verifying the release"},
 		{name: "pushed images not verified", change: replace(" PULLED=1", ""), want: "does not verify the pushed images"},
