@@ -7,7 +7,6 @@ import (
 	"io"
 	"sort"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/pool-scheduler/pool-scheduler/pkg/report"
@@ -152,24 +151,158 @@ func shortReason(msg string) string {
 	return strings.TrimSuffix(msg, ".")
 }
 
-// WriteTable prints the side-by-side comparison of every scenario.
+// TableWidth is the widest line WriteTable prints: a terminal of 120 columns shows the table
+// without wrapping it.
+const TableWidth = 120
+
+// WriteTable prints the side-by-side comparison of every scenario: per scenario a header line
+// and a row per measure, the label first, then a column per mode. Cells too wide for
+// TableWidth wrap within their column (at "; " between items, else at spaces).
 func WriteTable(w io.Writer, comparisons []*Comparison) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	var b strings.Builder
 	for _, c := range comparisons {
-		fmt.Fprintf(tw, "\nSCENARIO %s\t", c.Scenario)
+		header := []string{"SCENARIO " + c.Scenario}
 		for _, r := range c.Results {
-			fmt.Fprintf(tw, "%s\t", strings.ToUpper(r.Mode))
+			header = append(header, strings.ToUpper(r.Mode))
 		}
-		fmt.Fprintln(tw)
+		grid := [][]string{header}
 		for _, row := range rowsFor(c) {
-			fmt.Fprintf(tw, "  %s\t", row.label)
+			cells := []string{"  " + row.label}
 			for _, r := range c.Results {
-				fmt.Fprintf(tw, "%s\t", row.value(r))
+				cells = append(cells, row.value(r))
 			}
-			fmt.Fprintln(tw)
+			grid = append(grid, cells)
+		}
+		b.WriteString("\n")
+		writeGrid(&b, grid, TableWidth)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// tableGap separates the table's columns.
+const tableGap = 2
+
+// writeGrid prints rows of cells in columns, each as wide as its widest cell when that fits in
+// width; otherwise the widest columns get narrower, down to an equal share of what the narrower
+// ones leave, and their cells wrap onto further lines.
+func writeGrid(b *strings.Builder, grid [][]string, width int) {
+	cols := 0
+	for _, row := range grid {
+		cols = max(cols, len(row))
+	}
+	if cols == 0 {
+		return
+	}
+	natural := make([]int, cols)
+	for _, row := range grid {
+		for i, cell := range row {
+			natural[i] = max(natural[i], len(cell))
 		}
 	}
-	return tw.Flush()
+	widths := fitColumns(natural, width-tableGap*(cols-1))
+	for _, row := range grid {
+		wrapped := make([][]string, cols)
+		lines := 1
+		for i := range cols {
+			cell := ""
+			if i < len(row) {
+				cell = row[i]
+			}
+			indent := len(cell) - len(strings.TrimLeft(cell, " "))
+			wrapped[i] = wrapCell(strings.TrimLeft(cell, " "), widths[i]-indent)
+			for j := range wrapped[i] {
+				wrapped[i][j] = strings.Repeat(" ", indent) + wrapped[i][j]
+			}
+			lines = max(lines, len(wrapped[i]))
+		}
+		for l := range lines {
+			var line strings.Builder
+			for i := range cols {
+				text := ""
+				if l < len(wrapped[i]) {
+					text = wrapped[i][l]
+				}
+				line.WriteString(text)
+				if i < cols-1 {
+					line.WriteString(strings.Repeat(" ", widths[i]-len(text)+tableGap))
+				}
+			}
+			b.WriteString(strings.TrimRight(line.String(), " "))
+			b.WriteString("\n")
+		}
+	}
+}
+
+// minValueColumn is the narrowest a value column gets while the label column keeps its width.
+const minValueColumn = 24
+
+// fitColumns returns column widths that sum to at most total: the natural ones when they fit;
+// else the label column (the first) keeps its width and the value columns share the rest, as
+// long as each can have minValueColumn; else all of them share total.
+func fitColumns(natural []int, total int) []int {
+	sum := 0
+	for _, w := range natural {
+		sum += w
+	}
+	if sum <= total {
+		return append([]int(nil), natural...)
+	}
+	if len(natural) > 1 && (total-natural[0])/(len(natural)-1) >= minValueColumn {
+		return append([]int{natural[0]}, waterFill(natural[1:], total-natural[0])...)
+	}
+	return waterFill(natural, total)
+}
+
+// waterFill shares total among columns of the natural widths: a column narrower than an equal
+// share of the room the others leave keeps its width, the others get that share (at least 8).
+func waterFill(natural []int, total int) []int {
+	widths := append([]int(nil), natural...)
+	fixed, room := make([]bool, len(widths)), total
+	for {
+		open := 0
+		for i := range widths {
+			if !fixed[i] {
+				open++
+			}
+		}
+		if open == 0 {
+			return widths
+		}
+		share := max(room/open, 8)
+		changed := false
+		for i, w := range natural {
+			if !fixed[i] && w <= share {
+				fixed[i], room, changed = true, room-w, true
+			}
+		}
+		if !changed {
+			for i := range widths {
+				if !fixed[i] {
+					widths[i] = share
+				}
+			}
+			return widths
+		}
+	}
+}
+
+// wrapCell breaks text into lines of at most width: after "; " between items where it can, else
+// at a space, else anywhere.
+func wrapCell(text string, width int) []string {
+	width = max(width, 1)
+	var lines []string
+	for len(text) > width {
+		cut := strings.LastIndex(text[:width+1], "; ")
+		if cut > 0 {
+			cut++ // keep the ";" on this line
+		} else if cut = strings.LastIndex(text[:width+1], " "); cut <= 0 {
+			cut = width
+		}
+		lines = append(lines, strings.TrimRight(text[:cut], " "))
+		text = strings.TrimLeft(text[cut:], " ")
+	}
+	return append(lines, text)
 }
 
 // WriteJSON writes the comparisons as JSON.

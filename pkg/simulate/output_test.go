@@ -203,3 +203,92 @@ func TestWriteTableDomainsPerPool(t *testing.T) {
 		t.Errorf("domains row = %q, want %q\n%s", got, want, b.String())
 	}
 }
+
+// TestWriteTableFitsTheTerminal: for every built-in scenario, with the widest cells its results
+// can have (every pool in the domains row with every dimension flat, pods pending for every
+// reason the scheduler gives, the largest counts), no line of the table is wider than
+// TableWidth, and the wrapped cells still say everything: each pool and each pending reason.
+func TestWriteTableFitsTheTerminal(t *testing.T) {
+	reasons := []string{
+		"0/40 nodes are available: 12 node(s) didn't match Pod's node affinity/selector, 8 node(s) had untolerated taint {CriticalAddonsOnly: true}. preemption: 0/40 nodes are available.",
+		"0/40 nodes are available: 40 node(s) were held by NodePoolReady: pool userpool label example.com/lifecycle missing.",
+		"0/40 nodes are available: 40 Insufficient cpu.",
+	}
+	for _, name := range BuiltinNames() {
+		t.Run(name, func(t *testing.T) {
+			sc, err := Load(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dims := []report.Dimension{{Name: "zone"}, {Name: "update-domain"}, {Name: "host"}}
+			wide := func(mode string) *Result {
+				r := &Result{Mode: mode, Pods: 123456, Bound: 123456, LabelToBindP50: 123456789, LabelToBindP99: 987654321, Throughput: 12345, OptedIn: 12345,
+					Report: &report.Report{Dimensions: dims}}
+				for _, p := range sc.Pools {
+					pd := report.PoolDomains{Pool: p.Name, Nodes: 1000}
+					for _, d := range dims {
+						pd.Dimensions = append(pd.Dimensions, report.DimensionValues{Name: d.Name, Distinct: 1})
+					}
+					r.Report.Domains = append(r.Report.Domains, pd)
+				}
+				for i := range 1000 {
+					r.Report.PendingPods = append(r.Report.PendingPods, report.Finding{Object: fmt.Sprintf("ns/pod-%d", i), Detail: reasons[i%len(reasons)]})
+				}
+				return r
+			}
+			c := &Comparison{Scenario: sc.Name, Results: []*Result{wide("default"), wide("pool-scheduler")}}
+			var b bytes.Buffer
+			if err := WriteTable(&b, []*Comparison{c}); err != nil {
+				t.Fatal(err)
+			}
+			for i, line := range strings.Split(b.String(), "\n") {
+				if len(line) > TableWidth {
+					t.Errorf("line %d is %d columns wide, more than %d:\n%s", i+1, len(line), TableWidth, line)
+				}
+			}
+			// What the wrapped cells say, read with one value column (with two, a flattened line
+			// interleaves them).
+			var one bytes.Buffer
+			if err := WriteTable(&one, []*Comparison{{Scenario: sc.Name, Results: []*Result{wide("pool-scheduler")}}}); err != nil {
+				t.Fatal(err)
+			}
+			flat := strings.Join(strings.Fields(one.String()), " ")
+			for _, p := range sc.Pools {
+				if !strings.Contains(flat, p.Name+" 1/1/1 (zone, update-domain, host not spread)") {
+					t.Errorf("the table lost pool %s's domains:\n%s", p.Name, one.String())
+				}
+			}
+			for _, reason := range reasons {
+				if want := shortReason(reason); !strings.Contains(flat, want) {
+					t.Errorf("the table lost the pending reason %q:\n%s", want, one.String())
+				}
+			}
+			if testing.Verbose() {
+				t.Logf("\n%s", b.String())
+			}
+		})
+	}
+}
+
+// TestWrapCell: a cell wraps after "; " between items, else at a space, else anywhere, and
+// loses no character but the spaces it breaks at.
+func TestWrapCell(t *testing.T) {
+	tests := []struct {
+		name  string
+		text  string
+		width int
+		want  []string
+	}{
+		{name: "fits", text: "userpool 3/3/6", width: 20, want: []string{"userpool 3/3/6"}},
+		{name: "between items", text: "userpool 3/3/6; system 1/3/3", width: 20, want: []string{"userpool 3/3/6;", "system 1/3/3"}},
+		{name: "at a space", text: "system 1/3/3 (zone not spread)", width: 20, want: []string{"system 1/3/3 (zone", "not spread)"}},
+		{name: "anywhere", text: "abcdefghijkl", width: 5, want: []string{"abcde", "fghij", "kl"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if diff := cmp.Diff(tt.want, wrapCell(tt.text, tt.width)); diff != "" {
+				t.Errorf("wrapCell(%q, %d) (-want +got):\n%s", tt.text, tt.width, diff)
+			}
+		})
+	}
+}
