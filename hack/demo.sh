@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # make demo: builds bin/poolctl and runs `poolctl simulate` on the built-in scenarios, saying what
 # it does: one line per stage with the time since the start (the build, counted in packages, then
-# each scenario's control plane, scheduler, pods and result). The table goes to stdout as usual.
+# each scenario's control plane, scheduler, pods and result). The table goes to stdout as usual,
+# the logs to _output/demo/poolctl.log.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MAKE=${MAKE:-make}
@@ -22,7 +23,9 @@ compiled=0
 done
 stage "built bin/poolctl"
 
-stage "running the scenarios: each on its own embedded etcd + kube-apiserver, under the default scheduler and under pool-scheduler"
-# Progress lines (stderr) get the demo's clock; the table (stdout) passes through.
-{ bin/poolctl simulate --out _output/demo --progress=lines "$@" 2>&1 1>&3 3>&- | while IFS= read -r line; do stage "$line"; done; } 3>&1
-stage "done"
+log=_output/demo/poolctl.log
+stage "running the scenarios: each on its own embedded etcd + kube-apiserver, under the default scheduler and under pool-scheduler (their logs: ${log})"
+# The control planes' and schedulers' logs (klog, etcd's, the etcd client's JSON warnings) go to
+# $log; progress lines (stderr) get the demo's clock; the table (stdout) passes through.
+{ bin/poolctl simulate --out _output/demo --progress=lines --log-file "$log" "$@" 2>&1 1>&3 3>&- | while IFS= read -r line; do stage "$line"; done; } 3>&1
+stage "done (logs: ${log})"

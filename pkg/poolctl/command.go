@@ -59,6 +59,7 @@ func newSimulateCommand() *cobra.Command {
 		verbose      bool
 		parallel     int
 		progressMode string
+		logFile      string
 	)
 	cmd := &cobra.Command{
 		Use:   "simulate",
@@ -68,10 +69,24 @@ func newSimulateCommand() *cobra.Command {
 			"scheduler code), and prints a side-by-side table. Built-in scenarios: " + strings.Join(simulate.BuiltinNames(), ", ") +
 			". --scenario also takes a YAML file (schema: docs/scenarios.md).",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			logOut := io.Discard
-			if verbose {
+			logOut, progressOut := io.Discard, cmd.ErrOrStderr()
+			if logFile != "" {
+				toStderr := progressOut == os.Stderr
+				terminal, restore, err := redirectStderr(logFile)
+				if err != nil {
+					return err
+				}
+				defer restore()
+				// Standard error is the file now: the logs go there, at klog's verbosity 0
+				// unless --verbose, and the progress to the terminal.
+				logOut = os.Stderr
+				if toStderr {
+					progressOut = terminal
+				}
+			}
+			if verbose && logFile == "" {
 				logOut = cmd.ErrOrStderr()
-			} else {
+			} else if !verbose {
 				quietKlog()
 			}
 			if len(scenarios) == 0 {
@@ -92,7 +107,7 @@ func newSimulateCommand() *cobra.Command {
 			if parallel < 1 {
 				return fmt.Errorf("--parallel must be at least 1, got %d", parallel)
 			}
-			progress, err := newProgress(cmd.ErrOrStderr(), progressMode)
+			progress, err := newProgress(progressOut, progressMode)
 			if err != nil {
 				return err
 			}
@@ -118,6 +133,7 @@ func newSimulateCommand() *cobra.Command {
 	cmd.Flags().StringSliceVar(&scenarios, "scenario", nil, "built-in scenario name or YAML file (repeatable); default: every built-in")
 	cmd.Flags().StringVar(&out, "out", "", "directory to write report.json and report.html to")
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "show the control plane's and schedulers' logs")
+	cmd.Flags().StringVar(&logFile, "log-file", "", "write everything logged to standard error (the control plane's, etcd's and the schedulers' logs) to this file instead; standard error keeps only the progress and errors (make demo)")
 	cmd.Flags().StringVar(&progressMode, "progress", "auto", "auto: one status line rewritten in place when stderr is a terminal, nothing otherwise; lines: every step on its own line (make demo); none")
 	cmd.Flags().IntVar(&parallel, "parallel", 3, "runs at once, each on its own embedded control plane (a run mostly waits on the scenario's timeline)")
 	return cmd

@@ -102,7 +102,7 @@ func TestHelmChartUninstallHookBound(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !strings.Contains(strings.Join(strings.Fields(string(data)), " "), "`timeoutSeconds` + 60 s") {
+		if !strings.Contains(strings.Join(strings.Fields(string(data)), " "), "timeoutSeconds` + 60 s") {
 			t.Errorf("%s does not state the hook's bound, `timeoutSeconds` + 60 s", doc)
 		}
 	}
