@@ -58,6 +58,13 @@ func TestWedgedLeaderIsDown(t *testing.T) {
 		cancel()
 		wg.Wait()
 	})
+	goRun := func(f func()) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f()
+		}()
+	}
 	const ns = "pool-scheduler"
 	const progressBound = 4 * time.Second
 
@@ -80,15 +87,15 @@ func TestWedgedLeaderIsDown(t *testing.T) {
 	factory := informers.NewSharedInformerFactory(cs, 0)
 	rsc := replicaset.NewReplicaSetController(ctx, factory.Apps().V1().ReplicaSets(), factory.Core().V1().Pods(), cs, 100)
 	factory.Start(ctx.Done())
-	wg.Go(func() {
+	goRun(func() {
 		<-ctx.Done()
 		factory.Shutdown()
 	})
-	wg.Go(func() { rsc.Run(ctx, 2) })
+	goRun(func() { rsc.Run(ctx, 2) })
 
 	// The leader stand-in renews the Lease every 500ms for as long as the test runs.
 	leader := &leaseRenewer{cs: cs, namespace: ns, name: "pool-scheduler", holder: "leader-1"}
-	wg.Go(func() { leader.run(ctx, t) })
+	goRun(func() { leader.run(ctx, t) })
 
 	// The hand-off controller with short bounds.
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
@@ -107,7 +114,7 @@ func TestWedgedLeaderIsDown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wg.Go(func() { _ = c.Run(ctx) })
+	goRun(func() { _ = c.Run(ctx) })
 
 	// The webhook's judge, as RunWebhook builds it, asked every 100ms: its verdicts in order.
 	lw, err := handoff.NewLeaseWatch(cs, handoff.Lease{Lease: types.NamespacedName{Namespace: ns, Name: "pool-scheduler"}, Duration: 5 * time.Second}, time.Now)
@@ -118,11 +125,11 @@ func TestWedgedLeaderIsDown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wg.Go(func() { lw.Run(ctx) })
-	wg.Go(func() { progress.Run(ctx) })
+	goRun(func() { lw.Run(ctx) })
+	goRun(func() { progress.Run(ctx) })
 	webhookJudge := &handoff.Judge{Leader: progress.Leader(lw)}
 	verdicts := &switchLog{}
-	wg.Go(func() {
+	goRun(func() {
 		wait.UntilWithContext(ctx, func(ctx context.Context) {
 			ok, _ := webhookJudge.Evaluate(ctx)
 			verdicts.add(fmt.Sprint(ok))
@@ -131,7 +138,7 @@ func TestWedgedLeaderIsDown(t *testing.T) {
 
 	// Every value the switch takes, in order.
 	sw := &switchLog{}
-	wg.Go(func() { sw.watch(ctx, t, cs, ns) })
+	goRun(func() { sw.watch(ctx, t, cs, ns) })
 	waitForHandOver(tCtx, t, cs, app, util.SchedulerName)
 	if err := wait.PollUntilContextTimeout(tCtx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
 		return verdicts.last() == "true", nil
