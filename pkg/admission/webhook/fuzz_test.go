@@ -67,6 +67,7 @@ func FuzzWebhookPatch(f *testing.F) {
 		[]byte(`{"metadata":{"name":"new","annotations":{"kubernetes.io/config.mirror":"x"}},"spec":{"containers":[{"name":"c","image":"i"}]}}`),
 		[]byte(`{"metadata":{"name":"new"},"spec":{"containers":[{"name":"c","image":"i"}],"fieldOfTomorrow":{"x":1},"affinity":{"podAntiAffinity":{}}}}`),
 		[]byte(`{"metadata":{"name":"new"},"spec":{"affinity":{"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":{"nodeSelectorTerms":[{},{"matchFields":[{"key":"metadata.name","operator":"In","values":["n"]}]}]}}}}}`),
+		[]byte(`{"metadata":{"name":"new","annotations":{}},"spec":{"containers":[{"name":"c","image":"i"}]}}`),
 		[]byte(`{"metadata":{"name":"opted-out","labels":{"pool-scheduler.io/enabled":"false"}},"spec":{}}`),
 		[]byte(`{"spec": 7}`),
 		[]byte(`null`),

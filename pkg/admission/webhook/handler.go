@@ -68,7 +68,9 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 		pod.Namespace = req.Namespace
 	}
 	hadAffinity, hadNodeAffinity := pod.Spec.Affinity != nil, pod.Spec.Affinity != nil && pod.Spec.Affinity.NodeAffinity != nil
-	hadAnnotations := pod.Annotations != nil
+	// An empty map counts as none: kube-apiserver applies the patch to its own encoding of the
+	// pod, which omits empty annotations, so a path into them would not apply.
+	hadAnnotations := len(pod.Annotations) > 0
 	var res admissionpkg.Result
 	handOver := true
 	if h.Handoff != nil {

@@ -76,6 +76,9 @@ func TestHandler(t *testing.T) {
 		// The hand-over marker joins annotations the pod has (a JSON Pointer escapes its "/").
 		{name: "handed over with annotations of its own: the marker added among them", raw: podJSON(st.MakePod().Name("web").Annotation("team", "shop").Obj()),
 			wantPatches: []string{"/metadata/annotations/pool-scheduler.io~1handed-over", "/spec/affinity", "/spec/schedulerName"}, result: "mutated"},
+		// Empty annotations are omitted from kube-apiserver's encoding: the marker comes as the whole map.
+		{name: "handed over with empty annotations: the marker as the whole map", raw: []byte(`{"metadata":{"name":"new","annotations":{}},"spec":{"containers":[{"name":"c","image":"i"}]}}`),
+			wantPatches: []string{"/metadata/annotations", "/spec/affinity", "/spec/schedulerName"}, result: "mutated"},
 		{name: "another scheduler: unchanged", raw: podJSON(st.MakePod().Name("batch").SchedulerName("volcano").Obj()), result: "unchanged"},
 		{name: "undecodable: allowed unchanged", raw: []byte(`{"spec": 7}`), result: "error"},
 	} {
