@@ -118,8 +118,17 @@ func FuzzWebhookPatch(f *testing.F) {
 			t.Fatal(err)
 		}
 		docs := [][]byte{typed}
+		// The request's own bytes too, when they are what kube-apiserver could send: JSON (not
+		// YAML, which the decoder reads too), with metadata and spec objects (its encoding of a
+		// typed pod always has both; the patch adds members inside them).
 		if trimmed := strings.TrimSpace(string(raw)); json.Valid(raw) && strings.HasPrefix(trimmed, "{") {
-			docs = append(docs, raw) // not YAML, which the decoder reads too and kube-apiserver never sends
+			if tree, ok := decodeTree(t, raw).(map[string]any); ok {
+				_, meta := tree["metadata"].(map[string]any)
+				_, spec := tree["spec"].(map[string]any)
+				if meta && spec {
+					docs = append(docs, raw)
+				}
+			}
 		}
 		for _, doc := range docs {
 			patched, err := patch.Apply(doc)
