@@ -5,9 +5,11 @@ package domainspread
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/tools/cache"
@@ -18,6 +20,7 @@ import (
 	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config"
 	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config/validation"
 	"github.com/pool-scheduler/pool-scheduler/pkg/plugins/internal/nodememo"
+	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
 )
 
 // Name is the plugin's name in the registry and in scheduler configurations.
@@ -50,6 +53,11 @@ type DomainSpread struct {
 	// waiting and handle: pods to activate when a replica of their workload goes away.
 	waiting waitingReplicas
 	handle  framework.Handle
+	// rollouts follows the pools' upgrades, fed by nodeInformer: while a pool upgrades, a
+	// replica is placed on a node that stays rather than one the upgrade drains (scoring.go).
+	rollouts     *pool.Rollouts
+	nodeInformer cache.SharedIndexInformer
+	nodeReg      cache.ResourceEventHandlerRegistration
 }
 
 var (
@@ -107,10 +115,41 @@ func New(ctx context.Context, obj runtime.Object, h framework.Handle) (framework
 		return nil, fmt.Errorf("%s: watching pods: %w", Name, err)
 	}
 	pl.replicas.registration = reg
+	pl.rollouts = pool.NewRollouts(pool.Identity{})
+	pl.nodeInformer = h.SharedInformerFactory().Core().V1().Nodes().Informer()
+	if pl.nodeReg, err = pl.nodeInformer.AddEventHandler(rolloutHandler(pl.rollouts)); err != nil {
+		return nil, fmt.Errorf("%s: watching nodes: %w", Name, err)
+	}
 	return pl, nil
+}
+
+// rolloutHandler feeds node events to the rollout tracker.
+func rolloutHandler(r *pool.Rollouts) cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if n, ok := obj.(*v1.Node); ok {
+				r.Upsert(n)
+			}
+		},
+		UpdateFunc: func(_, obj any) {
+			if n, ok := obj.(*v1.Node); ok {
+				r.Upsert(n)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			switch o := obj.(type) {
+			case *v1.Node:
+				r.Delete(o.Name)
+			case cache.DeletedFinalStateUnknown:
+				if n, ok := o.Obj.(*v1.Node); ok {
+					r.Delete(n.Name)
+				}
+			}
+		},
+	}
 }
 
 // Close stops feeding the replica index; the framework closes its plugins when it stops.
 func (pl *DomainSpread) Close() error {
-	return pl.podInformer.RemoveEventHandler(pl.replicas.registration)
+	return errors.Join(pl.podInformer.RemoveEventHandler(pl.replicas.registration), pl.nodeInformer.RemoveEventHandler(pl.nodeReg))
 }

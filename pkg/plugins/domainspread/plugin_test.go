@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/kubernetes/pkg/scheduler/backend/cache"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
@@ -42,6 +43,13 @@ func newPlugin(tb testing.TB, ctx context.Context, args *config.DomainSpreadArgs
 	for _, p := range pods {
 		objects = append(objects, p)
 	}
+	nodeInfos, err := snapshot.NodeInfos().List()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, ni := range nodeInfos {
+		objects = append(objects, ni.Node())
+	}
 	informerFactory := informers.NewSharedInformerFactory(fake.NewClientset(objects...), 0)
 	fh, err := frameworkruntime.NewFramework(ctx, nil, nil,
 		frameworkruntime.WithSnapshotSharedLister(snapshot), frameworkruntime.WithInformerFactory(informerFactory))
@@ -56,6 +64,9 @@ func newPlugin(tb testing.TB, ctx context.Context, args *config.DomainSpreadArgs
 	ds := pl.(*DomainSpread)
 	if err := ds.replicas.waitForSync(ctx); err != nil {
 		tb.Fatal(err)
+	}
+	if !toolscache.WaitForCacheSync(ctx.Done(), ds.nodeReg.HasSynced) {
+		tb.Fatal("node handler did not sync")
 	}
 	return ds
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/pool-scheduler/pool-scheduler/internal/compat/framework"
 	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config/validation"
+	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
 )
 
 const preScoreStateKey fwk.StateKey = "PreScore" + Name
@@ -49,6 +50,11 @@ type scoreState struct {
 	cells   map[[2]int32]int32
 	diags   []int32
 	bits    int
+
+	// rollout is the pools' upgrade state for the cycle; while a pool upgrades, a node the
+	// upgrade will drain (an old generation, a surge node, one marked for removal) scores below
+	// a node that stays, after the first dimension: the replica keeps its zone and moves once.
+	rollout *pool.RolloutView
 }
 
 // Clone shares the state: scoring does not change it.
@@ -71,7 +77,7 @@ func (pl *DomainSpread) PreScore(ctx context.Context, state fwk.CycleState, pod 
 	if s.counted == 0 {
 		return fwk.NewStatus(fwk.Skip)
 	}
-	ss := &scoreState{spreadState: s, nodes: nodes, bits: countBits}
+	ss := &scoreState{spreadState: s, nodes: nodes, bits: countBits, rollout: pl.rollouts.View()}
 	if pl.layered() {
 		pl.countCells(ss)
 	}
@@ -157,6 +163,9 @@ func (pl *DomainSpread) Score(_ context.Context, state fwk.CycleState, _ *v1.Pod
 			n = pl.ignoredCount(s, d)
 		}
 		raw = raw<<s.bits | int64(min(n, limit))
+		if d == 0 {
+			raw = raw<<fateBits | pl.moves(s, nodeInfo.Node())
+		}
 		if d == 1 && s.layered {
 			// The cell's replicas, then the most filled diagonal first; a node lacking either
 			// of the first two dimensions scores as an empty cell on a full diagonal.
@@ -172,6 +181,19 @@ func (pl *DomainSpread) Score(_ context.Context, state fwk.CycleState, _ *v1.Pod
 		}
 	}
 	return raw, nil
+}
+
+// fateBits holds moves' result in the raw score (within the 63 bits: rawBits plus these).
+const fateBits = 2
+
+// moves is 1 if maintenance under way will drain the node again (its pool upgrades and the node
+// is an older generation or a surge node, or it is marked for removal), else 0. Outside
+// upgrades it only reads the node's taints.
+func (pl *DomainSpread) moves(s *scoreState, node *v1.Node) int64 {
+	if s.rollout.FateOf(pool.Identity{}, node) == pool.Stays {
+		return 0
+	}
+	return 1
 }
 
 // ScoreExtensions returns the plugin: raw scores need normalising.

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/pool-scheduler/pool-scheduler/internal/compat/framework"
 	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config"
+	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
 )
 
 // scores runs PreScore, Score and NormalizeScore over nodes.
@@ -415,6 +417,78 @@ func TestDefaultDimensionsOnUpstreamFaultDomainLabels(t *testing.T) {
 			pl := newTestPlugin(t, ctx, defaultArgs(), tt.existing, tt.nodes)
 			got, status := scores(t, ctx, pl, rsPod("new", "rs-a", ""), tt.nodes)
 			if status != nil {
+				t.Fatal(status)
+			}
+			if diff := cmp.Diff(tt.wantBest, best(got)); diff != "" {
+				t.Errorf("best nodes (-want +got):\n%s\nscores: %v", diff, got)
+			}
+		})
+	}
+}
+
+// TestScoreDuringAnUpgrade: while the pool upgrades, a replica goes to the least loaded zone as
+// always, and there to a node the upgrade leaves in place (reimaged already) rather than to an
+// old node the upgrade drains next or a surge node it removes at its end; outside upgrades,
+// generations do not matter, but a node cluster-autoscaler marked for removal still scores last.
+func TestScoreDuringAnUpgrade(t *testing.T) {
+	const oldImage, newImage = "AKSUbuntu-2204gen2containerd-202409.30.0", "AKSUbuntu-2204gen2containerd-202410.27.0"
+	created := metav1.Now()
+	aks := func(name, zone, image string, surge bool) *v1.Node {
+		n := node(name, zone, "0")
+		n.Labels["kubernetes.azure.com/agentpool"] = "user"
+		n.Labels[pool.NodeImageVersionLabel] = image
+		n.Status.NodeInfo.KubeletVersion = "v1.34.2"
+		n.CreationTimestamp = metav1.NewTime(created.Add(-48 * time.Hour))
+		if surge {
+			n.CreationTimestamp = created
+		}
+		return n
+	}
+	candidate := aks("z0-candidate", "0", oldImage, false)
+	candidate.Spec.Taints = []v1.Taint{{Key: pool.TaintDeletionCandidate, Effect: v1.TaintEffectPreferNoSchedule}}
+	tests := []struct {
+		name     string
+		nodes    []*v1.Node
+		existing []*v1.Pod
+		wantBest []string
+	}{
+		{
+			name: "upgrading: the reimaged node of the emptier zone",
+			nodes: []*v1.Node{
+				aks("z0-old", "0", oldImage, false), aks("z0-reimaged", "0", newImage, false), aks("z0-surge", "0", newImage, true),
+				aks("z1-old", "1", oldImage, false), aks("z1-reimaged", "1", newImage, false),
+			},
+			existing: []*v1.Pod{rsPod("a1", "rs-a", "z1-reimaged")},
+			wantBest: []string{"z0-reimaged"},
+		},
+		{
+			name: "upgrading: the zone still comes first",
+			nodes: []*v1.Node{
+				aks("z0-old", "0", oldImage, false), aks("z0-surge", "0", newImage, true),
+				aks("z1-old", "1", oldImage, false), aks("z1-reimaged", "1", newImage, false),
+			},
+			existing: []*v1.Pod{rsPod("a1", "rs-a", "z1-reimaged")},
+			wantBest: []string{"z0-old", "z0-surge"},
+		},
+		{
+			name:     "no upgrade: generations alike, every node of the emptier zone ties",
+			nodes:    []*v1.Node{aks("z0-a", "0", oldImage, false), aks("z0-b", "0", oldImage, true), aks("z1-a", "1", oldImage, false)},
+			existing: []*v1.Pod{rsPod("a1", "rs-a", "z1-a")},
+			wantBest: []string{"z0-a", "z0-b"},
+		},
+		{
+			name:     "no upgrade: a deletion candidate scores below its zone's other nodes",
+			nodes:    []*v1.Node{candidate, aks("z0-b", "0", oldImage, false), aks("z1-a", "1", oldImage, false)},
+			existing: []*v1.Pod{rsPod("a1", "rs-a", "z1-a")},
+			wantBest: []string{"z0-b"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tCtx := ktesting.Init(t)
+			pl := newTestPlugin(t, tCtx, defaultArgs(), tt.existing, tt.nodes)
+			got, status := scores(t, tCtx, pl, rsPod("new", "rs-a", ""), tt.nodes)
+			if !status.IsSuccess() {
 				t.Fatal(status)
 			}
 			if diff := cmp.Diff(tt.wantBest, best(got)); diff != "" {

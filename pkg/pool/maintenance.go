@@ -1,0 +1,352 @@
+package pool
+
+import (
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/version"
+)
+
+// What maintenance writes on nodes (docs/maintenance.md has the sources).
+const (
+	// NodeImageVersionLabel is the node image AKS booted the node from; an upgrade (Kubernetes
+	// version or node image) changes it on reimaged and surge nodes.
+	NodeImageVersionLabel = "kubernetes.azure.com/node-image-version"
+	// TaintToBeDeleted is cluster-autoscaler's NoSchedule taint on a node it drains to remove.
+	TaintToBeDeleted = "ToBeDeletedByClusterAutoscaler"
+	// TaintDeletionCandidate is cluster-autoscaler's PreferNoSchedule taint on a node it finds
+	// unneeded: it is removed once it stays unneeded for scale-down-unneeded-time.
+	TaintDeletionCandidate = "DeletionCandidateOfClusterAutoscaler"
+	// TaintKarpenterDisrupted is Karpenter's (and AKS node auto-provisioning's) NoSchedule taint
+	// on a node it is about to disrupt.
+	TaintKarpenterDisrupted = "karpenter.sh/disrupted"
+)
+
+// Fate is what maintenance under way will do to a node: whether a pod placed there now stays
+// or is evicted again before the maintenance ends.
+type Fate uint8
+
+const (
+	// Stays: no maintenance under way will drain the node (as far as its fields say).
+	Stays Fate = iota
+	// Surge: a surge node of its pool's upgrade. AKS drains and deletes the surge nodes
+	// together at the upgrade's end, so their pods move again, all at once.
+	Surge
+	// Leaving: the node will be drained: an older generation than its pool's newest while the
+	// pool upgrades, cordoned, or marked for removal by cluster-autoscaler or Karpenter.
+	Leaving
+)
+
+func (f Fate) String() string {
+	switch f {
+	case Stays:
+		return "stays"
+	case Surge:
+		return "surge"
+	default:
+		return "leaving"
+	}
+}
+
+// Generation is what a node runs: its kubelet version, then its node image. An upgrade moves a
+// pool to a newer generation node by node.
+type Generation struct {
+	Kubelet string
+	Image   string
+}
+
+// GenerationOf returns the node's generation.
+func GenerationOf(node *v1.Node) Generation {
+	return Generation{Kubelet: node.Status.NodeInfo.KubeletVersion, Image: node.Labels[NodeImageVersionLabel]}
+}
+
+// Compare orders generations: the kubelet version (semantically; unparsable versions sort
+// before parsable ones, then as text), then the node image (as text with digit runs compared as
+// numbers, so AKS image dates such as 202410.27.0 order by date).
+func (g Generation) Compare(o Generation) int {
+	if c := compareVersions(g.Kubelet, o.Kubelet); c != 0 {
+		return c
+	}
+	return compareNatural(g.Image, o.Image)
+}
+
+func compareVersions(a, b string) int {
+	if a == b {
+		return 0
+	}
+	va, ea := version.ParseGeneric(a)
+	vb, eb := version.ParseGeneric(b)
+	switch {
+	case ea == nil && eb == nil:
+		switch {
+		case va.LessThan(vb):
+			return -1
+		case vb.LessThan(va):
+			return 1
+		}
+		return compareNatural(a, b)
+	case ea == nil:
+		return 1
+	case eb == nil:
+		return -1
+	}
+	return compareNatural(a, b)
+}
+
+// compareNatural compares strings with runs of digits compared by value.
+func compareNatural(a, b string) int {
+	for a != "" && b != "" {
+		da, db := digitRun(a), digitRun(b)
+		if da > 0 && db > 0 {
+			na, nb := strings.TrimLeft(a[:da], "0"), strings.TrimLeft(b[:db], "0")
+			if len(na) != len(nb) {
+				return cmpInt(len(na), len(nb))
+			}
+			if c := strings.Compare(na, nb); c != 0 {
+				return c
+			}
+			a, b = a[da:], b[db:]
+			continue
+		}
+		if a[0] != b[0] {
+			return cmpInt(int(a[0]), int(b[0]))
+		}
+		a, b = a[1:], b[1:]
+	}
+	return cmpInt(len(a), len(b))
+}
+
+func digitRun(s string) int {
+	i := 0
+	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+		i++
+	}
+	return i
+}
+
+func cmpInt(a, b int) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// MarkedForRemoval reports whether the node is cordoned or carries a taint that says an
+// autoscaler is removing it (or will, for cluster-autoscaler's deletion candidates).
+func MarkedForRemoval(node *v1.Node) bool {
+	if node.Spec.Unschedulable {
+		return true
+	}
+	for i := range node.Spec.Taints {
+		switch node.Spec.Taints[i].Key {
+		case TaintToBeDeleted, TaintDeletionCandidate, TaintKarpenterDisrupted:
+			return true
+		}
+	}
+	return false
+}
+
+// Rollouts follows every pool's generations, fed node events (an informer's handler), and
+// answers FateOf for a node from an immutable view. A pool upgrades while its nodes run more
+// than one generation: then the older generations' nodes are Leaving and the newest
+// generation's nodes created after every older node are its surge nodes (a reimaged node keeps
+// its Node object, name and creation time; docs/maintenance.md).
+//
+// Updates cost O(1) unless a node changes generation, joins or leaves; a node's status
+// heartbeats do not republish the view.
+type Rollouts struct {
+	id Identity
+
+	mu    sync.Mutex
+	nodes map[string]nodeRecord
+	pools map[string]*poolGenerations
+	view  atomic.Pointer[RolloutView]
+	epoch uint64
+}
+
+type nodeRecord struct {
+	pool    string
+	gen     Generation
+	created time.Time
+}
+
+type poolGenerations struct {
+	count   map[Generation]int
+	members map[string]nodeRecord
+}
+
+// RolloutView is the pools' upgrade state at one moment. The zero view (and a nil one) has no
+// upgrade under way.
+type RolloutView struct {
+	// Epoch changes whenever the view does, so per-node results can be memoised against it.
+	Epoch    uint64
+	upgrades map[string]poolUpgrade
+}
+
+type poolUpgrade struct {
+	newest Generation
+	// lastOld is the creation time of the newest node of an older generation: newest-generation
+	// nodes created later are surge nodes.
+	lastOld time.Time
+}
+
+// NewRollouts returns an empty tracker reading pools with id.
+func NewRollouts(id Identity) *Rollouts {
+	r := &Rollouts{id: id, nodes: map[string]nodeRecord{}, pools: map[string]*poolGenerations{}}
+	r.view.Store(&RolloutView{})
+	return r
+}
+
+// View returns the current view.
+func (r *Rollouts) View() *RolloutView { return r.view.Load() }
+
+// Upsert records a node added or updated.
+func (r *Rollouts) Upsert(node *v1.Node) {
+	pool, ok := r.id.PoolOf(node.Labels)
+	rec := nodeRecord{pool: pool, gen: GenerationOf(node), created: node.CreationTimestamp.Time}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	old, had := r.nodes[node.Name]
+	if had && old.pool == rec.pool && old.gen == rec.gen && old.created.Equal(rec.created) {
+		return
+	}
+	if had {
+		r.remove(node.Name, old)
+	}
+	if ok {
+		r.nodes[node.Name] = rec
+		p := r.pools[pool]
+		if p == nil {
+			p = &poolGenerations{count: map[Generation]int{}, members: map[string]nodeRecord{}}
+			r.pools[pool] = p
+		}
+		p.count[rec.gen]++
+		p.members[node.Name] = rec
+	}
+	r.publish()
+}
+
+// Delete records a node removed.
+func (r *Rollouts) Delete(name string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if old, had := r.nodes[name]; had {
+		r.remove(name, old)
+		r.publish()
+	}
+}
+
+func (r *Rollouts) remove(name string, rec nodeRecord) {
+	delete(r.nodes, name)
+	p := r.pools[rec.pool]
+	if p == nil {
+		return
+	}
+	if p.count[rec.gen]--; p.count[rec.gen] <= 0 {
+		delete(p.count, rec.gen)
+	}
+	delete(p.members, name)
+	if len(p.members) == 0 {
+		delete(r.pools, rec.pool)
+	}
+}
+
+// publish rebuilds the view when a pool's upgrade state changed. Only pools with more than one
+// generation are walked.
+func (r *Rollouts) publish() {
+	upgrades := map[string]poolUpgrade{}
+	for name, p := range r.pools {
+		if len(p.count) < 2 {
+			continue
+		}
+		var u poolUpgrade
+		first := true
+		for g := range p.count {
+			if first || g.Compare(u.newest) > 0 {
+				u.newest, first = g, false
+			}
+		}
+		for _, m := range p.members {
+			if m.gen != u.newest && m.created.After(u.lastOld) {
+				u.lastOld = m.created
+			}
+		}
+		upgrades[name] = u
+	}
+	cur := r.view.Load()
+	if len(upgrades) == len(cur.upgrades) {
+		same := true
+		for k, u := range upgrades {
+			if cu, ok := cur.upgrades[k]; !ok || cu != u {
+				same = false
+				break
+			}
+		}
+		if same {
+			return
+		}
+	}
+	r.epoch++
+	r.view.Store(&RolloutView{Epoch: r.epoch, upgrades: upgrades})
+}
+
+// Upgrading reports whether any pool is upgrading.
+func (v *RolloutView) Upgrading() bool { return v != nil && len(v.upgrades) > 0 }
+
+// UpgradingPools lists the pools upgrading, unordered.
+func (v *RolloutView) UpgradingPools() []string {
+	if v == nil {
+		return nil
+	}
+	out := make([]string, 0, len(v.upgrades))
+	for p := range v.upgrades {
+		out = append(out, p)
+	}
+	return out
+}
+
+// FateOf says what the maintenance under way will do to node, read with id. It does not
+// allocate.
+func (v *RolloutView) FateOf(id Identity, node *v1.Node) Fate {
+	if MarkedForRemoval(node) {
+		return Leaving
+	}
+	if v == nil || len(v.upgrades) == 0 {
+		return Stays
+	}
+	pool, ok := id.PoolOf(node.Labels)
+	if !ok {
+		return Stays
+	}
+	u, ok := v.upgrades[pool]
+	if !ok {
+		return Stays
+	}
+	if GenerationOf(node) != u.newest {
+		return Leaving
+	}
+	if node.CreationTimestamp.Time.After(u.lastOld) {
+		return Surge
+	}
+	return Stays
+}
+
+// FatesOf classifies a list of nodes at once (tools, reports): the same rules as Rollouts.
+func FatesOf(id Identity, nodes []*v1.Node) map[string]Fate {
+	r := NewRollouts(id)
+	for _, n := range nodes {
+		r.Upsert(n)
+	}
+	view := r.View()
+	out := make(map[string]Fate, len(nodes))
+	for _, n := range nodes {
+		out[n.Name] = view.FateOf(id, n)
+	}
+	return out
+}

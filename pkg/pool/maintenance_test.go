@@ -1,0 +1,164 @@
+package pool
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
+)
+
+const (
+	oldImage = "AKSUbuntu-2204gen2containerd-202409.30.0"
+	newImage = "AKSUbuntu-2204gen2containerd-202410.27.0"
+)
+
+var t0 = time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+
+// aksNode is a node of an AKS pool as the upgrade leaves it: pool, image, kubelet version and
+// creation time (hours after t0).
+func aksNode(name, pool, image, kubelet string, createdHours int) *v1.Node {
+	n := st.MakeNode().Name(name).Label("kubernetes.azure.com/agentpool", pool).Label(NodeImageVersionLabel, image).Obj()
+	n.Status.NodeInfo.KubeletVersion = kubelet
+	n.CreationTimestamp = metav1.NewTime(t0.Add(time.Duration(createdHours) * time.Hour))
+	return n
+}
+
+func TestGenerationCompare(t *testing.T) {
+	tests := []struct {
+		a, b Generation
+		want int
+	}{
+		{a: Generation{Kubelet: "v1.34.2", Image: oldImage}, b: Generation{Kubelet: "v1.34.2", Image: newImage}, want: -1},
+		{a: Generation{Kubelet: "v1.35.0", Image: oldImage}, b: Generation{Kubelet: "v1.34.10", Image: newImage}, want: 1},
+		{a: Generation{Kubelet: "v1.34.9"}, b: Generation{Kubelet: "v1.34.10"}, want: -1},
+		// SecurityPatch images add a date suffix; the newer patch date sorts later.
+		{a: Generation{Image: newImage + "-2024.12.01"}, b: Generation{Image: newImage + "-2024.11.05"}, want: 1},
+		{a: Generation{Image: "AKSUbuntu-2204gen2containerd-202409.9.0"}, b: Generation{Image: "AKSUbuntu-2204gen2containerd-202409.10.0"}, want: -1},
+		{a: Generation{Kubelet: "not-a-version"}, b: Generation{Kubelet: "v1.30.0"}, want: -1},
+		{a: Generation{Kubelet: "v1.34.2", Image: newImage}, b: Generation{Kubelet: "v1.34.2", Image: newImage}, want: 0},
+	}
+	for _, tt := range tests {
+		if got := tt.a.Compare(tt.b); got != tt.want {
+			t.Errorf("%+v.Compare(%+v) = %d, want %d", tt.a, tt.b, got, tt.want)
+		}
+		if got := tt.b.Compare(tt.a); got != -tt.want {
+			t.Errorf("%+v.Compare(%+v) = %d, want %d", tt.b, tt.a, got, -tt.want)
+		}
+	}
+}
+
+func TestFatesOf(t *testing.T) {
+	cordoned := aksNode("old-cordoned", "user", oldImage, "v1.34.2", 0)
+	cordoned.Spec.Unschedulable = true
+	candidate := aksNode("candidate", "batch", oldImage, "v1.34.2", 0)
+	candidate.Spec.Taints = []v1.Taint{{Key: TaintDeletionCandidate, Effect: v1.TaintEffectPreferNoSchedule}}
+	disrupted := aksNode("disrupted", "batch", oldImage, "v1.34.2", 0)
+	disrupted.Spec.Taints = []v1.Taint{{Key: TaintKarpenterDisrupted, Effect: v1.TaintEffectNoSchedule}}
+	nodes := []*v1.Node{
+		// "user" upgrades: two old nodes, one reimaged in place (old creation time), two surge nodes.
+		aksNode("old-1", "user", oldImage, "v1.34.2", 0),
+		aksNode("old-2", "user", oldImage, "v1.34.2", 5),
+		aksNode("reimaged", "user", newImage, "v1.34.2", 1),
+		aksNode("surge-1", "user", newImage, "v1.34.2", 48),
+		aksNode("surge-2", "user", newImage, "v1.34.2", 48),
+		cordoned,
+		// "batch" is not upgrading: one generation.
+		aksNode("batch-1", "batch", oldImage, "v1.34.2", 0),
+		candidate,
+		disrupted,
+		// "k8s" upgrades its Kubernetes version: the kubelet version decides.
+		aksNode("k8s-old", "k8s", newImage, "v1.33.5", 0),
+		aksNode("k8s-new", "k8s", newImage, "v1.34.2", 30),
+		// A node without a pool label is never judged by generation.
+		st.MakeNode().Name("no-pool").Obj(),
+	}
+	got := FatesOf(Identity{}, nodes)
+	want := map[string]Fate{
+		"old-1": Leaving, "old-2": Leaving, "reimaged": Stays, "surge-1": Surge, "surge-2": Surge, "old-cordoned": Leaving,
+		"batch-1": Stays, "candidate": Leaving, "disrupted": Leaving,
+		"k8s-old": Leaving, "k8s-new": Surge,
+		"no-pool": Stays,
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("fates (-want +got):\n%s", diff)
+	}
+}
+
+// TestRolloutsFollowAnUpgrade plays a surge upgrade through the tracker: the view changes only
+// when a pool's upgrade state does, and every step's fates are those the upgrade gives.
+func TestRolloutsFollowAnUpgrade(t *testing.T) {
+	r := NewRollouts(Identity{})
+	a := aksNode("a", "user", oldImage, "v1.34.2", 0)
+	b := aksNode("b", "user", oldImage, "v1.34.2", 1)
+	r.Upsert(a)
+	r.Upsert(b)
+	if r.View().Upgrading() {
+		t.Fatal("one generation: no upgrade")
+	}
+	epoch := r.View().Epoch
+	// A status heartbeat (same generation) does not republish.
+	beat := b.DeepCopy()
+	beat.Status.Conditions = []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue}}
+	r.Upsert(beat)
+	if r.View().Epoch != epoch {
+		t.Error("a heartbeat republished the view")
+	}
+	surge := aksNode("surge", "user", newImage, "v1.34.2", 24)
+	r.Upsert(surge)
+	fates := func() map[string]Fate {
+		v := r.View()
+		out := map[string]Fate{}
+		for _, n := range []*v1.Node{a, b, surge} {
+			out[n.Name] = v.FateOf(Identity{}, n)
+		}
+		return out
+	}
+	if diff := cmp.Diff(map[string]Fate{"a": Leaving, "b": Leaving, "surge": Surge}, fates()); diff != "" {
+		t.Errorf("surge created (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"user"}, r.View().UpgradingPools()); diff != "" {
+		t.Errorf("upgrading pools (-want +got):\n%s", diff)
+	}
+	// a is reimaged in place: same name and creation time, new image.
+	a = aksNode("a", "user", newImage, "v1.34.2", 0)
+	r.Upsert(a)
+	if diff := cmp.Diff(map[string]Fate{"a": Stays, "b": Leaving, "surge": Surge}, fates()); diff != "" {
+		t.Errorf("a reimaged (-want +got):\n%s", diff)
+	}
+	// b too: one generation again, the upgrade is over; the surge node is cordoned and deleted.
+	b = aksNode("b", "user", newImage, "v1.34.2", 1)
+	r.Upsert(b)
+	if r.View().Upgrading() {
+		t.Error("every node on the new image: still upgrading")
+	}
+	surge.Spec.Unschedulable = true
+	r.Upsert(surge)
+	if diff := cmp.Diff(map[string]Fate{"a": Stays, "b": Stays, "surge": Leaving}, fates()); diff != "" {
+		t.Errorf("upgrade over, surge cordoned (-want +got):\n%s", diff)
+	}
+	r.Delete("surge")
+	r.Delete("unknown")
+	if r.View().Upgrading() {
+		t.Error("still upgrading after the surge node left")
+	}
+}
+
+// TestFateOfDoesNotAllocate: the scheduler calls it for every node it scores during an upgrade.
+func TestFateOfDoesNotAllocate(t *testing.T) {
+	nodes := []*v1.Node{aksNode("old", "user", oldImage, "v1.34.2", 0), aksNode("new", "user", newImage, "v1.34.2", 9)}
+	r := NewRollouts(Identity{})
+	for _, n := range nodes {
+		r.Upsert(n)
+	}
+	v := r.View()
+	if allocs := testing.AllocsPerRun(100, func() {
+		for _, n := range nodes {
+			v.FateOf(Identity{}, n)
+		}
+	}); allocs != 0 {
+		t.Errorf("FateOf allocates %v times per call pair", allocs)
+	}
+}
