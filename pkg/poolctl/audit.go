@@ -13,12 +13,14 @@ import (
 
 	"github.com/spf13/cobra"
 	v1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -47,6 +49,8 @@ type auditOptions struct {
 	// gives to the scheduler.
 	optedInSelector   string
 	optedInNamespaces []string
+	// maxSurge is the pools' upgrade surge, for the maintenance risks.
+	maxSurge string
 }
 
 func newAuditCommand() *cobra.Command {
@@ -98,6 +102,8 @@ func newAuditCommand() *cobra.Command {
 	f.StringVar(&o.optedInSelector, "opted-in-selector", profile.NamespaceLabel+"=true,"+v1.LabelMetadataName+" notin (kube-system)",
 		"label selector of the namespaces the admission path opts in (the chart's default: labelled, minus kube-system; add your release namespace's exclusion if you label it); pods there that name the default scheduler are reported; empty: none")
 	f.StringSliceVar(&o.optedInNamespaces, "opted-in-namespaces", nil, "namespaces opted in by name (the chart's admission.namespaces)")
+	f.StringVar(&o.maxSurge, "max-surge", report.DefaultMaxSurge.String(), "the node pools' upgrade maxSurge (a count or a percentage, as in az aks nodepool update --max-surge): "+
+		"an upgrade drains that many nodes of a pool at once; workloads such a batch can take below two thirds of their replicas are reported as maintenance risks (docs/maintenance.md)")
 	return cmd
 }
 
@@ -118,6 +124,10 @@ func auditPolicy(o auditOptions, args profile.Args, source string) (report.Polic
 }
 
 func audit(ctx context.Context, o auditOptions) (*report.Report, error) {
+	surge := intstr.Parse(o.maxSurge)
+	if v, err := intstr.GetScaledValueFromIntOrPercent(&surge, 100, true); err != nil || v < 1 {
+		return nil, fmt.Errorf("--max-surge: %q is not a positive count or percentage such as 10%% or 3", o.maxSurge)
+	}
 	cfg, err := o.cluster.ToRESTConfig()
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig: %w", err)
@@ -175,6 +185,21 @@ func audit(ctx context.Context, o auditOptions) (*report.Report, error) {
 	for i := range slices.Items {
 		in.EndpointSlices = append(in.EndpointSlices, &slices.Items[i])
 	}
+	in.MaxSurge = &surge
+	unreadBudgets := false
+	// Budgets decide which workloads a drain can hurt; credentials that may not list them get
+	// the risks judged as if there were none (the table says so).
+	switch pdbs, err := cs.PolicyV1().PodDisruptionBudgets(namespace).List(ctx, metav1.ListOptions{}); {
+	case err == nil:
+		in.PodDisruptionBudgets = []*policyv1.PodDisruptionBudget{}
+		for i := range pdbs.Items {
+			in.PodDisruptionBudgets = append(in.PodDisruptionBudgets, &pdbs.Items[i])
+		}
+	case apierrors.IsForbidden(err):
+		unreadBudgets = true
+	default:
+		return nil, explain(cfg.Host, err)
+	}
 	if in.NamespaceLabels, err = namespaceLabels(ctx, cs, policy.LoadBalancer); err != nil {
 		return nil, explain(cfg.Host, err)
 	}
@@ -205,7 +230,11 @@ func audit(ctx context.Context, o auditOptions) (*report.Report, error) {
 			in.OptedIn[ns] = true
 		}
 	}
-	return report.Compute(in, policy), nil
+	r := report.Compute(in, policy)
+	if unreadBudgets {
+		r.MaintenanceNote = "PodDisruptionBudgets could not be listed (forbidden): maintenance risks are judged as if there were none"
+	}
+	return r, nil
 }
 
 // readLabelSets reads the NodePoolLabelSets as the scheduler reads them: those of namespaces
@@ -295,6 +324,10 @@ func writeAuditTable(w io.Writer, r *report.Report) {
 		section("LOADBALANCER BACKEND POOLS THAT CANNOT BE TOLD (not counted)", r.LoadBalancerUndetermined)
 	}
 	fmt.Fprintf(tw, "TOTAL FINDINGS: %d\n", r.NumFindings())
+	section("MAINTENANCE RISKS: WORKLOADS AN UPGRADE CAN TAKE BELOW TWO THIRDS OF THEIR REPLICAS, OR WHOSE BUDGETS STOP ITS DRAINS (not counted)", r.MaintenanceRisks)
+	if r.MaintenanceNote != "" {
+		fmt.Fprintf(tw, "  note: %s\n", r.MaintenanceNote)
+	}
 	tw.Flush()
 	fmt.Fprintln(w, "\nSPREAD DOMAINS PER POOL (distinct values of each DomainSpread dimension)")
 	writeDomains(w, r.Domains, r.DegenerateDomains)

@@ -11,8 +11,10 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
 	"github.com/pool-scheduler/pool-scheduler/pkg/profile"
@@ -58,6 +60,10 @@ type Inputs struct {
 	// NamespaceLabels are the namespaces' labels by name, for load balancers that select
 	// Services by namespace (Azure's serviceNamespaceSelector); nil: not read.
 	NamespaceLabels map[string]map[string]string
+	// PodDisruptionBudgets, for MaintenanceRisks (nil: not read); MaxSurge is the pools' upgrade
+	// surge (nil: DefaultMaxSurge).
+	PodDisruptionBudgets []*policyv1.PodDisruptionBudget
+	MaxSurge             *intstr.IntOrString
 }
 
 // Finding is one problem, with what to look at and, where known, what fixes it.
@@ -107,6 +113,11 @@ type Report struct {
 	// that cannot spread in a pool (one value for all its nodes): facts, not counted as findings.
 	Domains           []PoolDomains `json:"domains"`
 	DegenerateDomains []Finding     `json:"degenerateDomains,omitempty"`
+	// MaintenanceRisks are workloads an upgrade can take below two thirds of their replicas at
+	// once, or whose budgets stop its drains: risks, not counted as findings.
+	MaintenanceRisks []Finding `json:"maintenanceRisks,omitempty"`
+	// MaintenanceNote says what limited MaintenanceRisks (budgets not read).
+	MaintenanceNote string `json:"maintenanceNote,omitempty"`
 }
 
 // NumFindings counts every finding that is a violation (pending pods are not).
@@ -206,6 +217,11 @@ func Compute(in Inputs, policy Policy) *Report {
 		}
 	}
 	r.LoadBalancerMismatches, r.LoadBalancerUndetermined, r.LoadBalancerUnevenTraffic = loadBalancerFindings(in, nodes, policy)
+	surge := DefaultMaxSurge
+	if in.MaxSurge != nil {
+		surge = *in.MaxSurge
+	}
+	r.MaintenanceRisks = MaintenanceRisks(policy.Gate.Identity, in.Nodes, in.Pods, in.PodDisruptionBudgets, surge)
 	sortFindings(r.PodsOnNotReadyNodes, r.UserPodsOnSystemNodes, r.WeakSpread, r.LoadBalancerMismatches, r.LoadBalancerUndetermined, r.LoadBalancerUnevenTraffic, r.NotAdmitted, r.PendingPods, r.LabelSetMismatches)
 	return r
 }
