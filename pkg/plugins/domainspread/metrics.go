@@ -15,11 +15,18 @@ var (
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"dimension"})
 
+	surgeBatchTotal = metrics.NewCounter(&metrics.CounterOpts{
+		Subsystem:      "pool_scheduler",
+		Name:           "domainspread_surge_batch_placements_total",
+		Help:           "Placements that put more than a third of a workload on the surge nodes of an upgrade under way, which it drains together at its end (event ReplicasOnSurgeNodes on the pod).",
+		StabilityLevel: metrics.ALPHA,
+	})
+
 	registerOnce sync.Once
 )
 
 func registerMetrics() {
-	registerOnce.Do(func() { legacyregistry.MustRegister(rejectionsTotal) })
+	registerOnce.Do(func() { legacyregistry.MustRegister(rejectionsTotal, surgeBatchTotal) })
 }
 
 // rejectionCounters resolves one counter per dimension, so Filter does no label lookup. Before

@@ -2,12 +2,16 @@ package domainspread
 
 import (
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/component-base/metrics/testutil"
 	"k8s.io/kubernetes/test/utils/ktesting"
 
 	"github.com/pool-scheduler/pool-scheduler/internal/compat/framework"
 	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config"
+	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
 )
 
 func TestPreemptionAdjustsCounts(t *testing.T) {
@@ -54,5 +58,53 @@ func TestPreemptionAdjustsCounts(t *testing.T) {
 	pl.RemovePod(ctx, other, pod, stranger, ud1)
 	if status := pl.Filter(ctx, other, pod, ud1); !status.IsSuccess() {
 		t.Errorf("ud1 after removing a replica it was not counted with: %v", status)
+	}
+}
+
+// TestSurgeBatchReported: while a pool upgrades, the placement that takes a workload past a
+// third of its replicas on the surge nodes (drained together at the upgrade's end) is counted,
+// once per crossing; placements elsewhere are not.
+func TestSurgeBatchReported(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	const oldImage, newImage = "AKSUbuntu-2204gen2containerd-202409.30.0", "AKSUbuntu-2204gen2containerd-202410.27.0"
+	now := metav1.Now()
+	aks := func(name, image string, surge bool) *v1.Node {
+		n := node(name, "0", "0")
+		n.Labels["kubernetes.azure.com/agentpool"] = "user"
+		n.Labels[pool.NodeImageVersionLabel] = image
+		n.CreationTimestamp = metav1.NewTime(now.Add(-time.Hour))
+		if surge {
+			n.CreationTimestamp = now
+		}
+		return n
+	}
+	nodes := []*v1.Node{aks("old-1", oldImage, false), aks("old-2", oldImage, false), aks("reimaged", newImage, false),
+		aks("surge-1", newImage, true), aks("surge-2", newImage, true)}
+	pl := newTestPlugin(t, ctx, defaultArgs(), []*v1.Pod{rsPod("a1", "rs-a", "old-1"), rsPod("a2", "rs-a", "old-2")}, nodes)
+	before, err := testutil.GetCounterMetricValue(surgeBatchTotal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reserve := func(name, nodeName string) float64 {
+		t.Helper()
+		pl.Reserve(ctx, framework.NewCycleState(), rsPod(name, "rs-a", ""), nodeName)
+		v, err := testutil.GetCounterMetricValue(surgeBatchTotal)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v - before
+	}
+	for _, s := range []struct {
+		pod, node string
+		want      float64
+	}{
+		{pod: "a3", node: "surge-1", want: 0},  // 1 of 3 on surge nodes: a third, not more
+		{pod: "a4", node: "surge-2", want: 1},  // 2 of 4: past a third
+		{pod: "a5", node: "surge-1", want: 1},  // 3 of 5: still past, no second report
+		{pod: "a6", node: "reimaged", want: 1}, // not a surge node
+	} {
+		if got := reserve(s.pod, s.node); got != s.want {
+			t.Errorf("after %s on %s: %v reports, want %v", s.pod, s.node, got, s.want)
+		}
 	}
 }
