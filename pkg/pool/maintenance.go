@@ -154,9 +154,13 @@ func MarkedForRemoval(node *v1.Node) bool {
 
 // Rollouts follows every pool's generations, fed node events (an informer's handler), and
 // answers FateOf for a node from an immutable view. A pool upgrades while its nodes run more
-// than one generation: then the older generations' nodes are Leaving and the newest
-// generation's nodes created after every older node are its surge nodes (a reimaged node keeps
-// its Node object, name and creation time; docs/maintenance.md).
+// than one generation: then the older generations' nodes are Leaving, and a newest-generation
+// node is a surge node unless it is a reimaged one. AKS reimages a node under the same name,
+// probably deleting and registering its Node object again (docs/maintenance.md), so no field
+// tells the two apart: Rollouts remembers the names it saw on an older generation while the
+// pool upgrades (a reimaged node's), and, for nodes it did not see (it started mid-upgrade),
+// takes a node created after every older-generation node for a surge node, which is right
+// where Node objects survive reimages and otherwise only forgoes the preference.
 //
 // Updates cost O(1) unless a node changes generation, joins or leaves; a node's status
 // heartbeats do not republish the view.
@@ -179,6 +183,9 @@ type nodeRecord struct {
 type poolGenerations struct {
 	count   map[Generation]int
 	members map[string]nodeRecord
+	// seenOld are the names seen on an older generation during the pool's upgrade; kept across
+	// a node's deletion (a reimage may re-register it), dropped when the upgrade ends.
+	seenOld map[string]bool
 }
 
 // RolloutView is the pools' upgrade state at one moment. The zero view (and a nil one) has no
@@ -192,8 +199,11 @@ type RolloutView struct {
 type poolUpgrade struct {
 	newest Generation
 	// lastOld is the creation time of the newest node of an older generation: newest-generation
-	// nodes created later are surge nodes.
+	// nodes created later, and not seen on an older generation, are surge nodes.
 	lastOld time.Time
+	// seenOld is the pool's poolGenerations.seenOld when the view was built (shared, read-only:
+	// a view is republished with a new map whenever it grows).
+	seenOld map[string]bool
 }
 
 // NewRollouts returns an empty tracker reading pools with id.
@@ -223,7 +233,7 @@ func (r *Rollouts) Upsert(node *v1.Node) {
 		r.nodes[node.Name] = rec
 		p := r.pools[pool]
 		if p == nil {
-			p = &poolGenerations{count: map[Generation]int{}, members: map[string]nodeRecord{}}
+			p = &poolGenerations{count: map[Generation]int{}, members: map[string]nodeRecord{}, seenOld: map[string]bool{}}
 			r.pools[pool] = p
 		}
 		p.count[rec.gen]++
@@ -252,7 +262,7 @@ func (r *Rollouts) remove(name string, rec nodeRecord) {
 		delete(p.count, rec.gen)
 	}
 	delete(p.members, name)
-	if len(p.members) == 0 {
+	if len(p.members) == 0 && len(p.seenOld) == 0 {
 		delete(r.pools, rec.pool)
 	}
 }
@@ -261,8 +271,16 @@ func (r *Rollouts) remove(name string, rec nodeRecord) {
 // generation are walked.
 func (r *Rollouts) publish() {
 	upgrades := map[string]poolUpgrade{}
+	changed := false
 	for name, p := range r.pools {
 		if len(p.count) < 2 {
+			// One generation (or none): no upgrade, nothing to remember.
+			if len(p.seenOld) > 0 {
+				p.seenOld, changed = map[string]bool{}, true
+			}
+			if len(p.members) == 0 {
+				delete(r.pools, name)
+			}
 			continue
 		}
 		var u poolUpgrade
@@ -272,18 +290,39 @@ func (r *Rollouts) publish() {
 				u.newest, first = g, false
 			}
 		}
-		for _, m := range p.members {
-			if m.gen != u.newest && m.created.After(u.lastOld) {
+		grown := false
+		for n, m := range p.members {
+			if m.gen == u.newest {
+				continue
+			}
+			if m.created.After(u.lastOld) {
 				u.lastOld = m.created
 			}
+			if !p.seenOld[n] {
+				grown = true
+			}
 		}
+		if grown {
+			// A new map, so views already published keep theirs unchanged.
+			seen := make(map[string]bool, len(p.seenOld)+1)
+			for n := range p.seenOld {
+				seen[n] = true
+			}
+			for n, m := range p.members {
+				if m.gen != u.newest {
+					seen[n] = true
+				}
+			}
+			p.seenOld, changed = seen, true
+		}
+		u.seenOld = p.seenOld
 		upgrades[name] = u
 	}
 	cur := r.view.Load()
-	if len(upgrades) == len(cur.upgrades) {
+	if !changed && len(upgrades) == len(cur.upgrades) {
 		same := true
 		for k, u := range upgrades {
-			if cu, ok := cur.upgrades[k]; !ok || cu != u {
+			if cu, ok := cur.upgrades[k]; !ok || cu.newest != u.newest || !cu.lastOld.Equal(u.lastOld) {
 				same = false
 				break
 			}
@@ -331,7 +370,7 @@ func (v *RolloutView) FateOf(id Identity, node *v1.Node) Fate {
 	if GenerationOf(node) != u.newest {
 		return Leaving
 	}
-	if node.CreationTimestamp.Time.After(u.lastOld) {
+	if !u.seenOld[node.Name] && node.CreationTimestamp.Time.After(u.lastOld) {
 		return Surge
 	}
 	return Stays

@@ -162,3 +162,42 @@ func TestFateOfDoesNotAllocate(t *testing.T) {
 		t.Errorf("FateOf allocates %v times per call pair", allocs)
 	}
 }
+
+// TestRolloutsReimageRecreatesTheNode: AKS probably deletes a reimaged node's Node object and
+// registers it again under the same name, with a new creation time (docs/maintenance.md). The
+// tracker remembers the names it saw on the older generation, so the node still stays; a
+// tracker that starts after the reimage cannot know and takes it for a surge node.
+func TestRolloutsReimageRecreatesTheNode(t *testing.T) {
+	r := NewRollouts(Identity{})
+	for _, n := range []*v1.Node{aksNode("a", "user", oldImage, "v1.34.2", 0), aksNode("b", "user", oldImage, "v1.34.2", 1)} {
+		r.Upsert(n)
+	}
+	surge := aksNode("surge", "user", newImage, "v1.34.2", 24)
+	r.Upsert(surge)
+	// a is drained, deleted and registered again, 30 hours in, on the new image.
+	r.Delete("a")
+	a := aksNode("a", "user", newImage, "v1.34.2", 30)
+	r.Upsert(a)
+	b := aksNode("b", "user", oldImage, "v1.34.2", 1)
+	v := r.View()
+	got := map[string]Fate{"a": v.FateOf(Identity{}, a), "b": v.FateOf(Identity{}, b), "surge": v.FateOf(Identity{}, surge)}
+	if diff := cmp.Diff(map[string]Fate{"a": Stays, "b": Leaving, "surge": Surge}, got); diff != "" {
+		t.Errorf("a re-registered after its reimage (-want +got):\n%s", diff)
+	}
+	// A tracker started now (a scheduler restarted mid-upgrade) has not seen a on the old image.
+	if f := FatesOf(Identity{}, []*v1.Node{a, b, surge})["a"]; f != Surge {
+		t.Errorf("a fresh tracker calls the re-registered node %v, want surge (it cannot tell)", f)
+	}
+	// The upgrade ends: b reimaged in place; the memory goes with the upgrade.
+	r.Upsert(aksNode("b", "user", newImage, "v1.34.2", 1))
+	if r.View().Upgrading() {
+		t.Fatal("one generation left: still upgrading")
+	}
+	// The next upgrade starts from nothing remembered: a surge node of it is a surge node.
+	next := "AKSUbuntu-2204gen2containerd-202411.20.0"
+	surge2 := aksNode("surge-2", "user", next, "v1.34.2", 60)
+	r.Upsert(surge2)
+	if f := r.View().FateOf(Identity{}, surge2); f != Surge {
+		t.Errorf("next upgrade's surge node: %v, want surge", f)
+	}
+}
