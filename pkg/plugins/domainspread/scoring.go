@@ -53,8 +53,11 @@ type scoreState struct {
 
 	// rollout is the pools' upgrade state for the cycle; while a pool upgrades, a node the
 	// upgrade will drain (an old generation, a surge node, one marked for removal) scores below
-	// a node that stays, after the first dimension: the replica keeps its zone and moves once.
+	// a node that stays and holds no replica of the workload yet, after the first dimension: the
+	// replica keeps its zone and moves once, and the few nodes upgraded first do not pile up
+	// replicas of one workload. holding counts the workload's replicas per node (upgrades only).
 	rollout *pool.RolloutView
+	holding map[string]int32
 }
 
 // Clone shares the state: scoring does not change it.
@@ -78,6 +81,10 @@ func (pl *DomainSpread) PreScore(ctx context.Context, state fwk.CycleState, pod 
 		return fwk.NewStatus(fwk.Skip)
 	}
 	ss := &scoreState{spreadState: s, nodes: nodes, bits: countBits, rollout: pl.rollouts.View()}
+	if ss.rollout.Upgrading() {
+		ss.holding = map[string]int32{}
+		pl.replicas.each(s.workload, func(node string, n int32) { ss.holding[node] = n })
+	}
 	if pl.layered() {
 		pl.countCells(ss)
 	}
@@ -186,11 +193,13 @@ func (pl *DomainSpread) Score(_ context.Context, state fwk.CycleState, _ *v1.Pod
 // fateBits holds moves' result in the raw score (within the 63 bits: rawBits plus these).
 const fateBits = 2
 
-// moves is 1 if maintenance under way will drain the node again (its pool upgrades and the node
-// is an older generation or a surge node, or it is marked for removal), else 0. Outside
-// upgrades it only reads the node's taints.
+// moves is 0 for a node maintenance under way leaves in place and that holds no replica of the
+// workload yet, else 1: a node its pool's upgrade drains again (an older generation or a surge
+// node), one marked for removal, or a node that stays but already holds a replica (during an
+// upgrade the first upgraded nodes are few: preferring them regardless would pile a workload's
+// replicas on them for good). Outside upgrades it only reads the node's taints.
 func (pl *DomainSpread) moves(s *scoreState, node *v1.Node) int64 {
-	if s.rollout.FateOf(pool.Identity{}, node) == pool.Stays {
+	if s.rollout.FateOf(pool.Identity{}, node) == pool.Stays && s.holding[node.Name] == 0 {
 		return 0
 	}
 	return 1

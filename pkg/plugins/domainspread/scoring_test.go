@@ -462,6 +462,16 @@ func TestScoreDuringAnUpgrade(t *testing.T) {
 			wantBest: []string{"z0-reimaged"},
 		},
 		{
+			name: "upgrading: a reimaged node already holding a replica loses its preference",
+			nodes: []*v1.Node{
+				aks("z0-old", "0", oldImage, false), aks("z0-reimaged", "0", newImage, false),
+				aks("z1-old", "1", oldImage, false), aks("z1-reimaged", "1", newImage, false),
+			},
+			existing: []*v1.Pod{rsPod("a1", "rs-a", "z1-reimaged"), rsPod("a2", "rs-a", "z0-reimaged")},
+			// Both zones hold one; the host dimension then picks the old nodes, which hold none.
+			wantBest: []string{"z0-old", "z1-old"},
+		},
+		{
 			name: "upgrading: the zone still comes first",
 			nodes: []*v1.Node{
 				aks("z0-old", "0", oldImage, false), aks("z0-surge", "0", newImage, true),
