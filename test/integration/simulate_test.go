@@ -40,6 +40,9 @@ func TestSimulateBuiltinScenarios(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if sc.Maintenance != nil {
+			continue // TestSimulateMaintenance runs the short one; the 100-node one is demo's
+		}
 		c := &simulate.Comparison{Scenario: sc.Name, Description: sc.Description}
 		for _, mode := range modes {
 			res, err := simulate.Run(context.Background(), sc, mode, simulate.Options{})
