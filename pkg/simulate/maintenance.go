@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -382,7 +383,7 @@ func (u *upgrader) surgeUpgrade(ctx context.Context) error {
 	var blocked []string
 	for start := 0; start < len(old); start += surge {
 		batch := old[start:min(start+surge, len(old))]
-		u.progress("batch %d of %d: cordon and drain %v", start/surge+1, (len(old)+surge-1)/surge, batch)
+		u.progress("batch %d of %d: cordon and drain %s", start/surge+1, (len(old)+surge-1)/surge, nodeList(batch))
 		for _, name := range batch {
 			if err := u.updateNode(ctx, name, func(node *v1.Node) { node.Spec.Unschedulable = true }); err != nil {
 				return err
@@ -439,7 +440,7 @@ func (u *upgrader) surgeUpgrade(ctx context.Context) error {
 	}
 	// A surge node is retained for each quarantined node; the others go.
 	remove := surgeNodes[min(len(u.res.QuarantinedNodes), len(surgeNodes)):]
-	u.progress("removing surge nodes %v", remove)
+	u.progress("removing surge nodes: %s", nodeList(remove))
 	for _, name := range remove {
 		if err := u.updateNode(ctx, name, func(node *v1.Node) { node.Spec.Unschedulable = true }); err != nil {
 			return err
@@ -643,4 +644,12 @@ func zoneName(sc *Scenario, i int) string {
 func setVersion(node *v1.Node, image, kubelet string) {
 	node.Labels[NodeImageVersionLabel] = image
 	node.Status.NodeInfo.KubeletVersion = kubelet
+}
+
+// nodeList names a few nodes, or counts many, for a progress line.
+func nodeList(names []string) string {
+	if len(names) <= 3 {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%d nodes (%s, ...)", len(names), names[0])
 }
