@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -65,9 +66,12 @@ type MaintenanceResult struct {
 	Minutes float64 `json:"minutes"`
 	// BelowFloor counts workloads of 3 or more replicas that had fewer than Floor Ready at some
 	// moment of the maintenance.
-	BelowFloor       int                  `json:"belowFloor"`
-	SurgeNodes       []string             `json:"surgeNodes"`
-	ReimagedNodes    []string             `json:"reimagedNodes"`
+	BelowFloor int `json:"belowFloor"`
+	// NewNodes are the nodes the operation created (surge, green or replacement nodes);
+	// ReimagedNodes those it reimaged in place; RemovedNodes those it deleted.
+	NewNodes         []string             `json:"newNodes"`
+	ReimagedNodes    []string             `json:"reimagedNodes,omitempty"`
+	RemovedNodes     []string             `json:"removedNodes,omitempty"`
 	QuarantinedNodes []string             `json:"quarantinedNodes,omitempty"`
 	Workloads        []MaintainedWorkload `json:"workloads"`
 }
@@ -271,7 +275,8 @@ func runMaintenance(ctx context.Context, cp *controlplane.ControlPlane, sc *Scen
 	}
 	begin = time.Now()
 	t.start()
-	if err := u.surgeUpgrade(ctx); err != nil {
+	play := map[string]func(context.Context) error{SurgeUpgrade: u.surgeUpgrade, BlueGreen: u.blueGreen, Consolidation: u.consolidation}[m.Kind]
+	if err := play(ctx); err != nil {
 		return nil, err
 	}
 	res := u.res
@@ -347,10 +352,7 @@ func (u *upgrader) surgeUpgrade(ctx context.Context) error {
 		old = append(old, u.sc.nodeName(p, i))
 	}
 	// Drawn first, so both modes draw the same zones and order from the seed.
-	zones := make([]int, surge)
-	for i := range zones {
-		zones[i] = u.rng.Intn(max(p.Zones, 1))
-	}
+	zones := u.randomZones(surge)
 	u.rng.Shuffle(len(old), func(i, j int) { old[i], old[j] = old[j], old[i] })
 
 	for _, name := range old {
@@ -362,23 +364,10 @@ func (u *upgrader) surgeUpgrade(ctx context.Context) error {
 		}
 	}
 	u.progress("surge: %d new nodes (maxSurge %s of %d)", surge, u.m.MaxSurge, n)
-	if err := u.sleep(ctx, u.m.ProvisionTime.Duration); err != nil {
+	surgeNodes, err := u.addNodes(ctx, zones)
+	if err != nil {
 		return err
 	}
-	var surgeNodes []string
-	for i := 0; i < surge; i++ {
-		// The next scale-set instance ids, as AKS names surge nodes.
-		node := u.sc.buildNode(p, n+p.JoiningNodes+i, true)
-		if p.Zones > 0 {
-			node.Labels[ZoneKey] = zoneName(u.sc, zones[i])
-		}
-		setVersion(node, u.m.ToNodeImage, u.m.ToKubelet)
-		if _, err := u.cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
-			return fmt.Errorf("creating surge node %s: %w", node.Name, err)
-		}
-		surgeNodes = append(surgeNodes, node.Name)
-	}
-	u.res.SurgeNodes = surgeNodes
 
 	var blocked []string
 	for start := 0; start < len(old); start += surge {
@@ -446,19 +435,11 @@ func (u *upgrader) surgeUpgrade(ctx context.Context) error {
 			return err
 		}
 	}
-	var wg sync.WaitGroup
-	errs := make([]error, len(remove))
-	for i, name := range remove {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			// Deleted whether drained or not: the VM goes, and with it what still runs there.
-			if _, errs[i] = u.drain(ctx, name); errs[i] == nil {
-				errs[i] = u.deleteNode(ctx, name)
-			}
-		}()
+	// Deleted whether drained or not: the VM goes, and with it what still runs there.
+	if _, err := u.drainAll(ctx, remove, func(ctx context.Context, name string, _ bool) error { return u.deleteNode(ctx, name) }); err != nil {
+		return err
 	}
-	wg.Wait()
+	u.res.RemovedNodes = append(u.res.RemovedNodes, remove...)
 	for _, name := range old {
 		if err := u.updateNode(ctx, name, func(node *v1.Node) {
 			delete(node.Annotations, scaleDownDisabledAnnotation)
@@ -467,9 +448,164 @@ func (u *upgrader) surgeUpgrade(ctx context.Context) error {
 			return err
 		}
 	}
+	return nil
+}
+
+// randomZones draws a zone index for each of n new nodes (0 outside zones).
+func (u *upgrader) randomZones(n int) []int {
+	zones := make([]int, n)
+	for i := range zones {
+		zones[i] = u.rng.Intn(max(u.pool.Zones, 1))
+	}
+	return zones
+}
+
+// addNodes waits provisionTime, then creates a node on the new image and kubelet per zone
+// index (-1: the pool's round-robin zone), named with the scale set's next instance ids.
+func (u *upgrader) addNodes(ctx context.Context, zones []int) ([]string, error) {
+	if err := u.sleep(ctx, u.m.ProvisionTime.Duration); err != nil {
+		return nil, err
+	}
+	p := u.pool
+	var names []string
+	for _, zone := range zones {
+		node := u.sc.buildNode(p, p.Nodes+p.JoiningNodes+len(u.res.NewNodes), true)
+		if p.Zones > 0 && zone >= 0 {
+			node.Labels[ZoneKey] = zoneName(u.sc, zone)
+		}
+		setVersion(node, u.m.ToNodeImage, u.m.ToKubelet)
+		if _, err := u.cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+			return nil, fmt.Errorf("creating node %s: %w", node.Name, err)
+		}
+		names = append(names, node.Name)
+		u.res.NewNodes = append(u.res.NewNodes, node.Name)
+	}
+	return names, nil
+}
+
+// drainAll drains the nodes in parallel and calls then (if set) for each once its drain
+// ended, drained or not; it returns which were drained.
+func (u *upgrader) drainAll(ctx context.Context, names []string, then func(ctx context.Context, name string, drained bool) error) ([]bool, error) {
+	drained := make([]bool, len(names))
+	errs := make([]error, len(names))
+	var wg sync.WaitGroup
+	for i, name := range names {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if drained[i], errs[i] = u.drain(ctx, name); errs[i] == nil && then != nil {
+				errs[i] = then(ctx, name, drained[i])
+			}
+		}()
+	}
+	wg.Wait()
 	for _, err := range errs {
 		if err != nil {
+			return nil, err
+		}
+	}
+	return drained, nil
+}
+
+// blueGreen: every blue node cordoned, as many green nodes added (the green count is not
+// documented: assumed N, spread over the zones as the pool is), blue drained drainBatchSize
+// nodes at a time in random order with batchSoak after each batch, finalSoak, blue deleted.
+// A drain past drainTimeout fails the upgrade: the rest is left as it is.
+func (u *upgrader) blueGreen(ctx context.Context) error {
+	p := u.pool
+	n := p.Nodes
+	batch := min(u.m.DrainBatchSize.Of(n), n)
+	var blue []string
+	for i := 0; i < n; i++ {
+		blue = append(blue, u.sc.nodeName(p, i))
+	}
+	u.rng.Shuffle(len(blue), func(i, j int) { blue[i], blue[j] = blue[j], blue[i] })
+	u.progress("blue-green: cordon %d blue nodes, add %d green", n, n)
+	for _, name := range blue {
+		if err := u.updateNode(ctx, name, func(node *v1.Node) { node.Spec.Unschedulable = true }); err != nil {
 			return err
+		}
+	}
+	zones := make([]int, n)
+	for i := range zones {
+		zones[i] = -1
+	}
+	if _, err := u.addNodes(ctx, zones); err != nil {
+		return err
+	}
+	for start := 0; start < n; start += batch {
+		names := blue[start:min(start+batch, n)]
+		u.progress("batch %d of %d: drain %s", start/batch+1, (n+batch-1)/batch, nodeList(names))
+		drained, err := u.drainAll(ctx, names, nil)
+		if err != nil {
+			return err
+		}
+		if slices.Contains(drained, false) {
+			u.res.Outcome = OutcomeFailed
+			return nil
+		}
+		if start+batch < n {
+			if err := u.sleep(ctx, u.m.BatchSoak.Duration); err != nil {
+				return err
+			}
+		}
+	}
+	if err := u.sleep(ctx, u.m.FinalSoak.Duration); err != nil {
+		return err
+	}
+	for _, name := range blue {
+		if err := u.deleteNode(ctx, name); err != nil {
+			return err
+		}
+		u.res.RemovedNodes = append(u.res.RemovedNodes, name)
+	}
+	return nil
+}
+
+// karpenterDisruptedTaint is the taint Karpenter puts on a node it disrupts.
+const karpenterDisruptedTaint = "karpenter.sh/disrupted"
+
+// consolidation: waves of budget nodes in random order, each tainted
+// karpenter.sh/disrupted:NoSchedule, as many replacements started (zones drawn at random) and
+// Ready, then drained (PodDisruptionBudgets honoured) and deleted, until every old node is
+// replaced. A drain past drainTimeout stops it (Karpenter itself would keep waiting).
+func (u *upgrader) consolidation(ctx context.Context) error {
+	p := u.pool
+	n := p.Nodes
+	budget := min(u.m.Budget.Of(n), n)
+	var old []string
+	for i := 0; i < n; i++ {
+		old = append(old, u.sc.nodeName(p, i))
+	}
+	zones := u.randomZones(n)
+	u.rng.Shuffle(len(old), func(i, j int) { old[i], old[j] = old[j], old[i] })
+	disrupted := v1.Taint{Key: karpenterDisruptedTaint, Effect: v1.TaintEffectNoSchedule}
+	for start := 0; start < n; start += budget {
+		names := old[start:min(start+budget, n)]
+		u.progress("wave %d of %d: disrupt %s", start/budget+1, (n+budget-1)/budget, nodeList(names))
+		for _, name := range names {
+			if err := u.updateNode(ctx, name, func(node *v1.Node) { node.Spec.Taints = append(node.Spec.Taints, disrupted) }); err != nil {
+				return err
+			}
+		}
+		if _, err := u.addNodes(ctx, zones[start:start+len(names)]); err != nil {
+			return err
+		}
+		drained, err := u.drainAll(ctx, names, func(ctx context.Context, name string, drained bool) error {
+			if !drained {
+				return nil
+			}
+			u.mu.Lock()
+			u.res.RemovedNodes = append(u.res.RemovedNodes, name)
+			u.mu.Unlock()
+			return u.deleteNode(ctx, name)
+		})
+		if err != nil {
+			return err
+		}
+		if slices.Contains(drained, false) {
+			u.res.Outcome = OutcomeFailed
+			return nil
 		}
 	}
 	return nil

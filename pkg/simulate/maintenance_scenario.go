@@ -3,6 +3,7 @@ package simulate
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -10,6 +11,7 @@ import (
 	yaml "go.yaml.in/yaml/v3"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
 )
 
 // Maintenance kinds.
@@ -17,7 +19,16 @@ const (
 	// SurgeUpgrade is AKS's rolling upgrade (Kubernetes version or node image): surge nodes,
 	// batches of old nodes cordoned, drained and reimaged in place, surge nodes removed.
 	SurgeUpgrade = "surgeUpgrade"
+	// BlueGreen is AKS's blue-green pool upgrade (preview): every old (blue) node cordoned, as
+	// many new (green) nodes added, blue drained in batches with soaks, then deleted.
+	BlueGreen = "blueGreen"
+	// Consolidation is Karpenter's (AKS Node Auto Provisioning's) disruption of a budget of
+	// nodes at a time: tainted, replacements started and Ready, drained, deleted; waves until
+	// every old node is replaced (as drift to a new image does).
+	Consolidation = "consolidation"
 )
+
+var maintenanceKinds = []string{SurgeUpgrade, BlueGreen, Consolidation}
 
 // What AKS does with a node whose drain outlasts drainTimeout (undrainableNodeBehavior).
 const (
@@ -27,11 +38,18 @@ const (
 
 // AKS defaults and limits (docs/maintenance.md has the sources).
 var (
-	defaultMaxSurge     = IntOrPercent{Value: 10, Percent: true}
-	defaultDrainTimeout = 30 * time.Minute
-	minDrainTimeout     = 5 * time.Minute
-	maxDrainTimeout     = 1440 * time.Minute
-	maxNodeSoak         = 30 * time.Minute
+	defaultMaxSurge          = IntOrPercent{Value: 10, Percent: true}
+	defaultBatchSize         = IntOrPercent{Value: 10, Percent: true}
+	defaultBudget            = IntOrPercent{Value: 10, Percent: true}
+	defaultBatchSoak         = 15 * time.Minute
+	defaultFinalSoak         = 60 * time.Minute
+	maxBatchSoak             = 1440 * time.Minute
+	maxFinalSoak             = 10080 * time.Minute
+	defaultDrainTimeout      = 30 * time.Minute
+	minDrainTimeout          = 5 * time.Minute
+	minBlueGreenDrainTimeout = time.Minute
+	maxDrainTimeout          = 1440 * time.Minute
+	maxNodeSoak              = 30 * time.Minute
 )
 
 // Maintenance is a platform operation played on one pool once every workload is Ready.
@@ -49,6 +67,15 @@ type Maintenance struct {
 	// Undrainable is what happens to a node still undrained at DrainTimeout: Schedule (default)
 	// uncordons it and ends the upgrade failed; Cordon quarantines it and goes on.
 	Undrainable string `yaml:"undrainable"`
+	// DrainBatchSize (blueGreen) is the blue nodes drained at once: an integer or a percentage
+	// of the blue nodes, rounded up (default 10%); BatchSoak the wait after each batch (default
+	// 15m, at most 24h) and FinalSoak the wait before blue is deleted (default 60m, at most 7d).
+	DrainBatchSize *IntOrPercent `yaml:"drainBatchSize"`
+	BatchSoak      *Duration     `yaml:"batchSoak"`
+	FinalSoak      *Duration     `yaml:"finalSoak"`
+	// Budget (consolidation) is the nodes disrupted at once: an integer or a percentage of the
+	// pool, rounded up (default 10%, Karpenter's default budget).
+	Budget *IntOrPercent `yaml:"budget"`
 	// PodReadyAfter is how long the kubelet stand-in takes to make a bound pod Ready (default 30s).
 	PodReadyAfter Duration `yaml:"podReadyAfter"`
 	// ReimageTime is how long a reimaged node stays NotReady (default 5m); ProvisionTime how
@@ -130,16 +157,34 @@ func (m *Maintenance) Sim(d time.Duration) time.Duration {
 	return time.Duration(float64(d) / m.TimeScale)
 }
 
+// setDefaults fills in AKS's defaults for the kind's own settings only: a setting of another
+// kind stays unset, so validate can refuse it.
 func (m *Maintenance) setDefaults() {
 	orDefault(&m.Kind, SurgeUpgrade)
-	if m.MaxSurge == nil {
-		surge := defaultMaxSurge
-		m.MaxSurge = &surge
+	switch m.Kind {
+	case SurgeUpgrade:
+		if m.MaxSurge == nil {
+			m.MaxSurge = ptr.To(defaultMaxSurge)
+		}
+		orDefault(&m.Undrainable, UndrainableSchedule)
+	case BlueGreen:
+		if m.DrainBatchSize == nil {
+			m.DrainBatchSize = ptr.To(defaultBatchSize)
+		}
+		if m.BatchSoak == nil {
+			m.BatchSoak = &Duration{defaultBatchSoak}
+		}
+		if m.FinalSoak == nil {
+			m.FinalSoak = &Duration{defaultFinalSoak}
+		}
+	case Consolidation:
+		if m.Budget == nil {
+			m.Budget = ptr.To(defaultBudget)
+		}
 	}
 	if m.DrainTimeout.Duration == 0 {
 		m.DrainTimeout.Duration = defaultDrainTimeout
 	}
-	orDefault(&m.Undrainable, UndrainableSchedule)
 	if m.PodReadyAfter.Duration == 0 {
 		m.PodReadyAfter.Duration = 30 * time.Second
 	}
@@ -173,8 +218,37 @@ func (s *Scenario) validateMaintenance() field.ErrorList {
 	}
 	fp := field.NewPath("maintenance")
 	var errs field.ErrorList
-	if m.Kind != SurgeUpgrade {
-		errs = append(errs, field.NotSupported(fp.Child("kind"), m.Kind, []string{SurgeUpgrade}))
+	if !slices.Contains(maintenanceKinds, m.Kind) {
+		errs = append(errs, field.NotSupported(fp.Child("kind"), m.Kind, maintenanceKinds))
+	}
+	// Each kind's own settings; another kind's is refused rather than ignored.
+	own := map[string]bool{
+		"maxSurge": m.Kind == SurgeUpgrade, "undrainable": m.Kind == SurgeUpgrade,
+		"drainBatchSize": m.Kind == BlueGreen, "batchSoak": m.Kind == BlueGreen, "finalSoak": m.Kind == BlueGreen,
+		"budget": m.Kind == Consolidation,
+	}
+	for _, f := range []struct {
+		name string
+		set  bool
+	}{{"maxSurge", m.MaxSurge != nil}, {"undrainable", m.Undrainable != ""}, {"drainBatchSize", m.DrainBatchSize != nil},
+		{"batchSoak", m.BatchSoak != nil}, {"finalSoak", m.FinalSoak != nil}, {"budget", m.Budget != nil}} {
+		if f.set && !own[f.name] {
+			errs = append(errs, field.Forbidden(fp.Child(f.name), fmt.Sprintf("not a setting of kind %s", m.Kind)))
+		}
+	}
+	for _, c := range []struct {
+		name string
+		v    *IntOrPercent
+	}{{"maxSurge", m.MaxSurge}, {"drainBatchSize", m.DrainBatchSize}, {"budget", m.Budget}} {
+		if c.v != nil && own[c.name] && (c.v.Value < 1 || (c.v.Percent && c.v.Value > 100)) {
+			errs = append(errs, field.Invalid(fp.Child(c.name), c.v.String(), "at least 1 node, or 1% to 100% of the pool"))
+		}
+	}
+	if d := m.BatchSoak; d != nil && own["batchSoak"] && (d.Duration < 0 || d.Duration > maxBatchSoak) {
+		errs = append(errs, field.Invalid(fp.Child("batchSoak"), d.String(), fmt.Sprintf("must be 0..%v, as AKS allows", maxBatchSoak)))
+	}
+	if d := m.FinalSoak; d != nil && own["finalSoak"] && (d.Duration < 0 || d.Duration > maxFinalSoak) {
+		errs = append(errs, field.Invalid(fp.Child("finalSoak"), d.String(), fmt.Sprintf("must be 0..%v, as AKS allows", maxFinalSoak)))
 	}
 	var pool *Pool
 	for i := range s.Pools {
@@ -188,16 +262,18 @@ func (s *Scenario) validateMaintenance() field.ErrorList {
 	case pool.JoiningNodes > 0:
 		errs = append(errs, field.Forbidden(fp.Child("pool"), fmt.Sprintf("pool %s has joiningNodes: the maintenance starts on a settled pool", m.Pool)))
 	}
-	if m.MaxSurge.Value < 1 || (m.MaxSurge.Percent && m.MaxSurge.Value > 100) {
-		errs = append(errs, field.Invalid(fp.Child("maxSurge"), m.MaxSurge.String(), "at least 1 node, or 1% to 100% of the pool"))
+	// The blue-green settings allow a shorter drain timeout than the rolling ones.
+	lowest := minDrainTimeout
+	if m.Kind == BlueGreen {
+		lowest = minBlueGreenDrainTimeout
 	}
-	if d := m.DrainTimeout.Duration; d < minDrainTimeout || d > maxDrainTimeout {
-		errs = append(errs, field.Invalid(fp.Child("drainTimeout"), d.String(), fmt.Sprintf("must be %v..%v, as AKS allows", minDrainTimeout, maxDrainTimeout)))
+	if d := m.DrainTimeout.Duration; d < lowest || d > maxDrainTimeout {
+		errs = append(errs, field.Invalid(fp.Child("drainTimeout"), d.String(), fmt.Sprintf("must be %v..%v, as AKS allows", lowest, maxDrainTimeout)))
 	}
 	if d := m.NodeSoak.Duration; d < 0 || d > maxNodeSoak {
 		errs = append(errs, field.Invalid(fp.Child("nodeSoak"), d.String(), fmt.Sprintf("must be 0..%v, as AKS allows", maxNodeSoak)))
 	}
-	if m.Undrainable != UndrainableSchedule && m.Undrainable != UndrainableCordon {
+	if own["undrainable"] && m.Undrainable != UndrainableSchedule && m.Undrainable != UndrainableCordon {
 		errs = append(errs, field.NotSupported(fp.Child("undrainable"), m.Undrainable, []string{UndrainableSchedule, UndrainableCordon}))
 	}
 	for _, d := range []struct {

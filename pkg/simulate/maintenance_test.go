@@ -32,6 +32,24 @@ func TestMaintenanceDefaults(t *testing.T) {
 	if diff := cmp.Diff(&PDB{MaxUnavailable: &IntOrPercent{Value: 1}}, sc.Workloads[0].PDB); diff != "" {
 		t.Errorf("pdb (-want +got):\n%s", diff)
 	}
+	// Each kind gets its own settings' defaults only.
+	kinds := map[string]*Maintenance{}
+	for _, kind := range []string{BlueGreen, Consolidation} {
+		sc, err := Parse("m.yaml", []byte("name: x\npools:\n- name: user\n  nodes: 12\nmaintenance:\n  pool: user\n  kind: "+kind+"\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		kinds[kind] = sc.Maintenance
+	}
+	base := *want
+	base.MaxSurge, base.Undrainable = nil, ""
+	blueGreen, consolidation := base, base
+	blueGreen.Kind, blueGreen.DrainBatchSize = BlueGreen, &IntOrPercent{Value: 10, Percent: true}
+	blueGreen.BatchSoak, blueGreen.FinalSoak = &Duration{15 * time.Minute}, &Duration{60 * time.Minute}
+	consolidation.Kind, consolidation.Budget = Consolidation, &IntOrPercent{Value: 10, Percent: true}
+	if diff := cmp.Diff(map[string]*Maintenance{BlueGreen: &blueGreen, Consolidation: &consolidation}, kinds); diff != "" {
+		t.Errorf("defaults per kind (-want +got):\n%s", diff)
+	}
 }
 
 func TestMaintenanceParseErrors(t *testing.T) {
@@ -42,7 +60,7 @@ func TestMaintenanceParseErrors(t *testing.T) {
 		want []string
 	}{
 		{name: "unknown pool", yaml: pools + "maintenance:\n  pool: nope\n", want: []string{"bad.yaml:6:", "maintenance.pool", "Not found"}},
-		{name: "kind not played", yaml: pools + "maintenance:\n  kind: blueGreen\n  pool: user\n", want: []string{"bad.yaml:6:", "maintenance.kind", `"surgeUpgrade"`}},
+		{name: "unknown kind", yaml: pools + "maintenance:\n  kind: hostReboot\n  pool: user\n", want: []string{"bad.yaml:6:", "maintenance.kind", `"surgeUpgrade"`, `"blueGreen"`, `"consolidation"`}},
 		{name: "maxSurge not a count", yaml: pools + "maintenance:\n  pool: user\n  maxSurge: ten\n", want: []string{"line 7", "percentage like 10%"}},
 		{name: "maxSurge zero", yaml: pools + "maintenance:\n  pool: user\n  maxSurge: 0%\n", want: []string{"bad.yaml:7:", "maintenance.maxSurge"}},
 		{name: "drain timeout below AKS's minimum", yaml: pools + "maintenance:\n  pool: user\n  drainTimeout: 2m\n", want: []string{"bad.yaml:7:", "maintenance.drainTimeout", "5m0s..24h0m0s"}},
@@ -54,7 +72,10 @@ func TestMaintenanceParseErrors(t *testing.T) {
 		{name: "pdb without a maintenance", yaml: pools + "workloads:\n- name: w\n  replicas: 3\n  pdb: {maxUnavailable: 1}\n", want: []string{"bad.yaml:8:", "workloads[0].pdb", "maintenance scenario"}},
 		{name: "rollout in a maintenance", yaml: pools + "workloads:\n- name: w\n  replicas: 3\n  rollout: true\nmaintenance:\n  pool: user\n", want: []string{"bad.yaml:8:", "workloads[0].rollout"}},
 		{name: "joining nodes in the pool", yaml: pools + "  joiningNodes: 2\nmaintenance:\n  pool: user\n", want: []string{"bad.yaml:7:", "maintenance.pool", "joiningNodes"}},
-		{name: "a field blue-green would need", yaml: pools + "maintenance:\n  pool: user\n  finalSoak: 60m\n", want: []string{"line 7", "field finalSoak not found"}},
+		{name: "a blue-green setting in a surge upgrade", yaml: pools + "maintenance:\n  pool: user\n  finalSoak: 60m\n", want: []string{"bad.yaml:7:", "maintenance.finalSoak", "not a setting of kind surgeUpgrade"}},
+		{name: "maxSurge in a blue-green upgrade", yaml: pools + "maintenance:\n  kind: blueGreen\n  pool: user\n  maxSurge: 1\n", want: []string{"bad.yaml:8:", "maintenance.maxSurge", "not a setting of kind blueGreen"}},
+		{name: "batch soak above AKS's maximum", yaml: pools + "maintenance:\n  kind: blueGreen\n  pool: user\n  batchSoak: 25h\n", want: []string{"bad.yaml:8:", "maintenance.batchSoak", "0..24h0m0s"}},
+		{name: "budget of no node", yaml: pools + "maintenance:\n  kind: consolidation\n  pool: user\n  budget: 0\n", want: []string{"bad.yaml:8:", "maintenance.budget"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -24,8 +24,8 @@ func maintenanceRows(c *Comparison) []row {
 		}
 	}
 	out := []row{
-		{label: "maintenance outcome (reimaged, surge nodes)", value: m(func(mr *MaintenanceResult) string {
-			s := fmt.Sprintf("%s (%d, %d)", mr.Outcome, len(mr.ReimagedNodes), len(mr.SurgeNodes))
+		{label: "maintenance outcome (nodes new, reimaged, removed)", value: m(func(mr *MaintenanceResult) string {
+			s := fmt.Sprintf("%s (%d, %d, %d)", mr.Outcome, len(mr.NewNodes), len(mr.ReimagedNodes), len(mr.RemovedNodes))
 			if len(mr.QuarantinedNodes) > 0 {
 				s += fmt.Sprintf("; %d quarantined", len(mr.QuarantinedNodes))
 			}

@@ -236,7 +236,7 @@ func TestWriteTableFitsTheTerminal(t *testing.T) {
 				}
 				if sc.Maintenance != nil {
 					r.Maintenance = &MaintenanceResult{Outcome: OutcomeFailed, Replicas: 123456, Evictions: 1234567, Refusals: 12345678, EvictionsPerReplica: 1234.56,
-						RefusalsPerReplica: 12345.67, BelowFloor: 123456, Minutes: 1234567, SurgeNodes: make([]string, 1000), ReimagedNodes: make([]string, 5000),
+						RefusalsPerReplica: 12345.67, BelowFloor: 123456, Minutes: 1234567, NewNodes: make([]string, 1000), RemovedNodes: make([]string, 5000), ReimagedNodes: make([]string, 5000),
 						QuarantinedNodes: make([]string, 1000), Workloads: []MaintainedWorkload{{Name: "a-namespace-name/replicaset/" + strings.Repeat("w", 63), Replicas: 1000, MinReady: 1}}}
 				}
 				return r
