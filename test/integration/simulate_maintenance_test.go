@@ -3,7 +3,11 @@ package integration
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"os"
+	"path/filepath"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/pool-scheduler/pool-scheduler/pkg/simulate"
+	"github.com/pool-scheduler/pool-scheduler/test/util"
 )
 
 // nodeIdentity is what a reimage in place keeps of a Node and what it changes.
@@ -61,24 +66,54 @@ func TestSimulateMaintenance(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"surge-upgrade-small", "blue-green-small", "consolidation-small"} {
-		t.Run(name, func(t *testing.T) {
-			// Each run mostly waits on its simulated clock: the three share the machine well.
-			t.Parallel()
-			sc, err := simulate.Load(name)
-			if err != nil {
-				t.Fatal(err)
-			}
-			c := &simulate.Comparison{Scenario: sc.Name, Description: sc.Description}
+	names := []string{"surge-upgrade-small", "blue-green-small", "consolidation-small"}
+	comparisons := make([]*simulate.Comparison, len(names))
+	t.Run("runs", func(t *testing.T) {
+		for i, name := range names {
+			t.Run(name, func(t *testing.T) {
+				sc, err := simulate.Load(name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				c := &simulate.Comparison{Scenario: sc.Name, Description: sc.Description}
+				for _, mode := range modes {
+					c.Results = append(c.Results, runMaintenance(t, sc, mode))
+				}
+				var table bytes.Buffer
+				if err := simulate.WriteTable(&table, []*simulate.Comparison{c}); err != nil {
+					t.Fatal(err)
+				}
+				t.Logf("\n%s", table.String())
+				comparisons[i] = c
+			})
+		}
+	})
+	if t.Failed() {
+		return
+	}
+	// The report draws each workload's Ready replicas over the maintenance, a line per mode.
+	out := filepath.Join(util.RepoRoot(), "_output", "simulate")
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	page := filepath.Join(out, "maintenance.html")
+	f, err := os.Create(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := simulate.WriteHTML(f, comparisons); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	dom := renderInChromium(t, page, filepath.Join(out, "maintenance.png"), names...)
+	for _, c := range comparisons {
+		for _, w := range c.Results[0].Maintenance.Workloads {
 			for _, mode := range modes {
-				c.Results = append(c.Results, runMaintenance(t, sc, mode))
+				if !strings.Contains(dom, fmt.Sprintf(`data-timeline="%s"`, w.Name)) || !strings.Contains(dom, fmt.Sprintf(`data-mode="%s" points="`, mode.Name)) {
+					t.Errorf("%s: rendered page has no timeline of %s under %s", c.Scenario, w.Name, mode.Name)
+				}
 			}
-			var table bytes.Buffer
-			if err := simulate.WriteTable(&table, []*simulate.Comparison{c}); err != nil {
-				t.Fatal(err)
-			}
-			t.Logf("\n%s", table.String())
-		})
+		}
 	}
 }
 
