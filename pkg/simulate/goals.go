@@ -37,7 +37,8 @@ func MaintenanceGoals(def, ps *Result) []Goal {
 		{Name: "zone / update-domain skew <= 1 at the end", Met: pSkew[0] <= 1 && pSkew[1] <= 1,
 			Default: fmt.Sprintf("%d / %d", dSkew[0], dSkew[1]), PoolScheduler: fmt.Sprintf("%d / %d", pSkew[0], pSkew[1])},
 		{Name: "maintenance time <= default's", Met: p.Minutes <= d.Minutes,
-			Default: fmt.Sprintf("%.0f min", d.Minutes), PoolScheduler: fmt.Sprintf("%.0f min", p.Minutes)},
+			// One decimal: the goal compares exact figures, and 101.2 against 101.4 must not read as equal.
+			Default: fmt.Sprintf("%.1f min", d.Minutes), PoolScheduler: fmt.Sprintf("%.1f min", p.Minutes)},
 		{Name: "refused evictions <= default's", Met: p.Refusals <= d.Refusals,
 			Default: fmt.Sprintf("%d (%.2f/replica)", d.Refusals, d.RefusalsPerReplica), PoolScheduler: fmt.Sprintf("%d (%.2f/replica)", p.Refusals, p.RefusalsPerReplica)},
 	}
