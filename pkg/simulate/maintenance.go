@@ -263,7 +263,7 @@ func runMaintenance(ctx context.Context, cp *controlplane.ControlPlane, sc *Scen
 	if err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(context.Context) (bool, error) { return t.allReady(), nil }); err != nil {
 		return nil, fmt.Errorf("workloads not Ready before the maintenance: %w", err)
 	}
-	u := &upgrader{cs: cs, sc: sc, m: m, rng: rand.New(rand.NewSource(m.Seed)), tracker: t, progress: progress,
+	u := &upgrader{cs: cs, sc: sc, m: m, rng: rand.New(rand.NewSource(m.Seed)), progress: progress,
 		evictions: map[string]int{}, refusals: map[string]int{}, res: &MaintenanceResult{Kind: m.Kind, Outcome: OutcomeSucceeded, Replicas: replicas}}
 	for i := range sc.Pools {
 		if sc.Pools[i].Name == m.Pool {
@@ -317,14 +317,13 @@ func (t *readyTracker) observeObj(obj any, deleted bool) {
 	}
 }
 
-// upgrader plays AKS's rolling (surge) upgrade on one pool.
+// upgrader plays a maintenance (surge upgrade, blue-green upgrade, consolidation) on one pool.
 type upgrader struct {
 	cs       kubernetes.Interface
 	sc       *Scenario
 	m        *Maintenance
 	pool     *Pool
 	rng      *rand.Rand
-	tracker  *readyTracker
 	progress func(string, ...any)
 
 	mu                  sync.Mutex
