@@ -50,6 +50,8 @@ var (
 	minBlueGreenDrainTimeout = time.Minute
 	maxDrainTimeout          = 1440 * time.Minute
 	maxNodeSoak              = 30 * time.Minute
+	// maxPDBCount bounds a budget's count as replicas are bounded (a PDB field is an int32).
+	maxPDBCount = 1000
 )
 
 // Maintenance is a platform operation played on one pool once every workload is Ready.
@@ -284,7 +286,7 @@ func (s *Scenario) validateMaintenance() field.ErrorList {
 			errs = append(errs, field.Invalid(fp.Child(d.name), d.d.String(), "must not be negative"))
 		}
 	}
-	if m.TimeScale <= 0 || m.TimeScale > 3600 {
+	if !(m.TimeScale > 0 && m.TimeScale <= 3600) { // NaN too
 		errs = append(errs, field.Invalid(fp.Child("timeScale"), m.TimeScale, "must be above 0 and at most 3600 (simulated seconds per real second)"))
 	}
 	if m.FromNodeImage == m.ToNodeImage && m.FromKubelet == m.ToKubelet {
@@ -301,6 +303,10 @@ func (s *Scenario) validateMaintenance() field.ErrorList {
 		switch {
 		case (w.PDB.MaxUnavailable == nil) == (w.PDB.MinAvailable == nil):
 			errs = append(errs, field.Invalid(wp.Child("pdb"), "", "set exactly one of maxUnavailable and minAvailable"))
+		case w.PDB.MaxUnavailable != nil && !w.PDB.MaxUnavailable.Percent && w.PDB.MaxUnavailable.Value > maxPDBCount:
+			errs = append(errs, field.Invalid(wp.Child("pdb", "maxUnavailable"), w.PDB.MaxUnavailable.String(), fmt.Sprintf("at most %d", maxPDBCount)))
+		case w.PDB.MinAvailable != nil && !w.PDB.MinAvailable.Percent && w.PDB.MinAvailable.Value > maxPDBCount:
+			errs = append(errs, field.Invalid(wp.Child("pdb", "minAvailable"), w.PDB.MinAvailable.String(), fmt.Sprintf("at most %d", maxPDBCount)))
 		case w.PDB.MaxUnavailable != nil && w.PDB.MaxUnavailable.Percent && w.PDB.MaxUnavailable.Value > 100:
 			errs = append(errs, field.Invalid(wp.Child("pdb", "maxUnavailable"), w.PDB.MaxUnavailable.String(), "at most 100%"))
 		case w.PDB.MinAvailable != nil && w.PDB.MinAvailable.Percent && w.PDB.MinAvailable.Value > 100:
