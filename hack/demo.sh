@@ -23,9 +23,20 @@ compiled=0
 done
 stage "built bin/poolctl"
 
+# Every built-in scenario but the 100-node surge upgrade (about 3 min per mode on 2 cores): the
+# short maintenance scenarios show the same mechanism; `bin/poolctl simulate --scenario
+# surge-upgrade` runs it (docs/scenarios.md). Arguments replace the selection.
+args=("$@")
+if ((${#args[@]} == 0)); then
+  for f in pkg/simulate/scenarios/*.yaml; do
+    name=$(basename "$f" .yaml)
+    [[ "$name" == surge-upgrade ]] || args+=(--scenario "$name")
+  done
+fi
+
 log=_output/demo/poolctl.log
 stage "running the scenarios: each on its own embedded etcd + kube-apiserver, under the default scheduler and under pool-scheduler (their logs: ${log})"
 # The control planes' and schedulers' logs (klog, etcd's, the etcd client's JSON warnings) go to
 # $log; progress lines (stderr) get the demo's clock; the table (stdout) passes through.
-{ bin/poolctl simulate --out _output/demo --progress=lines --log-file "$log" "$@" 2>&1 1>&3 3>&- | while IFS= read -r line; do stage "$line"; done; } 3>&1
+{ bin/poolctl simulate --out _output/demo --progress=lines --log-file "$log" "${args[@]}" 2>&1 1>&3 3>&- | while IFS= read -r line; do stage "$line"; done; } 3>&1
 stage "done (logs: ${log})"

@@ -84,11 +84,7 @@ func (s *Scenario) buildNode(p *Pool, i int, labelled bool) *v1.Node {
 	perDomain := 1
 	switch {
 	case p.Zones > 0:
-		region := "region"
-		if s.Azure != nil {
-			region = s.Azure.Region
-		}
-		labels[ZoneKey] = fmt.Sprintf("%s-%d", region, 1+i%p.Zones)
+		labels[ZoneKey] = zoneName(s, i%p.Zones)
 		perDomain = p.Zones
 	case p.FaultDomains > 0 || s.Azure != nil:
 		// cloud-provider-azure labels every VM outside zones with its fault domain.

@@ -142,6 +142,8 @@ func FuzzParseScenario(f *testing.F) {
 		"name: x\npools:\n- name: a\n  nodes: one\n",
 		"name: [x\n",
 		"{name: x, pools: [{name: a, nodes: 1, joiningNodes: 2, joinAfter: 1s, labelDelay: -1s}]}",
+		"name: x\npools:\n- name: a\n  nodes: 3\nworkloads:\n- name: w\n  replicas: 3\n  pdb: {minAvailable: 99999999999}\nmaintenance:\n  pool: a\n  maxSurge: 200%\n  timeScale: .nan\n",
+		"name: x\npools:\n- name: a\n  nodes: 3\nmaintenance:\n  kind: blueGreen\n  pool: a\n  budget: 1\n  batchSoak: -1s\n",
 	} {
 		f.Add([]byte(seed))
 	}

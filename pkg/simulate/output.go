@@ -24,6 +24,8 @@ type row struct {
 	value func(*Result) string
 	// violation marks rows where anything above zero is a problem.
 	violation bool
+	// bad, if set, marks the cells that are a problem instead.
+	bad func(string) bool
 }
 
 func count(n int) string { return fmt.Sprint(n) }
@@ -66,6 +68,7 @@ func rowsFor(c *Comparison) []row {
 	)
 	out = append(out, row{label: "domains per pool: " + strings.Join(names, " / "), value: poolDomainsSummary})
 	out = append(out, rows...)
+	out = append(out, maintenanceRows(c)...)
 	for _, r := range c.Results {
 		if r.OptedIn > 0 {
 			out = append(out, row{label: "pods given to it by namespace label (spec unedited)", value: func(r *Result) string {
@@ -86,7 +89,12 @@ var rows = []row{
 	{label: "label-to-bind latency p50 / p99", value: func(r *Result) string {
 		return fmt.Sprintf("%s / %s", ms(r.LabelToBindP50), ms(r.LabelToBindP99))
 	}},
-	{label: "scheduling throughput", value: func(r *Result) string { return fmt.Sprintf("%.0f pods/s", r.Throughput) }},
+	{label: "scheduling throughput", value: func(r *Result) string {
+		if r.Maintenance != nil {
+			return "-" // pods come as the maintenance evicts them: no measure of the scheduler
+		}
+		return fmt.Sprintf("%.0f pods/s", r.Throughput)
+	}},
 }
 
 // poolDomainsSummary is each pool's distinct domains per dimension, naming the dimensions that
@@ -339,6 +347,8 @@ func WriteHTML(w io.Writer, comparisons []*Comparison) error {
 		Rows                  []tableRow
 		Dimensions            []dimensionCharts
 		Detail                workloadDetail
+		Timelines             []timelineChart
+		TimelineLegend        []legendEntry
 	}
 	var sections []section
 	for _, c := range comparisons {
@@ -350,12 +360,17 @@ func WriteHTML(w io.Writer, comparisons []*Comparison) error {
 			tr := tableRow{Label: rw.label}
 			for _, r := range c.Results {
 				v := rw.value(r)
-				tr.Cells = append(tr.Cells, cell{Text: v, Violation: rw.violation && v != "0"})
+				bad := rw.violation && v != "0"
+				if rw.bad != nil {
+					bad = rw.bad(v)
+				}
+				tr.Cells = append(tr.Cells, cell{Text: v, Violation: bad})
 			}
 			s.Rows = append(s.Rows, tr)
 		}
 		s.Dimensions = spreadCharts(c)
 		s.Detail = detailOf(c)
+		s.Timelines, s.TimelineLegend = timelineCharts(c)
 		sections = append(sections, s)
 	}
 	return htmlTemplate.Execute(w, sections)
@@ -618,6 +633,20 @@ details{margin:1em 0}table.detail td{font-family:ui-monospace,monospace;font-siz
 <table><tr><th>metric</th>{{range .Modes}}<th>{{.}}</th>{{end}}</tr>
 {{range .Rows}}<tr><td>{{.Label}}</td>{{range .Cells}}<td class="{{if .Violation}}bad{{else}}ok{{end}}">{{.Text}}</td>{{end}}</tr>
 {{end}}</table>
+{{if .Timelines}}
+<h3>Ready replicas over the maintenance</h3>
+<p>One chart per workload: its Ready replicas (not terminating and Ready) over the maintenance's simulated minutes, one line per mode; the dashed line is its floor, two thirds of its replicas rounded up.</p>
+<ul class="legend" data-timeline-legend="">{{range .TimelineLegend}}<li><span class="swatch" style="background:{{.Color}}"></span>{{.Domain}}</li>{{end}}</ul>
+<div class="charts">{{range $t := .Timelines}}<figure><figcaption>{{.Workload}} ({{.Replicas}}; min {{range $i, $m := .MinReady}}{{if $i}}, {{end}}{{$m}}{{end}})</figcaption>
+<svg xmlns="http://www.w3.org/2000/svg" width="{{.Width}}" height="{{.Height}}" role="img" data-timeline="{{.Workload}}" aria-label="{{.Workload}}: Ready replicas over the maintenance">
+<g class="grid">{{range .YTicks}}<line x1="{{$t.PlotLeft}}" x2="{{$t.PlotRight}}" y1="{{.Pos}}" y2="{{.Pos}}"/>{{end}}</g>
+{{if .Floor}}<line class="floor" x1="{{.PlotLeft}}" x2="{{.PlotRight}}" y1="{{.FloorY}}" y2="{{.FloorY}}" stroke="#e15759" stroke-dasharray="4 3"/>{{end}}
+{{range .Lines}}<polyline class="ready" fill="none" stroke="{{.Color}}" stroke-width="1.5" data-mode="{{.Mode}}" points="{{.Points}}"/>
+{{end}}<g class="axis y-axis"><line x1="{{.PlotLeft}}" x2="{{.PlotLeft}}" y1="{{.PlotTop}}" y2="{{.AxisY}}"/>{{range .YTicks}}<text x="{{minus $t.PlotLeft 5}}" y="{{plus .Pos 4}}" text-anchor="end">{{.Label}}</text>{{end}}</g>
+<g class="axis x-axis"><line x1="{{.PlotLeft}}" x2="{{.PlotRight}}" y1="{{.AxisY}}" y2="{{.AxisY}}"/>{{range .XTicks}}<text x="{{.Pos}}" y="{{plus $t.AxisY 13}}" text-anchor="middle">{{.Label}}</text>{{end}}
+<text x="{{plus $t.PlotLeft 120}}" y="{{plus .AxisY 25}}" text-anchor="middle">simulated minutes</text></g>
+</svg></figure>{{end}}</div>
+{{end}}
 {{range $dim := .Dimensions}}
 <h3>Replicas per {{$dim.Name}} <small>({{$dim.Keys}})</small></h3>
 <p>Each bar is one workload (numbered as in the detail below), its replicas stacked by {{$dim.Name}}, one colour per {{$dim.Name}}: equal segments in a bar mean the workload is spread evenly.</p>

@@ -234,6 +234,11 @@ func TestWriteTableFitsTheTerminal(t *testing.T) {
 				for i := range 1000 {
 					r.Report.PendingPods = append(r.Report.PendingPods, report.Finding{Object: fmt.Sprintf("ns/pod-%d", i), Detail: reasons[i%len(reasons)]})
 				}
+				if sc.Maintenance != nil {
+					r.Maintenance = &MaintenanceResult{Outcome: OutcomeFailed, Replicas: 123456, Evictions: 1234567, Refusals: 12345678, EvictionsPerReplica: 1234.56,
+						RefusalsPerReplica: 12345.67, BelowFloor: 123456, Minutes: 1234567, NewNodes: make([]string, 1000), RemovedNodes: make([]string, 5000), ReimagedNodes: make([]string, 5000),
+						QuarantinedNodes: make([]string, 1000), Workloads: []MaintainedWorkload{{Name: "a-namespace-name/replicaset/" + strings.Repeat("w", 63), Replicas: 1000, MinReady: 1}}}
+				}
 				return r
 			}
 			c := &Comparison{Scenario: sc.Name, Results: []*Result{wide("default"), wide("pool-scheduler")}}

@@ -46,6 +46,8 @@ type Result struct {
 	// OptedIn counts pods created without schedulerName that the admission path gave to the
 	// scheduler (scenarios with optInByLabel).
 	OptedIn int `json:"optedIn,omitempty"`
+	// Maintenance is what a maintenance scenario's operation did.
+	Maintenance *MaintenanceResult `json:"maintenance,omitempty"`
 }
 
 // Options tune a run.
@@ -54,11 +56,25 @@ type Options struct {
 	Log io.Writer
 	// Settle is how long nothing must change before the run ends (default 2s).
 	Settle time.Duration
-	// Timeout bounds the whole run (default 2m).
+	// Timeout bounds the whole run (default 2m; 30m for a maintenance scenario).
 	Timeout time.Duration
 	// Progress, if set, receives one-line progress messages.
 	Progress func(string)
+	// Observe, if set, is called with the live cluster at each Stage of a maintenance
+	// scenario (tests read the API there); an error ends the run.
+	Observe func(context.Context, Stage, kubernetes.Interface) error
 }
+
+// Stage is a moment of a maintenance scenario's run.
+type Stage string
+
+// Stages Observe is called at.
+const (
+	// StageMaintenanceStart: every workload Ready, nothing touched yet.
+	StageMaintenanceStart Stage = "maintenance-start"
+	// StageEnd: the maintenance done and the workloads Ready again (or given up on).
+	StageEnd Stage = "end"
+)
 
 type nodeVersion struct {
 	rv   uint64
@@ -140,6 +156,9 @@ func Run(ctx context.Context, sc *Scenario, mode Mode, opts Options) (*Result, e
 	}
 	if opts.Timeout == 0 {
 		opts.Timeout = 2 * time.Minute
+		if sc.Maintenance != nil {
+			opts.Timeout = 30 * time.Minute
+		}
 	}
 	progress := func(format string, args ...any) {
 		if opts.Progress != nil {
@@ -204,7 +223,11 @@ func Run(ctx context.Context, sc *Scenario, mode Mode, opts Options) (*Result, e
 	for i := range sc.Pools {
 		p := &sc.Pools[i]
 		for j := 0; j < p.Nodes; j++ {
-			if _, err := cs.CoreV1().Nodes().Create(ctx, sc.buildNode(p, j, true), metav1.CreateOptions{}); err != nil {
+			node := sc.buildNode(p, j, true)
+			if m := sc.Maintenance; m != nil && m.Pool == p.Name {
+				setVersion(node, m.FromNodeImage, m.FromKubelet)
+			}
+			if _, err := cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
 				return nil, err
 			}
 		}
@@ -221,7 +244,36 @@ func Run(ctx context.Context, sc *Scenario, mode Mode, opts Options) (*Result, e
 		return nil, err
 	}
 
+	schedulerName := func(w *Workload) string {
+		if optIn && w.Namespace != metav1.NamespaceSystem {
+			return "" // no pod edited: the admission path sets it
+		}
+		return mode.Profile.SchedulerName
+	}
 	start := time.Now()
+	if sc.Maintenance != nil {
+		observe := func(ctx context.Context, stage Stage) error {
+			if opts.Observe == nil {
+				return nil
+			}
+			return opts.Observe(ctx, stage, cs)
+		}
+		maint, err := runMaintenance(ctx, cp, sc, schedulerName, progress, observe)
+		if err != nil {
+			return nil, fmt.Errorf("%s / %s: %w", sc.Name, mode.Name, err)
+		}
+		if err := observe(ctx, StageEnd); err != nil {
+			return nil, err
+		}
+		elapsed := time.Since(start)
+		progress("measuring")
+		stopScheduler()
+		r, err := measure(ctx, cp, sc, mode, rec, &sync.Map{}, start, elapsed)
+		if r != nil {
+			r.Maintenance = maint
+		}
+		return r, err
+	}
 	var wg sync.WaitGroup
 	errs := make(chan error, len(sc.Pools)+len(sc.Workloads))
 	labelledAt := sync.Map{} // node name -> time its pool labels landed
@@ -248,11 +300,7 @@ func Run(ctx context.Context, sc *Scenario, mode Mode, opts Options) (*Result, e
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			name := mode.Profile.SchedulerName
-			if optIn && w.Namespace != metav1.NamespaceSystem {
-				name = "" // no pod edited: the admission path sets it
-			}
-			if err := runWorkload(ctx, cs, w, name, start, rec); err != nil {
+			if err := runWorkload(ctx, cs, w, schedulerName(w), start, rec); err != nil {
 				errs <- err
 			}
 		}()

@@ -43,6 +43,9 @@ type Scenario struct {
 	// the MutatingAdmissionPolicy rendered from the profile gives them to pool-scheduler, as the
 	// chart's admission path does. kube-system's pods name the scheduler, as add-ons name theirs.
 	OptInByLabel bool `yaml:"optInByLabel"`
+	// Maintenance, if set, plays a platform maintenance on a pool once every workload is Ready
+	// (docs/scenarios.md); the workloads are then ReplicaSets kept by the ReplicaSet controller.
+	Maintenance *Maintenance `yaml:"maintenance"`
 
 	source string
 }
@@ -124,6 +127,8 @@ type Workload struct {
 	// Rollout replaces every ReplicaSet once all its pods are bound: the old pods are left
 	// terminating (a finalizer holds them) while the new revision is scheduled.
 	Rollout bool `yaml:"rollout"`
+	// PDB gives each of the workload's ReplicaSets a PodDisruptionBudget (maintenance scenarios).
+	PDB *PDB `yaml:"pdb"`
 }
 
 // Service is a LoadBalancer Service with externalTrafficPolicy Local selecting a workload.
@@ -249,6 +254,9 @@ func (s *Scenario) setDefaults() {
 	}
 	for i := range s.Services {
 		orDefault(&s.Services[i].Namespace, "default")
+	}
+	if s.Maintenance != nil {
+		s.Maintenance.setDefaults()
 	}
 }
 
@@ -403,6 +411,7 @@ func (s *Scenario) validate() field.ErrorList {
 			}
 		}
 	}
+	errs = append(errs, s.validateMaintenance()...)
 	if a := s.Azure; a != nil {
 		fp := field.NewPath("azure")
 		if len(a.ClusterHash) != 8 || strings.Trim(a.ClusterHash, "0123456789") != "" {

@@ -10,27 +10,18 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	cacheddiscovery "k8s.io/client-go/discovery/cached/memory"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/restmapper"
-	"k8s.io/client-go/scale"
-	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
-	"k8s.io/kubernetes/pkg/controller/disruption"
-	"k8s.io/kubernetes/pkg/controller/replicaset"
 	"k8s.io/utils/ptr"
 
 	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config"
 	configv1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/config/v1"
 	"github.com/pool-scheduler/pool-scheduler/pkg/controlplane"
+	"github.com/pool-scheduler/pool-scheduler/pkg/kubesim"
 	"github.com/pool-scheduler/pool-scheduler/pkg/spreadkeeper"
 )
 
@@ -151,85 +142,24 @@ func (s Spread) String() string {
 	return b.String()
 }
 
-// StartReplicaSetController runs the upstream ReplicaSet controller
-// (k8s.io/kubernetes/pkg/controller/replicaset) in process against the control plane, with
-// kube-controller-manager's default burst of 500 (--concurrent-replicaset-syncs aside), so pods
-// are created in its slow-start batches (1, 2, 4, 8, ...) and scale-downs pick pods by its own
-// ranking. It stops with the test.
+// StartReplicaSetController runs the upstream ReplicaSet controller in process against the
+// control plane (kubesim.StartReplicaSetController). It stops with the test.
 func StartReplicaSetController(t testing.TB, cp *controlplane.ControlPlane) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), klog.Background()))
+	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	factory := informers.NewSharedInformerFactory(cp.Client, 0)
-	rsc := replicaset.NewReplicaSetController(ctx, factory.Apps().V1().ReplicaSets(), factory.Core().V1().Pods(), cp.Client, 500)
-	factory.Start(ctx.Done())
-	factory.WaitForCacheSync(ctx.Done())
-	go rsc.Run(ctx, 5)
+	kubesim.StartReplicaSetController(ctx, cp)
 }
 
-// StartKubelet plays every node's kubelet for the pods bound to the test's nodes: a bound pod
-// gets phase Running and a Ready condition, as the kubelet reports once its containers run, so
-// the ReplicaSet controller ranks it as it ranks a running replica; a pod deleted with a grace
-// period is removed, as the kubelet does once its containers stopped. It stops with the test.
+// StartKubelet plays every node's kubelet for the test's pods (kubesim.StartKubelet): bound pods
+// become Running and Ready at once, pods deleted with a grace period are removed. It stops with
+// the test.
 func StartKubelet(t testing.TB, cs kubernetes.Interface) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	factory := informers.NewSharedInformerFactory(cs, 0)
-	informer := factory.Core().V1().Pods().Informer()
-	queue := make(chan *v1.Pod, 10000)
-	handle := func(obj any) {
-		if pod, ok := obj.(*v1.Pod); ok && pod.Spec.NodeName != "" && (pod.DeletionTimestamp != nil || !podutil.IsPodReady(pod)) {
-			queue <- pod
-		}
-	}
-	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: handle, UpdateFunc: func(_, obj any) { handle(obj) }}); err != nil {
-		t.Fatalf("kubelet: watching pods: %v", err)
-	}
-	factory.Start(ctx.Done())
-	for range 4 {
-		go func() {
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case pod := <-queue:
-					runPod(ctx, t, cs, pod)
-				}
-			}
-		}()
-	}
-}
-
-func runPod(ctx context.Context, t testing.TB, cs kubernetes.Interface, pod *v1.Pod) {
-	pods := cs.CoreV1().Pods(pod.Namespace)
-	if pod.DeletionTimestamp != nil {
-		err := pods.Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0), Preconditions: metav1.NewUIDPreconditions(string(pod.UID))})
-		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) && ctx.Err() == nil {
-			t.Logf("kubelet: removing %s/%s: %v", pod.Namespace, pod.Name, err)
-		}
-		return
-	}
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		current, err := pods.Get(ctx, pod.Name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		if err != nil || current.UID != pod.UID || current.DeletionTimestamp != nil || podutil.IsPodReady(current) {
-			return err
-		}
-		now := metav1.Now()
-		current.Status.Phase = v1.PodRunning
-		current.Status.StartTime = &now
-		current.Status.Conditions = append(current.Status.Conditions,
-			v1.PodCondition{Type: v1.PodInitialized, Status: v1.ConditionTrue, LastTransitionTime: now},
-			v1.PodCondition{Type: v1.ContainersReady, Status: v1.ConditionTrue, LastTransitionTime: now},
-			v1.PodCondition{Type: v1.PodReady, Status: v1.ConditionTrue, LastTransitionTime: now})
-		_, err = pods.UpdateStatus(ctx, current, metav1.UpdateOptions{})
-		return err
-	})
-	if err != nil && ctx.Err() == nil {
-		t.Logf("kubelet: starting %s/%s: %v", pod.Namespace, pod.Name, err)
+	if err := kubesim.StartKubelet(ctx, cs, kubesim.KubeletOptions{Logf: t.Logf}); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -342,24 +272,14 @@ func WaitForDeletionCosts(ctx context.Context, t testing.TB, cs kubernetes.Inter
 	}
 }
 
-// StartDisruptionController runs the upstream disruption controller
-// (k8s.io/kubernetes/pkg/controller/disruption) in process, so PodDisruptionBudgets get the
-// status (disruptionsAllowed) the Eviction API decides by. It stops with the test.
+// StartDisruptionController runs the upstream disruption controller in process
+// (kubesim.StartDisruptionController), so PodDisruptionBudgets get the status the Eviction API
+// decides by. It stops with the test.
 func StartDisruptionController(t testing.TB, cp *controlplane.ControlPlane) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), klog.Background()))
+	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	factory := informers.NewSharedInformerFactory(cp.Client, 0)
-	discoveryClient := cacheddiscovery.NewMemCacheClient(cp.Client.Discovery())
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(discoveryClient)
-	scaleClient, err := scale.NewForConfig(cp.Config, mapper, dynamic.LegacyAPIPathResolverFunc, scale.NewDiscoveryScaleKindResolver(cp.Client.Discovery()))
-	if err != nil {
-		t.Fatalf("disruption controller: %v", err)
+	if err := kubesim.StartDisruptionController(ctx, cp); err != nil {
+		t.Fatal(err)
 	}
-	dc := disruption.NewDisruptionController(ctx, factory.Core().V1().Pods(), factory.Policy().V1().PodDisruptionBudgets(),
-		factory.Core().V1().ReplicationControllers(), factory.Apps().V1().ReplicaSets(), factory.Apps().V1().Deployments(),
-		factory.Apps().V1().StatefulSets(), cp.Client, mapper, scaleClient, cp.Client.Discovery())
-	factory.Start(ctx.Done())
-	factory.WaitForCacheSync(ctx.Done())
-	go dc.Run(ctx)
 }
