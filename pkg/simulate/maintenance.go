@@ -30,8 +30,6 @@ import (
 
 // Node labels and annotations AKS writes during an upgrade (docs/maintenance.md).
 const (
-	// NodeImageVersionLabel carries the node's VHD; a reimage changes it.
-	NodeImageVersionLabel = "kubernetes.azure.com/node-image-version"
 	// UpgradeStatusLabel marks a node AKS quarantined (undrainable: Cordon).
 	UpgradeStatusLabel      = "kubernetes.azure.com/upgrade-status"
 	upgradeStatusQuarantine = "Quarantined"
@@ -561,8 +559,7 @@ func (u *upgrader) blueGreen(ctx context.Context) error {
 	return nil
 }
 
-// karpenterDisruptedTaint is the taint Karpenter puts on a node it disrupts.
-const karpenterDisruptedTaint = "karpenter.sh/disrupted"
+// pool.TaintKarpenterDisrupted is the taint Karpenter puts on a node it disrupts.
 
 // consolidation: waves of budget nodes in random order, each tainted
 // karpenter.sh/disrupted:NoSchedule, as many replacements started (zones drawn at random) and
@@ -578,7 +575,7 @@ func (u *upgrader) consolidation(ctx context.Context) error {
 	}
 	zones := u.randomZones(n)
 	u.rng.Shuffle(len(old), func(i, j int) { old[i], old[j] = old[j], old[i] })
-	disrupted := v1.Taint{Key: karpenterDisruptedTaint, Effect: v1.TaintEffectNoSchedule}
+	disrupted := v1.Taint{Key: pool.TaintKarpenterDisrupted, Effect: v1.TaintEffectNoSchedule}
 	for start := 0; start < n; start += budget {
 		names := old[start:min(start+budget, n)]
 		u.progress("wave %d of %d: disrupt %s", start/budget+1, (n+budget-1)/budget, nodeList(names))
@@ -691,6 +688,9 @@ func (u *upgrader) reimage(ctx context.Context, name string) error {
 	if err := u.setReady(ctx, name, v1.ConditionFalse, ""); err != nil {
 		return err
 	}
+	if u.m.Reimage == ReimageRegistersAgain {
+		return u.registerAgain(ctx, name)
+	}
 	if err := u.sleep(ctx, u.m.ReimageTime.Duration); err != nil {
 		return err
 	}
@@ -698,7 +698,7 @@ func (u *upgrader) reimage(ctx context.Context, name string) error {
 		return err
 	}
 	return u.updateNode(ctx, name, func(node *v1.Node) {
-		node.Labels[NodeImageVersionLabel] = u.m.ToNodeImage
+		node.Labels[pool.NodeImageVersionLabel] = u.m.ToNodeImage
 		node.Spec.Unschedulable = false
 		var kept []v1.Taint
 		for _, t := range node.Spec.Taints {
@@ -708,6 +708,41 @@ func (u *upgrader) reimage(ctx context.Context, name string) error {
 		}
 		node.Spec.Taints = kept
 	})
+}
+
+// registerAgain plays a reimage that replaces the Node object: the old one is deleted (with
+// the DaemonSet pods still bound to it, as the pod garbage collector deletes them), and after
+// reimageTime the kubelet registers a new one under the same name, Ready, schedulable, on the
+// new image and kubelet, with the labels it had (the pool's labels come from kubelet flags).
+func (u *upgrader) registerAgain(ctx context.Context, name string) error {
+	old, err := u.cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	if err := u.deleteNode(ctx, name); err != nil {
+		return err
+	}
+	if err := u.sleep(ctx, u.m.ReimageTime.Duration); err != nil {
+		return err
+	}
+	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: old.Labels, Annotations: old.Annotations},
+		Spec: v1.NodeSpec{ProviderID: old.Spec.ProviderID}, Status: *old.Status.DeepCopy()}
+	for _, t := range old.Spec.Taints {
+		if t.Key != v1.TaintNodeNotReady {
+			node.Spec.Taints = append(node.Spec.Taints, t)
+		}
+	}
+	for i := range node.Status.Conditions {
+		if node.Status.Conditions[i].Type == v1.NodeReady {
+			node.Status.Conditions[i].Status = v1.ConditionTrue
+			node.Status.Conditions[i].LastTransitionTime = metav1.Now()
+		}
+	}
+	setVersion(node, u.m.ToNodeImage, u.m.ToKubelet)
+	if _, err := u.cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("registering reimaged node %s again: %w", name, err)
+	}
+	return nil
 }
 
 func (u *upgrader) setReady(ctx context.Context, name string, status v1.ConditionStatus, kubelet string) error {
@@ -777,7 +812,7 @@ func zoneName(sc *Scenario, i int) string {
 
 // setVersion labels the node with its image and sets its kubelet version.
 func setVersion(node *v1.Node, image, kubelet string) {
-	node.Labels[NodeImageVersionLabel] = image
+	node.Labels[pool.NodeImageVersionLabel] = image
 	node.Status.NodeInfo.KubeletVersion = kubelet
 }
 

@@ -34,6 +34,11 @@ var maintenanceKinds = []string{SurgeUpgrade, BlueGreen, Consolidation}
 const (
 	UndrainableSchedule = "Schedule"
 	UndrainableCordon   = "Cordon"
+	// Reimage: what a reimage does to the Node object. AKS keeps the name; whether it keeps the
+	// object is not established, and most evidence says it registers it again
+	// (docs/maintenance.md), so that is the default.
+	ReimageRegistersAgain = "registersAgain"
+	ReimageKeepsNode      = "keepsNode"
 )
 
 // AKS defaults and limits (docs/maintenance.md has the sources).
@@ -69,6 +74,10 @@ type Maintenance struct {
 	// Undrainable is what happens to a node still undrained at DrainTimeout: Schedule (default)
 	// uncordons it and ends the upgrade failed; Cordon quarantines it and goes on.
 	Undrainable string `yaml:"undrainable"`
+	// Reimage (surgeUpgrade): registersAgain (default) deletes the reimaged node's Node object
+	// and registers a new one under the same name (new UID and creation time); keepsNode
+	// updates the same object.
+	Reimage string `yaml:"reimage"`
 	// DrainBatchSize (blueGreen) is the blue nodes drained at once: an integer or a percentage
 	// of the blue nodes, rounded up (default 10%); BatchSoak the wait after each batch (default
 	// 15m, at most 24h) and FinalSoak the wait before blue is deleted (default 60m, at most 7d).
@@ -169,6 +178,7 @@ func (m *Maintenance) setDefaults() {
 			m.MaxSurge = ptr.To(defaultMaxSurge)
 		}
 		orDefault(&m.Undrainable, UndrainableSchedule)
+		orDefault(&m.Reimage, ReimageRegistersAgain)
 	case BlueGreen:
 		if m.DrainBatchSize == nil {
 			m.DrainBatchSize = ptr.To(defaultBatchSize)
@@ -225,14 +235,14 @@ func (s *Scenario) validateMaintenance() field.ErrorList {
 	}
 	// Each kind's own settings; another kind's is refused rather than ignored.
 	own := map[string]bool{
-		"maxSurge": m.Kind == SurgeUpgrade, "undrainable": m.Kind == SurgeUpgrade,
+		"maxSurge": m.Kind == SurgeUpgrade, "undrainable": m.Kind == SurgeUpgrade, "reimage": m.Kind == SurgeUpgrade,
 		"drainBatchSize": m.Kind == BlueGreen, "batchSoak": m.Kind == BlueGreen, "finalSoak": m.Kind == BlueGreen,
 		"budget": m.Kind == Consolidation,
 	}
 	for _, f := range []struct {
 		name string
 		set  bool
-	}{{"maxSurge", m.MaxSurge != nil}, {"undrainable", m.Undrainable != ""}, {"drainBatchSize", m.DrainBatchSize != nil},
+	}{{"maxSurge", m.MaxSurge != nil}, {"undrainable", m.Undrainable != ""}, {"reimage", m.Reimage != ""}, {"drainBatchSize", m.DrainBatchSize != nil},
 		{"batchSoak", m.BatchSoak != nil}, {"finalSoak", m.FinalSoak != nil}, {"budget", m.Budget != nil}} {
 		if f.set && !own[f.name] {
 			errs = append(errs, field.Forbidden(fp.Child(f.name), fmt.Sprintf("not a setting of kind %s", m.Kind)))
@@ -277,6 +287,9 @@ func (s *Scenario) validateMaintenance() field.ErrorList {
 	}
 	if own["undrainable"] && m.Undrainable != UndrainableSchedule && m.Undrainable != UndrainableCordon {
 		errs = append(errs, field.NotSupported(fp.Child("undrainable"), m.Undrainable, []string{UndrainableSchedule, UndrainableCordon}))
+	}
+	if own["reimage"] && m.Reimage != ReimageRegistersAgain && m.Reimage != ReimageKeepsNode {
+		errs = append(errs, field.NotSupported(fp.Child("reimage"), m.Reimage, []string{ReimageRegistersAgain, ReimageKeepsNode}))
 	}
 	for _, d := range []struct {
 		name string

@@ -21,7 +21,7 @@ func TestMaintenanceDefaults(t *testing.T) {
 	}
 	want := &Maintenance{
 		Kind: SurgeUpgrade, Pool: "user", MaxSurge: &IntOrPercent{Value: 10, Percent: true},
-		DrainTimeout: Duration{30 * time.Minute}, Undrainable: UndrainableSchedule, PodReadyAfter: Duration{30 * time.Second},
+		DrainTimeout: Duration{30 * time.Minute}, Undrainable: UndrainableSchedule, Reimage: ReimageRegistersAgain, PodReadyAfter: Duration{30 * time.Second},
 		ReimageTime: Duration{5 * time.Minute}, ProvisionTime: Duration{3 * time.Minute}, Seed: 1, TimeScale: 60,
 		FromNodeImage: "AKSUbuntu-2204gen2containerd-202410.27.0", ToNodeImage: "AKSUbuntu-2204gen2containerd-202411.12.0",
 		FromKubelet: "v1.33.5", ToKubelet: "v1.34.10",
@@ -42,7 +42,7 @@ func TestMaintenanceDefaults(t *testing.T) {
 		kinds[kind] = sc.Maintenance
 	}
 	base := *want
-	base.MaxSurge, base.Undrainable = nil, ""
+	base.MaxSurge, base.Undrainable, base.Reimage = nil, "", ""
 	blueGreen, consolidation := base, base
 	blueGreen.Kind, blueGreen.DrainBatchSize = BlueGreen, &IntOrPercent{Value: 10, Percent: true}
 	blueGreen.BatchSoak, blueGreen.FinalSoak = &Duration{15 * time.Minute}, &Duration{60 * time.Minute}
@@ -65,6 +65,7 @@ func TestMaintenanceParseErrors(t *testing.T) {
 		{name: "maxSurge zero", yaml: pools + "maintenance:\n  pool: user\n  maxSurge: 0%\n", want: []string{"bad.yaml:7:", "maintenance.maxSurge"}},
 		{name: "drain timeout below AKS's minimum", yaml: pools + "maintenance:\n  pool: user\n  drainTimeout: 2m\n", want: []string{"bad.yaml:7:", "maintenance.drainTimeout", "5m0s..24h0m0s"}},
 		{name: "node soak above AKS's maximum", yaml: pools + "maintenance:\n  pool: user\n  nodeSoak: 31m\n", want: []string{"bad.yaml:7:", "maintenance.nodeSoak"}},
+		{name: "unknown reimage", yaml: pools + "maintenance:\n  pool: user\n  reimage: inPlace\n", want: []string{"bad.yaml:7:", "maintenance.reimage", `"keepsNode"`}},
 		{name: "unknown undrainable behaviour", yaml: pools + "maintenance:\n  pool: user\n  undrainable: Delete\n", want: []string{"bad.yaml:7:", "maintenance.undrainable", `"Cordon"`}},
 		{name: "time scale not a number", yaml: pools + "maintenance:\n  pool: user\n  timeScale: .nan\n", want: []string{"bad.yaml:7:", "maintenance.timeScale"}},
 		{name: "negative time scale", yaml: pools + "maintenance:\n  pool: user\n  timeScale: -1\n", want: []string{"bad.yaml:7:", "maintenance.timeScale"}},

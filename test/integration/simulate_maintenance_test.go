@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
 	"github.com/pool-scheduler/pool-scheduler/pkg/simulate"
 	"github.com/pool-scheduler/pool-scheduler/test/util"
 )
@@ -39,7 +40,7 @@ func identities(ctx context.Context, cs kubernetes.Interface) (map[string]nodeId
 	}
 	out := map[string]nodeIdentity{}
 	for _, n := range list.Items {
-		id := nodeIdentity{UID: n.UID, Created: n.CreationTimestamp.Time, Image: n.Labels[simulate.NodeImageVersionLabel],
+		id := nodeIdentity{UID: n.UID, Created: n.CreationTimestamp.Time, Image: n.Labels[pool.NodeImageVersionLabel],
 			Kubelet: n.Status.NodeInfo.KubeletVersion, Unschedulable: n.Spec.Unschedulable}
 		for _, t := range n.Spec.Taints {
 			id.NotReadyTaint = id.NotReadyTaint || t.Key == v1.TaintNodeNotReady
@@ -54,7 +55,8 @@ func identities(ctx context.Context, cs kubernetes.Interface) (map[string]nodeId
 
 // TestSimulateMaintenance runs the short maintenance scenarios under both profiles, as `make
 // test` does, and checks each mechanism from the API: a surge upgrade reimages every original
-// node in place (same Node object: name, UID, creationTimestamp) onto the new image and kubelet
+// node under its name (a new Node object, as AKS probably registers it again; the same one with
+// reimage: keepsNode) onto the new image and kubelet
 // and removes its surge nodes; a blue-green upgrade and a Karpenter replacement leave only new
 // nodes on the new image. In each, every replica is evicted at least once through the Eviction
 // API (every original node was drained), evictions are refused only where a
@@ -156,14 +158,21 @@ func runMaintenance(t *testing.T, sc *simulate.Scenario, mode simulate.Mode) *si
 	}
 	switch m.Kind {
 	case simulate.SurgeUpgrade:
-		// In place: the same objects, now on the new image and kubelet, Ready and schedulable.
+		// The same names, now on the new image and kubelet, Ready and schedulable: the same
+		// objects (keepsNode) or new ones registered under the same names (registersAgain).
 		want := map[string]nodeIdentity{}
 		for name, id := range before {
 			id.Image, id.Kubelet = m.ToNodeImage, m.ToKubelet
+			if m.Reimage == simulate.ReimageRegistersAgain {
+				if a, ok := after[name]; ok && a.UID == id.UID {
+					t.Errorf("%s: node %s kept its UID through a reimage that registers it again", mode.Name, name)
+				}
+				id.UID, id.Created = after[name].UID, after[name].Created
+			}
 			want[name] = id
 		}
 		if diff := cmp.Diff(want, after); diff != "" {
-			t.Errorf("%s: nodes after the upgrade (-original, reimaged in place +got):\n%s", mode.Name, diff)
+			t.Errorf("%s: nodes after the upgrade (-original, reimaged (%s) +got):\n%s", mode.Name, m.Reimage, diff)
 		}
 		if diff := cmp.Diff(original, sorted(mr.ReimagedNodes)); diff != "" {
 			t.Errorf("%s: reimaged nodes (-original +reimaged):\n%s", mode.Name, diff)
