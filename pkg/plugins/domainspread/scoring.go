@@ -53,11 +53,13 @@ type scoreState struct {
 
 	// rollout is the pools' upgrade state for the cycle; while a pool upgrades, a node the
 	// upgrade will drain (an old generation, a surge node, one marked for removal) scores below
-	// a node that stays and holds no replica of the workload yet, after the first dimension: the
-	// replica keeps its zone and moves once, and the few nodes upgraded first do not pile up
-	// replicas of one workload. holding counts the workload's replicas per node (upgrades only).
-	rollout *pool.RolloutView
-	holding map[string]int32
+	// a node that stays and holds fewer than its share of the workload, after the first
+	// dimension: the replica keeps its zone and moves once, and the few nodes upgraded first do
+	// not pile up a workload's replicas. Upgrades only: holding counts the workload's replicas per
+	// node, zoneNodes the scored nodes per domain of the first dimension.
+	rollout   *pool.RolloutView
+	holding   map[string]int32
+	zoneNodes map[int32]int32
 }
 
 // Clone shares the state: scoring does not change it.
@@ -82,8 +84,13 @@ func (pl *DomainSpread) PreScore(ctx context.Context, state fwk.CycleState, pod 
 	}
 	ss := &scoreState{spreadState: s, nodes: nodes, bits: countBits, rollout: pl.rollouts.View()}
 	if ss.rollout.Upgrading() {
-		ss.holding = map[string]int32{}
+		ss.holding, ss.zoneNodes = map[string]int32{}, map[int32]int32{}
 		pl.replicas.each(s.workload, func(node string, n int32) { ss.holding[node] = n })
+		for _, ni := range nodes {
+			if id := pl.domainIDs(ni.Node(), s.epoch)[0]; id != noDomain {
+				ss.zoneNodes[id]++
+			}
+		}
 	}
 	if pl.layered() {
 		pl.countCells(ss)
@@ -171,7 +178,7 @@ func (pl *DomainSpread) Score(_ context.Context, state fwk.CycleState, _ *v1.Pod
 		}
 		raw = raw<<s.bits | int64(min(n, limit))
 		if d == 0 {
-			raw = raw<<fateBits | pl.moves(s, nodeInfo.Node())
+			raw = raw<<fateBits | pl.moves(s, ids, nodeInfo.Node())
 		}
 		if d == 1 && s.layered {
 			// The cell's replicas, then the most filled diagonal first; a node lacking either
@@ -193,13 +200,27 @@ func (pl *DomainSpread) Score(_ context.Context, state fwk.CycleState, _ *v1.Pod
 // fateBits holds moves' result in the raw score (within the 63 bits: rawBits plus these).
 const fateBits = 2
 
-// moves is 0 for a node maintenance under way leaves in place and that holds no replica of the
-// workload yet, else 1: a node its pool's upgrade drains again (an older generation or a surge
-// node), one marked for removal, or a node that stays but already holds a replica (during an
-// upgrade the first upgraded nodes are few: preferring them regardless would pile a workload's
-// replicas on them for good). Outside upgrades it only reads the node's taints.
-func (pl *DomainSpread) moves(s *scoreState, node *v1.Node) int64 {
-	if s.rollout.FateOf(pool.Identity{}, node) == pool.Stays && s.holding[node.Name] == 0 {
+// moves is 0 for a node maintenance under way leaves in place and that holds fewer replicas of
+// the workload than its share (the replicas of its first-dimension domain, this one included,
+// over that domain's scored nodes, rounded up), else 1: a node its pool's upgrade drains again
+// (an older generation or a surge node), one marked for removal, or a node that stays but holds
+// its share already (early in an upgrade few nodes are upgraded: preferring them regardless
+// would pile a workload's replicas on them for good). Outside upgrades it only reads the
+// node's taints.
+func (pl *DomainSpread) moves(s *scoreState, ids nodeDomains, node *v1.Node) int64 {
+	if s.rollout.FateOf(pool.Identity{}, node) != pool.Stays {
+		return 1
+	}
+	if s.holding == nil {
+		return 0
+	}
+	share := int32(1)
+	if ids[0] != noDomain {
+		if n := s.zoneNodes[ids[0]]; n > 0 {
+			share = (s.inDomain(0, ids[0]) + n) / n // ceil((replicas+1)/n)
+		}
+	}
+	if s.holding[node.Name] < share {
 		return 0
 	}
 	return 1

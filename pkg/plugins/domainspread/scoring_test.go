@@ -472,6 +472,20 @@ func TestScoreDuringAnUpgrade(t *testing.T) {
 			wantBest: []string{"z0-old", "z1-old"},
 		},
 		{
+			name: "upgrading: a dense workload fills reimaged nodes up to their share of the zone",
+			nodes: []*v1.Node{
+				aks("z0-old", "0", oldImage, false), aks("z0-reimaged", "0", newImage, false), aks("z0-full", "0", newImage, false),
+				aks("z1-reimaged", "1", newImage, false),
+			},
+			existing: []*v1.Pod{
+				rsPod("a1", "rs-a", "z0-old"), rsPod("a2", "rs-a", "z0-reimaged"), rsPod("a3", "rs-a", "z0-full"), rsPod("a4", "rs-a", "z0-full"),
+				rsPod("b1", "rs-a", "z1-reimaged"), rsPod("b2", "rs-a", "z1-reimaged"), rsPod("b3", "rs-a", "z1-reimaged"),
+				rsPod("b4", "rs-a", "z1-reimaged"), rsPod("b5", "rs-a", "z1-reimaged"),
+			},
+			// Zone 0: 4 replicas on 3 nodes, a share of 2 with the new one; z0-reimaged holds 1.
+			wantBest: []string{"z0-reimaged"},
+		},
+		{
 			name: "upgrading: the zone still comes first",
 			nodes: []*v1.Node{
 				aks("z0-old", "0", oldImage, false), aks("z0-surge", "0", newImage, true),
