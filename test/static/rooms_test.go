@@ -40,7 +40,7 @@ var rooms = []room{
 	{name: "report", prefixes: []string{"pkg/report"}, purpose: "placement measurements: readiness, system pools, spread, load balancers", doors: []string{"apis", "pool", "profile"}},
 	{name: "certkeeper", prefixes: []string{"pkg/certkeeper"}, purpose: "CAs apart from serving Secrets: rotation with overlap, serving certificates, CA bundles"},
 	{name: "handoff", prefixes: []string{"pkg/handoff"}, purpose: "whether pods are handed to pool-scheduler (leader, version skew) and handing stranded pods back", doors: []string{"profile", "version"}},
-	{name: "admission", prefixes: []string{"pkg/admission"}, purpose: "the admission path: mutator, policies, webhook", doors: []string{"apis", "certkeeper", "compat", "handoff", "pool", "profile", "serving", "version"}},
+	{name: "admission", prefixes: []string{"pkg/admission"}, purpose: "the admission path: mutator, policies, webhook", doors: []string{"apis", "compat", "handoff", "pool", "profile", "serving", "version"}},
 	{name: "labeler", prefixes: []string{"pkg/labeler"}, purpose: "NodePoolLabelSet reconciler and Azure domain labels", doors: []string{"apis", "pool", "profile"}},
 	{name: "spreadkeeper", prefixes: []string{"pkg/spreadkeeper"}, purpose: "spread after placement: deletion costs for scale-downs, rebalancing by eviction", doors: []string{"apis", "compat", "pool", "profile"}},
 	{name: "simulate", prefixes: []string{"pkg/simulate"}, purpose: "scenarios run under both schedulers", doors: []string{"admission", "apis", "controlplane", "manifests", "pool", "profile", "registry", "report"}},
