@@ -8,10 +8,8 @@ package admission
 import (
 	"fmt"
 	"slices"
-	"strings"
 
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config"
 	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
@@ -105,7 +103,7 @@ func (m *Mutator) mutate(pod *v1.Pod, handOff bool) Result {
 	if _, mirror := pod.Annotations[v1.MirrorPodAnnotationKey]; mirror {
 		return r
 	}
-	if pod.Labels[profile.NamespaceLabel] == "false" || isDaemonSetPod(pod) {
+	if pod.Labels[profile.NamespaceLabel] == "false" || pool.IsDaemonSetPod(pod) {
 		return r
 	}
 	switch pod.Spec.SchedulerName {
@@ -190,11 +188,4 @@ func holdsAlternative(t v1.NodeSelectorTerm, alts [][]v1.NodeSelectorRequirement
 		}
 	}
 	return false
-}
-
-// isDaemonSetPod reports whether an apps DaemonSet controls pod (any apps/ version, as the
-// match condition DaemonSetPodCEL says).
-func isDaemonSetPod(pod *v1.Pod) bool {
-	ref := metav1.GetControllerOf(pod)
-	return ref != nil && ref.Kind == "DaemonSet" && strings.HasPrefix(ref.APIVersion, "apps/")
 }

@@ -33,8 +33,8 @@ func MatchConditions(schedulerName string) []admissionv1beta1.MatchCondition {
 	}
 }
 
-// DaemonSetPodCEL is true for a pod that no apps DaemonSet controls (Mutator.Mutate's
-// isDaemonSetPod, in CEL).
+// DaemonSetPodCEL is true for a pod that no apps DaemonSet controls (pool.IsDaemonSetPod, in
+// CEL; the two differ only on an owner apiVersion kube-apiserver's validation refuses).
 const DaemonSetPodCEL = `!has(object.metadata.ownerReferences) || !object.metadata.ownerReferences.exists(r, r.kind == "DaemonSet" && r.apiVersion.startsWith("apps/") && has(r.controller) && r.controller)`
 
 // PolicyOptions name what RenderPolicy writes.

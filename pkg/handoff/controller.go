@@ -30,6 +30,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/pool-scheduler/pool-scheduler/pkg/version"
 )
 
 // The switch: a ConfigMap whose data the MutatingAdmissionPolicy reads as its parameter
@@ -54,10 +56,6 @@ var (
 	leaderGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "pool_scheduler_handoff_leader_healthy",
 		Help: "1 while pool-scheduler's leader renews its Lease and schedules (progress within --progress-bound) as the hand-off controller sees it, 0 while no healthy leader exists. Reported by the controller's leader only.",
-	}, nil)
-	supportedGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "pool_scheduler_apiserver_supported",
-		Help: "1 while kube-apiserver runs a minor this release line serves, 0 outside: pods are then not handed to pool-scheduler. Reported by the hand-off controller's leader only.",
 	}, nil)
 	waitingPods = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "pool_scheduler_handoff_waiting_pods",
@@ -86,7 +84,7 @@ var (
 )
 
 func init() {
-	ctrlmetrics.Registry.MustRegister(handoffGauge, leaderGauge, supportedGauge, waitingPods, oldestWaiting, handedBack, strandedReported, handbackErrors, switchErrors)
+	ctrlmetrics.Registry.MustRegister(handoffGauge, leaderGauge, version.APIServerSupported, waitingPods, oldestWaiting, handedBack, strandedReported, handbackErrors, switchErrors)
 }
 
 func setGauge(g prometheus.Gauge, ok bool) {
@@ -227,7 +225,7 @@ func New(cs kubernetes.Interface, dc discovery.ServerVersionInterface, recorder 
 	if err != nil {
 		return nil, err
 	}
-	skew := &SkewCheck{Gauge: supportedGauge.WithLabelValues()}
+	skew := &SkewCheck{Gauge: version.APIServerSupported.WithLabelValues()}
 	// Only the pods that wait for the scheduler: a pod leaves the cache when it is bound.
 	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithTweakListOptions(func(lo *metav1.ListOptions) {
 		lo.FieldSelector = fields.AndSelectors(

@@ -328,7 +328,7 @@ func TestControllerStopsOnVersionSkew(t *testing.T) {
 	if cm.Data[SwitchKey] != "false" || !strings.Contains(cm.Data[SwitchReasonKey], "outside this line's") {
 		t.Errorf("switch %q (%q), want false for the version skew", cm.Data[SwitchKey], cm.Data[SwitchReasonKey])
 	}
-	if got := testutil.ToFloat64(supportedGauge.WithLabelValues()); got != 0 {
+	if got := testutil.ToFloat64(version.APIServerSupported.WithLabelValues()); got != 0 {
 		t.Errorf("pool_scheduler_apiserver_supported = %v, want 0", got)
 	}
 	select {

@@ -56,7 +56,7 @@ func LeaseFromConfig(data []byte, mode string) (*Lease, error) {
 	if err != nil {
 		return nil, err
 	}
-	lease, d, ok := profile.LeaderLease(cfg)
+	lease, d, ok := LeaderLease(cfg)
 	if !ok {
 		return nil, fmt.Errorf("--handoff=%s: the scheduler configuration elects no leader through a Lease (leaderElection.leaderElect false, or resourceLock not leases), so nothing tells whether pool-scheduler runs; turn leader election on, or use --handoff=%s", ModeLeader, ModeAlways)
 	}
@@ -86,11 +86,9 @@ type LeaseWatch struct {
 	informer cache.SharedIndexInformer
 	now      func() time.Time
 
-	mu       sync.Mutex
-	holder   string
-	renew    *metav1.MicroTime // the RenewTime last seen
-	observed time.Time         // local time it was first seen; zero: no renewal seen yet
-	reg      cache.ResourceEventHandlerRegistration
+	mu  sync.Mutex
+	rec leaseRecord
+	reg cache.ResourceEventHandlerRegistration
 }
 
 // NewLeaseWatch watches h's Lease; now is the local clock (time.Now).
@@ -125,58 +123,18 @@ func (w *LeaseWatch) observe(obj any, initial bool) {
 	lease, _ := obj.(*coordinationv1.Lease)
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if lease == nil {
-		w.holder, w.renew = "", nil
-		return
-	}
-	w.holder = ""
-	if lease.Spec.HolderIdentity != nil {
-		w.holder = *lease.Spec.HolderIdentity
-	}
-	r := lease.Spec.RenewTime
-	switch {
-	case r == nil:
-	case initial:
-		// A renewal counts from the first change this process sees (every retryPeriod, 2 s,
-		// while the leader runs): the leader's clock is not ours. But a Lease held at start
-		// counts as renewed now, as client-go's leader election counts a record from when it
-		// first sees it (a standby waits a lease duration from then), when its renewTime is
-		// within a lease duration of our clock: so a restart does not send new pods to the
-		// default scheduler until the next renewal. One renewed an hour ago (a dead leader) is
-		// not counted; a clock off by more than a lease duration only brings back that wait. A
-		// leader dead within the last lease duration is judged healthy for at most one more,
-		// the same as a leader that dies while this process runs.
-		w.renew = r.DeepCopy()
-		if skew := w.now().Sub(r.Time); w.holder != "" && skew <= w.lease.Duration && -skew <= w.lease.Duration {
-			w.observed = w.now()
-		}
-	case w.renew == nil || !r.Equal(w.renew):
-		w.renew, w.observed = r.DeepCopy(), w.now()
-	}
+	w.rec.see(lease, initial, w.lease.Duration, w.now())
 }
 
 // Healthy: this process saw the Lease renewed (or released by its leader) within the lease
-// duration.
+// duration (leaseRecord.health).
 func (w *LeaseWatch) Healthy(context.Context) (bool, string) {
 	if !w.informer.HasSynced() {
 		return false, fmt.Sprintf("the Lease %s is not read yet (the webhook's Role must allow get, list and watch on it)", w.lease.Lease)
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	age := w.now().Sub(w.observed)
-	switch {
-	case w.renew == nil && w.holder == "":
-		return false, fmt.Sprintf("no Lease %s, or no holder: pool-scheduler does not run", w.lease.Lease)
-	case w.observed.IsZero():
-		return false, "no renewal of the Lease seen since this process started"
-	case age > w.lease.Duration && w.holder == "":
-		return false, fmt.Sprintf("the Lease has had no holder for %s (lease duration %s)", age.Round(time.Second), w.lease.Duration)
-	case age > w.lease.Duration:
-		return false, fmt.Sprintf("the leader %s has not renewed the Lease for %s (lease duration %s)", w.holder, age.Round(time.Second), w.lease.Duration)
-	}
-	// A Lease released within the lease duration (kube-scheduler's leader releases it when it
-	// stops, as in a rolling upgrade) is healthy: a standby takes it within its retry period.
-	return true, ""
+	return w.rec.health(w.lease.Lease, w.lease.Duration, w.now())
 }
 
 // SkewCheck holds whether kube-apiserver runs a version this line serves. A pool-scheduler of

@@ -181,7 +181,7 @@ func TestLeaseWatch(t *testing.T) {
 	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
 		w.mu.Lock()
 		defer w.mu.Unlock()
-		return w.holder == "", nil
+		return w.rec.holder == "", nil
 	}); err != nil {
 		t.Fatal("the release was never seen")
 	}
@@ -252,7 +252,7 @@ func TestLeaseWatchAtStart(t *testing.T) {
 			if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
 				w.mu.Lock()
 				defer w.mu.Unlock()
-				return w.informer.HasSynced() && w.renew != nil, nil
+				return w.informer.HasSynced() && w.rec.renew != nil, nil
 			}); err != nil {
 				t.Fatal("the Lease never reached the watch")
 			}

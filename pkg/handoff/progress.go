@@ -188,7 +188,7 @@ func (p *Progress) setGauges(wedged bool, now time.Time) {
 func (w *LeaseWatch) Holder() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.holder
+	return w.rec.holder
 }
 
 // progressState is Progress's bookkeeping, driven by pod events and a clock (tests drive it).

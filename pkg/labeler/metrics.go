@@ -18,20 +18,10 @@ var (
 		Name: "pool_labeler_nodes_out_of_sync",
 		Help: "Nodes of a NodePoolLabelSet's pool that do not carry its labels yet, by set.",
 	}, []string{"namespace", "name"})
-	domainLabelings = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "pool_labeler_domain_labelings_total",
-		Help: "Domain-mode attempts to label the node, by result (labelled, unchanged, not_azure, metadata_unreachable, error).",
-	}, []string{"result"})
-	// No labels, so no series until the domain mode knows: a node that is not an Azure VM never
-	// shows 0 (an alert on == 0 means "an Azure node whose labeler cannot reach the endpoint").
-	domainMetadataReachable = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "pool_labeler_domain_metadata_reachable",
-		Help: "1 once the domain labeler read the instance metadata endpoint, 0 while it cannot reach it on an Azure node (spec.providerID azure://); absent on other nodes.",
-	}, nil)
 )
 
 func init() {
-	ctrlmetrics.Registry.MustRegister(reconciles, patchErrors, nodesOutOfSync, domainLabelings, domainMetadataReachable, holdMetrics)
+	ctrlmetrics.Registry.MustRegister(reconciles, patchErrors, nodesOutOfSync, holdMetrics)
 }
 
 func recordReconcile(controller string, err error) {

@@ -1,8 +1,7 @@
-// Package labeler applies NodePoolLabelSets to nodes (pool-labeler's controller mode) and
-// labels a node with its platform fault and update domain (its domain mode). It replaces the
-// Banzai nodepool-labels-operator and keeps its CRs and its managed-labels annotation.
-// cmd/pool-labeler/app assembles the command: the controller and domain modes from here, its
-// other modes (webhook, handoff, handback, spread, certs) from their own packages.
+// Package labeler applies NodePoolLabelSets to nodes (pool-labeler's controller mode). It
+// replaces the Banzai nodepool-labels-operator and keeps its CRs and its managed-labels
+// annotation. cmd/pool-labeler/app assembles the command: the controller mode from here, its
+// other modes (domain, webhook, handoff, handback, spread, certs) from their own packages.
 package labeler
 
 import (

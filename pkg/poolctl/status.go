@@ -61,7 +61,7 @@ type Status struct {
 }
 
 // SchedulerStatus is pool-scheduler's leader as the webhook's hand-off judges it
-// (profile.LeaderHealthy) and kube-apiserver's version.
+// (handoff.ReadLeader: the webhook's rule on one read) and kube-apiserver's version.
 type SchedulerStatus struct {
 	// Lease is the leader-election Lease of the configuration (namespace/name); "" when the
 	// configuration elects no leader.
@@ -69,8 +69,9 @@ type SchedulerStatus struct {
 	// Leader holds the Lease; LeaseAgeSeconds is the time since its last renewal.
 	Leader          string   `json:"leader,omitempty"`
 	LeaseAgeSeconds *float64 `json:"leaseAgeSeconds,omitempty"`
-	// Healthy: the leader renewed within the lease duration, so new pods are handed over
-	// (--handoff=leader); else Reason says why they keep the default scheduler.
+	// Healthy: the leader renewed (or released) its Lease within the lease duration, so new
+	// pods are handed over (--handoff=leader); else Reason says why they keep the default
+	// scheduler.
 	Healthy bool   `json:"healthy"`
 	Reason  string `json:"reason,omitempty"`
 	// APIServer is kube-apiserver's version (pool-scheduler's line must serve its minor:
@@ -205,7 +206,7 @@ func schedulerStatus(ctx context.Context, cs kubernetes.Interface, cfg *schedcon
 	if v, err := cs.Discovery().ServerVersion(); err == nil {
 		st.APIServer = v.GitVersion
 	}
-	key, d, ok := profile.LeaderLease(cfg)
+	key, d, ok := handoff.LeaderLease(cfg)
 	if !ok {
 		st.Reason = "the configuration elects no leader: no Lease tells whether pool-scheduler runs (the webhook needs --handoff=always)"
 		return st
@@ -220,20 +221,21 @@ func schedulerStatus(ctx context.Context, cs kubernetes.Interface, cfg *schedcon
 	lease, err := cs.CoordinationV1().Leases(key.Namespace).Get(ctx, key.Name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		st.Reason = "no Lease " + key.String() + ": pool-scheduler has not run"
-		return st
+		lease = nil
 	case err != nil:
 		st.Reason = "cannot read the Lease " + key.String() + ": " + err.Error()
 		return st
 	}
-	if h := lease.Spec.HolderIdentity; h != nil {
-		st.Leader = *h
+	if lease != nil {
+		if h := lease.Spec.HolderIdentity; h != nil {
+			st.Leader = *h
+		}
+		if r := lease.Spec.RenewTime; r != nil {
+			age := now.Sub(r.Time).Seconds()
+			st.LeaseAgeSeconds = &age
+		}
 	}
-	if r := lease.Spec.RenewTime; r != nil {
-		age := now.Sub(r.Time).Seconds()
-		st.LeaseAgeSeconds = &age
-	}
-	st.Healthy, st.Reason = profile.LeaderHealthy(lease, d, now)
+	st.Healthy, st.Reason = handoff.ReadLeader(lease, handoff.Lease{Lease: key, Duration: d}, now)
 	return st
 }
 
@@ -368,6 +370,12 @@ func writeSchedulerLine(w io.Writer, st SchedulerStatus) {
 	}()
 	if !st.Healthy {
 		fmt.Fprintf(w, "Scheduler: NOT RUNNING as far as the hand-off can tell (%s): new pods keep the default scheduler. kube-apiserver %s.\n", st.Reason, api)
+		return
+	}
+	if st.Leader == "" {
+		// Released by its leader (a rolling upgrade): the webhook keeps handing pods over while
+		// a standby takes the Lease.
+		fmt.Fprintf(w, "Scheduler: Lease %s released %.0fs ago by its clock: a standby takes it over; the webhook hands new pods over meanwhile. kube-apiserver %s.\n", st.Lease, *st.LeaseAgeSeconds, api)
 		return
 	}
 	fmt.Fprintf(w, "Scheduler: leader %s, Lease %s renewed %.0fs ago by its clock: running; the webhook hands new pods over while kube-apiserver (%s) is in its line.\n", st.Leader, st.Lease, *st.LeaseAgeSeconds, api)

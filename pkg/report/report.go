@@ -339,24 +339,17 @@ func workloads(pods []*v1.Pod, nodes map[string]*v1.Node, policy Policy) []Workl
 		w.Skew = make([]int, len(dims))
 		w.Confined = make([]bool, len(dims))
 		for d := range dims {
-			all := map[string]bool{}
+			// Every domain of the workload's pools, an empty one at 0.
+			all := map[string]int{}
 			for p := range a.pools {
 				for v := range poolDomains[p][d] {
-					all[v] = true
+					all[v] = w.Domains[d][v]
 				}
 			}
 			if len(all) == 0 {
 				continue
 			}
-			lo, hi := -1, 0
-			for v := range all {
-				c := w.Domains[d][v]
-				if lo < 0 || c < lo {
-					lo = c
-				}
-				hi = max(hi, c)
-			}
-			w.Skew[d] = hi - lo
+			w.Skew[d] = pool.Skew(all)
 			w.Confined[d] = w.Replicas >= 2 && len(all) > 1 && len(w.Domains[d]) == 1
 		}
 		out = append(out, *w)

@@ -459,7 +459,7 @@ func (r *Rebalancer) decide(objs []*v1.Pod, nodes []*v1.Node, limits *passLimits
 	// The host dimension of a workload with fewer replicas than hosts is skewed by design (0 or 1
 	// per host is skew 1); any dimension beyond MaxSkew qualifies, the first one named.
 	for d := range dims {
-		if s := skewOf(counts[d]); s > r.o.MaxSkew && worstDim < 0 {
+		if s := pool.Skew(counts[d]); s > r.o.MaxSkew && worstDim < 0 {
 			worst, worstDim = s, d
 		}
 	}
@@ -548,18 +548,4 @@ func (r *Rebalancer) podsOn(node string) []*v1.Pod {
 		out = append(out, obj.(*v1.Pod))
 	}
 	return out
-}
-
-func skewOf(counts map[string]int) int {
-	first, lo, hi := true, 0, 0
-	for _, n := range counts {
-		if first || n < lo {
-			lo = n
-		}
-		if first || n > hi {
-			hi = n
-		}
-		first = false
-	}
-	return hi - lo
 }

@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"sync"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
 )
@@ -37,4 +38,20 @@ func RegisterMetric() {
 		legacyregistry.MustRegister(buildInfo)
 		buildInfo.WithLabelValues(Version, GitCommit, runtime.Version()).Set(1)
 	})
+}
+
+// APIServerSupported is pool_scheduler_apiserver_supported, the verdict of ServesServer as a
+// gauge. The scheduler (at each start) and the hand-off controller (its leader, every few
+// minutes) report it, each in its own process and registry; it has no series until WithLabelValues.
+var APIServerSupported = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	Name: "pool_scheduler_apiserver_supported",
+	Help: "1 while kube-apiserver runs a minor this release line serves (its own or the next), 0 outside: pods are then not handed to pool-scheduler. Reported by the scheduler (read at its start) and by the hand-off controller's leader.",
+}, nil)
+
+var registerSupported sync.Once
+
+// RegisterAPIServerSupported exposes APIServerSupported in component-base's legacy registry (the
+// scheduler's); the hand-off controller registers it in controller-runtime's.
+func RegisterAPIServerSupported() {
+	registerSupported.Do(func() { legacyregistry.RawMustRegister(APIServerSupported) })
 }

@@ -1,9 +1,7 @@
 package e2e
 
 import (
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/pool-scheduler/pool-scheduler/pkg/plugins/domainspread"
 	"github.com/pool-scheduler/pool-scheduler/pkg/plugins/systempoolguard"
@@ -48,23 +46,7 @@ func TestBinaryRefusesBadArgsOfEveryPlugin(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			doc := util.ShippedConfigFor(t, cp)
-			doc["leaderElection"].(map[string]any)["leaderElect"] = false
-			tt.edit(util.PluginArgsDoc(t, doc, tt.plugin))
-			proc := util.StartSchedulerBinary(t, doc)
-			exited, err := proc.Wait(60 * time.Second)
-			if !exited {
-				t.Fatalf("scheduler still running with bad args; output:\n%s", proc.Output())
-			}
-			if err == nil {
-				t.Fatalf("scheduler exited 0 with bad args; output:\n%s", proc.Output())
-			}
-			for _, want := range tt.wantInOutput {
-				if !strings.Contains(proc.Output(), want) {
-					t.Fatalf("exit %v; output does not contain %q:\n%s", err, want, proc.Output())
-				}
-			}
-			t.Logf("exit: %v; message: %s", err, lastLines(proc.Output(), 2))
+			util.ExpectBadArgsRefused(t, cp, tt.plugin, tt.edit, tt.wantInOutput)
 		})
 	}
 }

@@ -5,13 +5,16 @@ import (
 	"fmt"
 	"path/filepath"
 	"testing"
+	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/kubernetes/test/utils/ktesting"
 
 	"github.com/pool-scheduler/pool-scheduler/pkg/admission"
+	"github.com/pool-scheduler/pool-scheduler/pkg/certkeeper"
 	"github.com/pool-scheduler/pool-scheduler/pkg/controlplane"
 	"github.com/pool-scheduler/pool-scheduler/pkg/profile"
 	"github.com/pool-scheduler/pool-scheduler/test/util"
@@ -51,9 +54,24 @@ func measureHandoffToDefault(b *testing.B) {
 	if err := controlplane.WriteKubeconfig(cp.Config, kubeconfig); err != nil {
 		b.Fatal(err)
 	}
+	// The certificate keeper (pool-labeler certs --webhook-dns-name) fills the Secret and the
+	// caBundle; certDir stands for the Secret's volume.
+	if _, err := admin.CoreV1().Secrets(ns).Create(tCtx, &v1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "pool-scheduler-webhook-ca-key"}}, metav1.CreateOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	certDir := b.TempDir()
+	keeper, err := certkeeper.NewKeeper(admin, time.Minute, certkeeper.Set{Name: "webhook", CAName: "pool-scheduler-webhook-ca", DNSNames: []string{"localhost"},
+		CASecret:      types.NamespacedName{Namespace: ns, Name: "pool-scheduler-webhook-ca-key"},
+		ServingSecret: types.NamespacedName{Namespace: ns, Name: "pool-scheduler-webhook-tls"}, CertDir: certDir, WebhookConfiguration: whc.Name})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := keeper.Sync(tCtx); err != nil {
+		b.Fatal(err)
+	}
 	stop := renewLease(tCtx, b, admin, ns, "pool-scheduler")
 	util.StartProcess(b, util.LabelerBinary(b), "webhook", "--config="+util.ShippedConfigPath(), "--kubeconfig="+kubeconfig,
-		"--cert-dir="+b.TempDir(), "--secret-namespace="+ns, "--dns-name=localhost", fmt.Sprintf("--port=%d", port),
+		"--cert-dir="+certDir, fmt.Sprintf("--port=%d", port),
 		"--metrics-bind-address=0", "--health-probe-bind-address=0")
 	opted, err := admin.CoreV1().Namespaces().Create(tCtx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{
 		GenerateName: "team-", Labels: map[string]string{profile.NamespaceLabel: "true"}}}, metav1.CreateOptions{})

@@ -37,7 +37,7 @@ import (
 	configv1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/config/v1"
 	labelsv1alpha1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/labels/v1alpha1"
 	"github.com/pool-scheduler/pool-scheduler/pkg/controlplane"
-	"github.com/pool-scheduler/pool-scheduler/pkg/labeler"
+	"github.com/pool-scheduler/pool-scheduler/pkg/domainlabeler"
 	"github.com/pool-scheduler/pool-scheduler/test/util"
 )
 
@@ -358,14 +358,14 @@ func TestLeastPrivilege(t *testing.T) {
 			InvolvedObject: v1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: "az-1"},
 			Reason:         "NodeNotReady", Message: "Node az-1 status is now: NodeNotReady", Type: v1.EventTypeNormal,
 			Source: v1.EventSource{Component: "node-controller"}, Count: 1,
-		}, `{"involvedObject":{"name":"az-0"},"reason":"`+labeler.ReasonMetadataUnreachable+`","type":"Warning","source":{"component":"`+domainEventSource+`"},"message":"stolen"}`),
+		}, `{"involvedObject":{"name":"az-0"},"reason":"`+domainlabeler.ReasonMetadataUnreachable+`","type":"Warning","source":{"component":"`+domainEventSource+`"},"message":"stolen"}`),
 			anyError, "the domain labeler may only update its own events about the node its pod runs on"},
 		{"domain labeler changes its own event's reason", func(ctx context.Context) error {
 			if ownEvent == nil {
 				return errors.New("no event of its own to patch (see above)")
 			}
 			_, err := domain.CoreV1().Events(metav1.NamespaceDefault).Patch(ctx, ownEvent.Name, types.MergePatchType,
-				[]byte(`{"reason":"`+labeler.ReasonMetadataReachable+`","type":"Normal"}`), metav1.PatchOptions{})
+				[]byte(`{"reason":"`+domainlabeler.ReasonMetadataReachable+`","type":"Normal"}`), metav1.PatchOptions{})
 			return err
 		}, anyError, "the domain labeler may not change what an event is about"},
 	}
@@ -446,7 +446,7 @@ func checkDomainLabelerEvents(ctx context.Context, t *testing.T, admin, domain k
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
-		done <- labeler.RunDomainMode(runCtx, domain, labeler.DomainOptions{
+		done <- domainlabeler.RunDomainMode(runCtx, domain, domainlabeler.DomainOptions{
 			NodeName: "az-0", Endpoint: "http://127.0.0.1:1/metadata/instance/compute",
 			UpdateDomainKey: configv1.UpdateDomainLabelKey, FaultDomainKey: configv1.FaultDomainLabelKey,
 			RequestTimeout: time.Second, Backoff: wait.Backoff{Duration: 10 * time.Millisecond, Factor: 1, Steps: 2},
@@ -455,7 +455,7 @@ func checkDomainLabelerEvents(ctx context.Context, t *testing.T, admin, domain k
 	}()
 	var events []v1.Event
 	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		list, err := admin.CoreV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=az-0,reason=" + labeler.ReasonMetadataUnreachable})
+		list, err := admin.CoreV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=az-0,reason=" + domainlabeler.ReasonMetadataUnreachable})
 		if err != nil {
 			return false, nil
 		}
@@ -465,11 +465,11 @@ func checkDomainLabelerEvents(ctx context.Context, t *testing.T, admin, domain k
 	cancel()
 	// The outcome is the Event. Cancelled, RunDomainMode returns the last completed probe
 	// round's verdict (ErrMetadataUnreachable here), never the cut-short round's "giving up".
-	if rerr := <-done; rerr != nil && !errors.Is(rerr, labeler.ErrMetadataUnreachable) {
+	if rerr := <-done; rerr != nil && !errors.Is(rerr, domainlabeler.ErrMetadataUnreachable) {
 		t.Errorf("domain mode on an Azure node with no endpoint, cancelled, returned %v, want ErrMetadataUnreachable (or nil)", rerr)
 	}
 	if err != nil {
-		t.Errorf("the domain labeler's %s event was not written and updated under its own RBAC and policy (its log has the refusal): %v", labeler.ReasonMetadataUnreachable, events)
+		t.Errorf("the domain labeler's %s event was not written and updated under its own RBAC and policy (its log has the refusal): %v", domainlabeler.ReasonMetadataUnreachable, events)
 		return nil
 	}
 	ev := &events[0]
@@ -490,7 +490,7 @@ func nodeEvent(namespace, node string) *v1.Event {
 	return &v1.Event{
 		ObjectMeta:     metav1.ObjectMeta{Namespace: namespace, GenerateName: node + "."},
 		InvolvedObject: v1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: node},
-		Reason:         labeler.ReasonMetadataUnreachable, Message: "test", Type: v1.EventTypeWarning,
+		Reason:         domainlabeler.ReasonMetadataUnreachable, Message: "test", Type: v1.EventTypeWarning,
 		Source:         v1.EventSource{Component: domainEventSource, Host: node},
 		FirstTimestamp: now, LastTimestamp: now, Count: 1,
 	}

@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"crypto/tls"
-	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -149,31 +148,7 @@ func TestBinaryRefusesBadArgs(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			doc := util.ShippedConfigFor(t, cp)
-			doc["leaderElection"].(map[string]any)["leaderElect"] = false
-			tt.edit(util.PluginArgsDoc(t, doc, nodepoolready.Name))
-			proc := util.StartSchedulerBinary(t, doc)
-			exited, err := proc.Wait(60 * time.Second)
-			if !exited {
-				t.Fatalf("scheduler still running with bad args; output:\n%s", proc.Output())
-			}
-			if err == nil {
-				t.Fatalf("scheduler exited 0 with bad args; output:\n%s", proc.Output())
-			}
-			for _, want := range tt.wantInOutput {
-				if !strings.Contains(proc.Output(), want) {
-					t.Fatalf("exit %v; output does not contain %q:\n%s", err, want, proc.Output())
-				}
-			}
-			t.Logf("exit: %v; message: %s", err, lastLines(proc.Output(), 2))
+			util.ExpectBadArgsRefused(t, cp, nodepoolready.Name, tt.edit, tt.wantInOutput)
 		})
 	}
-}
-
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return fmt.Sprint(strings.Join(lines, " | "))
 }

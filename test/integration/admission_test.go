@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/common/expfmt"
@@ -28,6 +29,7 @@ import (
 
 	"github.com/pool-scheduler/pool-scheduler/pkg/admission"
 	"github.com/pool-scheduler/pool-scheduler/pkg/admission/webhook"
+	"github.com/pool-scheduler/pool-scheduler/pkg/certkeeper"
 	"github.com/pool-scheduler/pool-scheduler/pkg/controlplane"
 	"github.com/pool-scheduler/pool-scheduler/pkg/handoff"
 	"github.com/pool-scheduler/pool-scheduler/pkg/labeler"
@@ -192,9 +194,9 @@ func TestMutatingAdmissionPolicy(t *testing.T) {
 	checkAdmission(tCtx, t, cs, m, enabled, other)
 }
 
-// TestMutatingWebhook: the webhook (pool-labeler webhook's code, in process) with its own
-// certificate rotation: it fills the empty Secret, injects the CA into the
-// MutatingWebhookConfiguration and mutates exactly as the policy does. Stopped, pods are still
+// TestMutatingWebhook: the webhook (pool-labeler webhook's code, in process) with the certificate
+// keeper's certificate (it fills the empty Secret and injects the CA into the
+// MutatingWebhookConfiguration) mutates exactly as the policy does. Stopped, pods are still
 // created (failurePolicy Ignore) and the miss shows in the apiserver's fail-open metric.
 func TestMutatingWebhook(t *testing.T) {
 	tCtx := ktesting.Init(t)
@@ -204,7 +206,7 @@ func TestMutatingWebhook(t *testing.T) {
 
 	ns := util.CreateNamespace(tCtx, t, cs, "pool-scheduler")
 	secret := types.NamespacedName{Namespace: ns, Name: "pool-scheduler-webhook-tls"}
-	// The chart creates it empty; the webhook fills it.
+	// The chart creates it empty; the certificate keeper fills it.
 	if _, err := cs.CoreV1().Secrets(ns).Create(tCtx, &v1.Secret{ObjectMeta: metav1.ObjectMeta{Name: secret.Name}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -216,12 +218,27 @@ func TestMutatingWebhook(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// The certificate keeper (pool-labeler certs --webhook-dns-name) fills the Secret and the
+	// caBundle; certDir stands for the Secret's volume.
+	caSecret := types.NamespacedName{Namespace: ns, Name: "pool-scheduler-webhook-ca-key"}
+	if _, err := cs.CoreV1().Secrets(ns).Create(tCtx, &v1.Secret{ObjectMeta: metav1.ObjectMeta{Name: caSecret.Name}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	certDir := t.TempDir()
+	keeper, err := certkeeper.NewKeeper(cs, time.Minute, certkeeper.Set{Name: "webhook", CAName: "pool-scheduler-webhook-ca", DNSNames: []string{"localhost"},
+		CASecret: caSecret, ServingSecret: secret, CertDir: certDir, WebhookConfiguration: whc.Name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := keeper.Sync(tCtx); err != nil {
+		t.Fatal(err)
+	}
+
 	webhookCtx, stopWebhook := context.WithCancel(tCtx)
 	done := make(chan error, 1)
 	go func() {
 		done <- webhook.RunWebhook(webhookCtx, cp.Config, labeler.Scheme, m, webhook.WebhookOptions{
-			Port: port, CertDir: t.TempDir(), CertRotation: true, Secret: secret,
-			WebhookConfiguration: whc.Name, DNSName: "localhost", MetricsAddr: "0", ProbeAddr: "0",
+			Port: port, CertDir: certDir, MetricsAddr: "0", ProbeAddr: "0",
 		})
 	}()
 	t.Cleanup(func() { stopWebhook(); <-done })

@@ -16,6 +16,7 @@ import (
 
 	configv1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/config/v1"
 	labelsv1alpha1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/labels/v1alpha1"
+	"github.com/pool-scheduler/pool-scheduler/pkg/domainlabeler"
 	"github.com/pool-scheduler/pool-scheduler/pkg/labeler"
 	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
 	"github.com/pool-scheduler/pool-scheduler/test/util"
@@ -88,7 +89,7 @@ func TestDomainKeysAreNotObeyed(t *testing.T) {
 	domainDone := make(chan struct{})
 	go func() {
 		defer close(domainDone)
-		_ = labeler.RunDomainMode(domainCtx, cs, labeler.DomainOptions{
+		_ = domainlabeler.RunDomainMode(domainCtx, cs, domainlabeler.DomainOptions{
 			NodeName: "spot-0", Endpoint: srv.URL, UpdateDomainKey: configv1.UpdateDomainLabelKey, FaultDomainKey: configv1.FaultDomainLabelKey,
 			RequestTimeout: time.Second, Backoff: wait.Backoff{Duration: 10 * time.Millisecond, Factor: 1, Steps: 2},
 		}, 100*time.Millisecond)

@@ -20,7 +20,7 @@ import (
 	"k8s.io/kubernetes/test/utils/ktesting"
 
 	configv1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/config/v1"
-	"github.com/pool-scheduler/pool-scheduler/pkg/labeler"
+	"github.com/pool-scheduler/pool-scheduler/pkg/domainlabeler"
 	"github.com/pool-scheduler/pool-scheduler/test/util"
 )
 
@@ -78,7 +78,7 @@ func TestDomainLabeler(t *testing.T) {
 		name     string
 		script   []func(http.ResponseWriter)
 		closed   bool // nothing listens: connection refused
-		want     labeler.Domains
+		want     domainlabeler.Domains
 		wantErr  error // errors.Is target; nil with an empty want means "gives up"
 		minCalls int32
 		giveUp   bool
@@ -89,28 +89,28 @@ func TestDomainLabeler(t *testing.T) {
 		providerID string
 		wantEvent  bool
 	}{
-		{name: "Azure compute document", script: []func(http.ResponseWriter){compute(1, 4)}, want: labeler.Domains{FaultDomain: "1", UpdateDomain: "4"}, minCalls: 1},
+		{name: "Azure compute document", script: []func(http.ResponseWriter){compute(1, 4)}, want: domainlabeler.Domains{FaultDomain: "1", UpdateDomain: "4"}, minCalls: 1},
 		// Fault domains repeat in every zone: on a zonal VM no fault-domain label is written, and
 		// one an earlier version wrote is removed, so it can never stand for the zone.
-		{name: "zonal VM: no fault-domain label", script: []func(http.ResponseWriter){computeZonal(0, 3, 2)}, want: labeler.Domains{UpdateDomain: "3", Zone: "2"}, minCalls: 1,
+		{name: "zonal VM: no fault-domain label", script: []func(http.ResponseWriter){computeZonal(0, 3, 2)}, want: domainlabeler.Domains{UpdateDomain: "3", Zone: "2"}, minCalls: 1,
 			nodeLabels: map[string]string{"topology.kubernetes.io/zone": "westeurope-2", configv1.FaultDomainLabelKey: "0"}},
 		// Where cloud-provider-azure labels the fault domain itself (PR #10907), pool-labeler
 		// writes no second label with the same value, and removes one it wrote before.
-		{name: "fault domain labelled upstream: no fault-domain label of ours", script: []func(http.ResponseWriter){compute(1, 4)}, want: labeler.Domains{UpdateDomain: "4"}, minCalls: 1,
+		{name: "fault domain labelled upstream: no fault-domain label of ours", script: []func(http.ResponseWriter){compute(1, 4)}, want: domainlabeler.Domains{UpdateDomain: "4"}, minCalls: 1,
 			nodeLabels: map[string]string{configv1.AzureFaultDomainLabelKey: "1", configv1.FaultDomainLabelKey: "1"}},
-		{name: "non-numeric zone is refused", script: []func(http.ResponseWriter){computeZonal(0, 3, "../x")}, wantErr: labeler.ErrNotAzure},
-		{name: "server errors are retried", script: []func(http.ResponseWriter){status(500), status(503), status(429), compute(0, 2)}, want: labeler.Domains{FaultDomain: "0", UpdateDomain: "2"}, minCalls: 4},
-		{name: "timeouts are retried", script: []func(http.ResponseWriter){stall(500 * time.Millisecond), compute(2, 0)}, want: labeler.Domains{FaultDomain: "2", UpdateDomain: "0"}, minCalls: 2},
-		{name: "garbage is not Azure", script: []func(http.ResponseWriter){body("<html>hello</html>")}, wantErr: labeler.ErrNotAzure},
-		{name: "JSON without domains is not Azure", script: []func(http.ResponseWriter){body(`{"compute":{}}`)}, wantErr: labeler.ErrNotAzure},
-		{name: "non-numeric domain is refused", script: []func(http.ResponseWriter){compute("../etc", 1)}, wantErr: labeler.ErrNotAzure},
-		{name: "404 is not Azure", script: []func(http.ResponseWriter){status(404)}, wantErr: labeler.ErrNotAzure},
-		{name: "nothing listening is not Azure", closed: true, wantErr: labeler.ErrNotAzure},
-		{name: "another provider, nothing listening: not Azure", closed: true, wantErr: labeler.ErrNotAzure, providerID: "aws:///eu-west-1a/i-0123456789abcdef0"},
+		{name: "non-numeric zone is refused", script: []func(http.ResponseWriter){computeZonal(0, 3, "../x")}, wantErr: domainlabeler.ErrNotAzure},
+		{name: "server errors are retried", script: []func(http.ResponseWriter){status(500), status(503), status(429), compute(0, 2)}, want: domainlabeler.Domains{FaultDomain: "0", UpdateDomain: "2"}, minCalls: 4},
+		{name: "timeouts are retried", script: []func(http.ResponseWriter){stall(500 * time.Millisecond), compute(2, 0)}, want: domainlabeler.Domains{FaultDomain: "2", UpdateDomain: "0"}, minCalls: 2},
+		{name: "garbage is not Azure", script: []func(http.ResponseWriter){body("<html>hello</html>")}, wantErr: domainlabeler.ErrNotAzure},
+		{name: "JSON without domains is not Azure", script: []func(http.ResponseWriter){body(`{"compute":{}}`)}, wantErr: domainlabeler.ErrNotAzure},
+		{name: "non-numeric domain is refused", script: []func(http.ResponseWriter){compute("../etc", 1)}, wantErr: domainlabeler.ErrNotAzure},
+		{name: "404 is not Azure", script: []func(http.ResponseWriter){status(404)}, wantErr: domainlabeler.ErrNotAzure},
+		{name: "nothing listening is not Azure", closed: true, wantErr: domainlabeler.ErrNotAzure},
+		{name: "another provider, nothing listening: not Azure", closed: true, wantErr: domainlabeler.ErrNotAzure, providerID: "aws:///eu-west-1a/i-0123456789abcdef0"},
 		// AKS IMDS restriction and egress policies block the endpoint for pods: on a node that
 		// is an Azure VM, that is a blocked endpoint the node must show, never "not Azure".
-		{name: "Azure node, nothing listening: unreachable, with an event", closed: true, wantErr: labeler.ErrMetadataUnreachable, providerID: azureProviderID, wantEvent: true},
-		{name: "Azure node, packets dropped: unreachable, with an event", script: []func(http.ResponseWriter){stall(500 * time.Millisecond)}, wantErr: labeler.ErrMetadataUnreachable, providerID: azureProviderID, wantEvent: true},
+		{name: "Azure node, nothing listening: unreachable, with an event", closed: true, wantErr: domainlabeler.ErrMetadataUnreachable, providerID: azureProviderID, wantEvent: true},
+		{name: "Azure node, packets dropped: unreachable, with an event", script: []func(http.ResponseWriter){stall(500 * time.Millisecond)}, wantErr: domainlabeler.ErrMetadataUnreachable, providerID: azureProviderID, wantEvent: true},
 		{name: "persistent server errors: gives up", script: []func(http.ResponseWriter){status(500)}, giveUp: true},
 	}
 	for i, tt := range tests {
@@ -130,7 +130,7 @@ func TestDomainLabeler(t *testing.T) {
 				srv, calls = imds(t, tt.script...)
 				endpoint = srv.URL + "/metadata/instance/compute?api-version=2021-02-01&format=json"
 			}
-			opts := labeler.DomainOptions{
+			opts := domainlabeler.DomainOptions{
 				NodeName: nodeName, Endpoint: endpoint,
 				FaultDomainKey: configv1.FaultDomainLabelKey, UpdateDomainKey: configv1.UpdateDomainLabelKey,
 				RequestTimeout: 200 * time.Millisecond,
@@ -138,7 +138,7 @@ func TestDomainLabeler(t *testing.T) {
 			}
 			ctx, cancel := context.WithCancel(tCtx)
 			done := make(chan error, 1)
-			go func() { done <- labeler.RunDomainMode(ctx, cs, opts, 50*time.Millisecond) }()
+			go func() { done <- domainlabeler.RunDomainMode(ctx, cs, opts, 50*time.Millisecond) }()
 			defer cancel()
 
 			if tt.wantErr != nil || tt.giveUp {
@@ -147,10 +147,10 @@ func TestDomainLabeler(t *testing.T) {
 					if tt.wantErr != nil && !errors.Is(err, tt.wantErr) {
 						t.Fatalf("error = %v, want %v", err, tt.wantErr)
 					}
-					if tt.wantEvent && errors.Is(err, labeler.ErrNotAzure) {
+					if tt.wantEvent && errors.Is(err, domainlabeler.ErrNotAzure) {
 						t.Fatalf("error = %v: an Azure node is never 'not Azure'", err)
 					}
-					if tt.giveUp && (err == nil || errors.Is(err, labeler.ErrNotAzure)) {
+					if tt.giveUp && (err == nil || errors.Is(err, domainlabeler.ErrNotAzure)) {
 						t.Fatalf("error = %v, want giving up on a transient error", err)
 					}
 					t.Logf("returned: %v", err)
@@ -205,7 +205,7 @@ func checkMetadataEvent(ctx context.Context, t *testing.T, cs kubernetes.Interfa
 	t.Helper()
 	selector := fields.Set{
 		"involvedObject.kind": "Node", "involvedObject.name": node.Name, "involvedObject.uid": string(node.UID),
-		"reason": labeler.ReasonMetadataUnreachable,
+		"reason": domainlabeler.ReasonMetadataUnreachable,
 	}.AsSelector().String()
 	list, err := cs.CoreV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{FieldSelector: selector})
 	if err != nil {
@@ -213,12 +213,12 @@ func checkMetadataEvent(ctx context.Context, t *testing.T, cs kubernetes.Interfa
 	}
 	if !want {
 		if len(list.Items) != 0 {
-			t.Errorf("node %s has %s events, want none: %v", node.Name, labeler.ReasonMetadataUnreachable, list.Items)
+			t.Errorf("node %s has %s events, want none: %v", node.Name, domainlabeler.ReasonMetadataUnreachable, list.Items)
 		}
 		return
 	}
 	if len(list.Items) != 1 {
-		t.Fatalf("node %s has %d %s events, want 1", node.Name, len(list.Items), labeler.ReasonMetadataUnreachable)
+		t.Fatalf("node %s has %d %s events, want 1", node.Name, len(list.Items), domainlabeler.ReasonMetadataUnreachable)
 	}
 	ev := list.Items[0]
 	if ev.Type != v1.EventTypeWarning {
@@ -248,8 +248,8 @@ func TestDomainLabelerRecovers(t *testing.T) {
 			t.Fatalf("node %s not labelled with update domain %s: %v", nodeName, ud, n.GetLabels())
 		}
 	}
-	opts := func(nodeName, endpoint string) labeler.DomainOptions {
-		return labeler.DomainOptions{
+	opts := func(nodeName, endpoint string) domainlabeler.DomainOptions {
+		return domainlabeler.DomainOptions{
 			NodeName: nodeName, Endpoint: endpoint,
 			FaultDomainKey: configv1.FaultDomainLabelKey, UpdateDomainKey: configv1.UpdateDomainLabelKey,
 			RequestTimeout: 2 * time.Second,
@@ -269,7 +269,7 @@ func TestDomainLabelerRecovers(t *testing.T) {
 		o.ReprobeInterval = 50 * time.Millisecond
 		ctx, cancel := context.WithCancel(tCtx)
 		defer cancel()
-		go func() { _ = labeler.RunDomainMode(ctx, cp.Client, o, interval) }()
+		go func() { _ = domainlabeler.RunDomainMode(ctx, cp.Client, o, interval) }()
 		labelled(t, nodeName, "3")
 		if calls.Load() < 3 {
 			t.Errorf("%d metadata calls, want at least 3", calls.Load())
@@ -296,7 +296,7 @@ func TestDomainLabelerRecovers(t *testing.T) {
 		defer cancel()
 		done := make(chan error, 1)
 		go func() {
-			done <- labeler.RunDomainMode(ctx, cs, opts(nodeName, srv.URL+"/metadata/instance/compute"), interval)
+			done <- domainlabeler.RunDomainMode(ctx, cs, opts(nodeName, srv.URL+"/metadata/instance/compute"), interval)
 		}()
 		err := wait.PollUntilContextTimeout(tCtx, 5*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
 			return notFound.Load() >= 1, nil

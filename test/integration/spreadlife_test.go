@@ -22,6 +22,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/pool-scheduler/pool-scheduler/pkg/controlplane"
+	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
 	"github.com/pool-scheduler/pool-scheduler/pkg/spreadkeeper"
 	"github.com/pool-scheduler/pool-scheduler/test/util"
 )
@@ -108,7 +109,7 @@ func TestBurstSpread(t *testing.T) {
 				for _, name := range names {
 					spread := topo.SpreadOf(util.WaitForReplicas(tCtx, t, cs, ns, name, 18, 2*time.Minute))
 					doubled := topo.DoubledHosts(spread)
-					if len(doubled) > 0 || util.Skew(spread.Zones) > 0 || util.Skew(spread.UpdateDomains) > 0 {
+					if len(doubled) > 0 || pool.Skew(spread.Zones) > 0 || pool.Skew(spread.UpdateDomains) > 0 {
 						failed++
 						t.Errorf("trial %d, %s: hosts doubled up while a host is empty: %v; %s", trial, name, doubled, spread)
 					}
@@ -165,7 +166,7 @@ func TestScaleDownKeepsSpread(t *testing.T) {
 			settle(ns)
 			writes[i] += patches() - before
 			before = patches()
-			zoneSkew, udSkew := util.Skew(spread.Zones), util.Skew(spread.UpdateDomains)
+			zoneSkew, udSkew := pool.Skew(spread.Zones), pool.Skew(spread.UpdateDomains)
 			scaledDown := i > 0 && replicas < steps[i-1]
 			if scaledDown && (zoneSkew > 1 || udSkew > 1) {
 				failed = true
@@ -220,7 +221,7 @@ func TestRebalancer(t *testing.T) {
 	}
 	pods := util.WaitForReplicas(tCtx, t, cs, ns, "web", 6, 2*time.Minute)
 	cordon(false)
-	if s := topo.SpreadOf(pods); util.Skew(s.Zones) != 6 {
+	if s := topo.SpreadOf(pods); pool.Skew(s.Zones) != 6 {
 		t.Fatalf("want every replica in zone-0 to start from: %s", s)
 	}
 	uids := func(pods []v1.Pod) []string {
@@ -295,7 +296,7 @@ func TestRebalancer(t *testing.T) {
 		waitBudget(tCtx, t, cp, pdb, 1)
 		spread := topo.SpreadOf(pods)
 		moves := 0
-		for util.Skew(spread.Zones) > 1 || util.Skew(spread.UpdateDomains) > 1 {
+		for pool.Skew(spread.Zones) > 1 || pool.Skew(spread.UpdateDomains) > 1 {
 			if moves++; moves > 6 {
 				t.Fatalf("still skewed after 6 evictions: %s", spread)
 			}
@@ -352,7 +353,7 @@ func TestRebalancerFitAndBackoff(t *testing.T) {
 		t.Fatal(err)
 	}
 	pods := util.WaitForReplicas(tCtx, t, cs, ns, "web", 6, 2*time.Minute)
-	if s := topo.SpreadOf(pods); util.Skew(s.Zones) != 6 {
+	if s := topo.SpreadOf(pods); pool.Skew(s.Zones) != 6 {
 		t.Fatalf("want every replica in zone-0 to start from: %s", s)
 	}
 	uids := func(pods []v1.Pod) map[types.UID]string {

@@ -170,7 +170,7 @@ func TestPoolctlStatusScheduler(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st := run(t); st.Healthy || st.Leader != "scheduler-0" || !strings.Contains(st.Reason, "last renewed the Lease") {
+	if st := run(t); st.Healthy || st.Leader != "scheduler-0" || !strings.Contains(st.Reason, "has not renewed the Lease") {
 		t.Errorf("a leader gone for a minute: %+v, want not healthy", st)
 	}
 	fresh := renewed(0)

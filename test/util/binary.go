@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -208,4 +209,29 @@ func FreePort(t testing.TB) int {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
+}
+
+// ExpectBadArgsRefused starts the built scheduler with the shipped configuration, edit applied
+// to plugin's args (leader election off), and fails t unless it exits non-zero with every
+// string of wantInOutput in its output (structured logs escape quotes).
+func ExpectBadArgsRefused(t *testing.T, cp *controlplane.ControlPlane, plugin string, edit func(args map[string]any), wantInOutput []string) {
+	t.Helper()
+	doc := ShippedConfigFor(t, cp)
+	doc["leaderElection"].(map[string]any)["leaderElect"] = false
+	edit(PluginArgsDoc(t, doc, plugin))
+	proc := StartSchedulerBinary(t, doc)
+	exited, err := proc.Wait(60 * time.Second)
+	if !exited {
+		t.Fatalf("scheduler still running with bad args; output:\n%s", proc.Output())
+	}
+	if err == nil {
+		t.Fatalf("scheduler exited 0 with bad args; output:\n%s", proc.Output())
+	}
+	for _, want := range wantInOutput {
+		if !strings.Contains(proc.Output(), want) {
+			t.Fatalf("exit %v; output does not contain %q:\n%s", err, want, proc.Output())
+		}
+	}
+	lines := strings.Split(strings.TrimSpace(proc.Output()), "\n")
+	t.Logf("exit: %v; message: %s", err, strings.Join(lines[max(0, len(lines)-2):], " | "))
 }

@@ -87,21 +87,6 @@ func (topo SpreadTopology) SpreadOf(pods []v1.Pod) Spread {
 	return s
 }
 
-// Skew is the most minus the fewest pods of any domain in counts.
-func Skew(counts map[string]int) int {
-	first, lo, hi := true, 0, 0
-	for _, n := range counts {
-		if first || n < lo {
-			lo = n
-		}
-		if first || n > hi {
-			hi = n
-		}
-		first = false
-	}
-	return hi - lo
-}
-
 // DoubledHosts names the hosts holding two or more pods while another host holds none: with no
 // more replicas than hosts, a spread that keeps every dimension balanced never leaves that (a
 // zone/update-domain cell of 2 hosts holding 3 replicas while another cell holds 1 does).

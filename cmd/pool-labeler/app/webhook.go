@@ -45,11 +45,22 @@ func newWebhookCommand(kubeconfig *string) *cobra.Command {
 	f.BoolVar(&o.SystemNodeAffinity, "system-node-affinity", true, "add a required node-affinity term keeping user pods off system nodes (visible to cluster-autoscaler and Karpenter)")
 	f.IntVar(&o.Port, "port", 10250, "HTTPS port of the webhook (10250: open from the control plane to nodes on GKE private clusters and others that firewall other ports, as for kubelets; cert-manager uses it too)")
 	f.StringVar(&o.CertDir, "cert-dir", filepath.Join(os.TempDir(), "pool-scheduler-webhook"), "directory of tls.crt and tls.key")
-	f.BoolVar(&o.CertRotation, "cert-rotation", true, "generate and rotate the certificate (Secret --secret-name, CA injected into --webhook-configuration); off: cert-dir is filled by someone else (cert-manager)")
-	f.StringVar(&o.Secret.Namespace, "secret-namespace", os.Getenv("POD_NAMESPACE"), "namespace of the certificate Secret")
-	f.StringVar(&o.Secret.Name, "secret-name", "pool-scheduler-webhook-tls", "the certificate Secret (must exist; the chart creates it empty)")
-	f.StringVar(&o.WebhookConfiguration, "webhook-configuration", "pool-scheduler", "MutatingWebhookConfiguration whose caBundle is kept current")
-	f.StringVar(&o.DNSName, "dns-name", "", "DNS name of the webhook Service (<service>.<namespace>.svc), the certificate's subject")
+	// The webhook's own certificate rotation is gone: the certificate keeper (pool-labeler certs
+	// --webhook-dns-name) or cert-manager fills --cert-dir. Its flags stay accepted, and do
+	// nothing, so the arguments of earlier installs (--cert-rotation=false) still parse.
+	var unused struct {
+		rotation                      bool
+		secretNamespace, secretName   string
+		webhookConfiguration, dnsName string
+	}
+	f.BoolVar(&unused.rotation, "cert-rotation", false, "no effect: the certificate keeper (pool-labeler certs --webhook-dns-name) or cert-manager fills --cert-dir")
+	f.StringVar(&unused.secretNamespace, "secret-namespace", "", "no effect (went with --cert-rotation)")
+	f.StringVar(&unused.secretName, "secret-name", "", "no effect (went with --cert-rotation)")
+	f.StringVar(&unused.webhookConfiguration, "webhook-configuration", "", "no effect (went with --cert-rotation)")
+	f.StringVar(&unused.dnsName, "dns-name", "", "no effect (went with --cert-rotation)")
+	for _, name := range []string{"cert-rotation", "secret-namespace", "secret-name", "webhook-configuration", "dns-name"} {
+		_ = f.MarkDeprecated(name, "it does nothing: the certificate keeper (pool-labeler certs --webhook-dns-name) or cert-manager keeps the webhook's certificate in --cert-dir")
+	}
 	f.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8443", "address of /metrics; 0 disables")
 	f.BoolVar(&o.MetricsSecure, "metrics-secure", true, "serve /metrics over HTTPS to clients the apiserver authenticates and authorizes (get on /metrics), as pool-labeler controller does; false: plain HTTP, bind it to 127.0.0.1")
 	f.StringVar(&o.MetricsCertDir, "metrics-cert-dir", "", "directory with the metrics server's tls.crt and tls.key; empty: a self-signed certificate")

@@ -6,8 +6,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/discovery"
-	"k8s.io/component-base/metrics"
-	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/klog/v2"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
@@ -15,14 +13,8 @@ import (
 	"github.com/pool-scheduler/pool-scheduler/pkg/version"
 )
 
-var apiserverSupported = metrics.NewGauge(&metrics.GaugeOpts{
-	Subsystem:      "pool_scheduler",
-	Name:           "apiserver_supported",
-	Help:           "1 while kube-apiserver runs a minor this release line serves (its own or the next), 0 outside; read when the scheduler starts.",
-	StabilityLevel: metrics.ALPHA,
-})
-
-var registerSkew sync.Once
+// apiserverSupported is this process's series of the gauge the hand-off controller reports too.
+var apiserverSupported = version.APIServerSupported.WithLabelValues()
 
 // checkingVersion wraps plugin factories so that the first plugin built reads kube-apiserver's
 // version and judges it against the line's skew: kube-scheduler builds its profiles once per
@@ -44,7 +36,7 @@ func checkingVersion(r frameworkruntime.Registry) frameworkruntime.Registry {
 }
 
 func checkVersion(ctx context.Context, d discovery.ServerVersionInterface) {
-	registerSkew.Do(func() { legacyregistry.MustRegister(apiserverSupported) })
+	version.RegisterAPIServerSupported()
 	logger := klog.FromContext(ctx)
 	v, err := d.ServerVersion()
 	if err != nil {

@@ -142,14 +142,14 @@ func TestHandler(t *testing.T) {
 }
 
 func TestWebhookOptionsValidate(t *testing.T) {
-	err := (&WebhookOptions{Port: 70000, CertRotation: true}).Validate()
-	for _, flag := range []string{"--config", "--port", "--cert-dir", "--secret-namespace", "--secret-name", "--webhook-configuration", "--dns-name"} {
+	err := (&WebhookOptions{Port: 70000}).Validate()
+	for _, flag := range []string{"--config", "--port", "--cert-dir"} {
 		if err == nil || !strings.Contains(err.Error(), flag) {
 			t.Errorf("error %v does not name %s", err, flag)
 		}
 	}
 	ok := WebhookOptions{Config: "c", Port: 9443, CertDir: "/tmp/x"}
 	if err := ok.Validate(); err != nil {
-		t.Errorf("cert-manager options (no rotation): %v", err)
+		t.Errorf("valid options: %v", err)
 	}
 }

@@ -9,18 +9,12 @@ import (
 	"os"
 	"time"
 
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -47,18 +41,12 @@ type WebhookOptions struct {
 	// (handoff.Progress); 0: the Lease alone.
 	ProgressBound time.Duration
 
-	Port    int
-	CertDir string
-	// CertRotation: generate and rotate the CA and serving certificate in Secret and inject
-	// the CA into WebhookConfiguration. Off: CertDir holds tls.crt and tls.key (cert-manager).
-	CertRotation         bool
-	Secret               types.NamespacedName
-	WebhookConfiguration string
-	DNSName              string
-	MetricsAddr          string
-	MetricsSecure        bool
-	MetricsCertDir       string
-	ProbeAddr            string
+	Port           int
+	CertDir        string
+	MetricsAddr    string
+	MetricsSecure  bool
+	MetricsCertDir string
+	ProbeAddr      string
 	// Metrics builds the metrics server's options (the labeler's: authenticated and authorized
 	// HTTPS unless MetricsSecure is false); nil: plain HTTP on MetricsAddr.
 	Metrics func(addr string, secure bool, certDir string) metricsserver.Options
@@ -78,20 +66,6 @@ func (o *WebhookOptions) Validate() error {
 	}
 	if err := handoff.ValidateProgressBound(o.ProgressBound); err != nil {
 		errs = append(errs, err)
-	}
-	if o.CertRotation {
-		if o.Secret.Namespace == "" {
-			errs = append(errs, errors.New("--secret-namespace: required with --cert-rotation (default: $POD_NAMESPACE)"))
-		}
-		if o.Secret.Name == "" {
-			errs = append(errs, errors.New("--secret-name: required with --cert-rotation"))
-		}
-		if o.WebhookConfiguration == "" {
-			errs = append(errs, errors.New("--webhook-configuration: required with --cert-rotation"))
-		}
-		if o.DNSName == "" {
-			errs = append(errs, errors.New("--dns-name: required with --cert-rotation (the Service's <name>.<namespace>.svc)"))
-		}
 	}
 	return errors.Join(errs...)
 }
@@ -125,25 +99,12 @@ func MutatorFromConfig(path, schedulerName string, systemNodeAffinity bool) (*ad
 
 // RunWebhook serves the webhook until ctx ends.
 func RunWebhook(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, m *admissionpkg.Mutator, o WebhookOptions) error {
-	// The manager's cache holds the certificate Secret and the webhook configuration only
-	// (field selectors by name, which RBAC resourceNames allow for list and watch).
-	cacheOpts := cache.Options{ByObject: map[client.Object]cache.ByObject{}}
-	if o.CertRotation {
-		cacheOpts.ByObject[&corev1.Secret{}] = cache.ByObject{
-			Namespaces: map[string]cache.Config{o.Secret.Namespace: {}},
-			Field:      fields.OneTermEqualSelector("metadata.name", o.Secret.Name),
-		}
-		cacheOpts.ByObject[&admissionregistrationv1.MutatingWebhookConfiguration{}] = cache.ByObject{
-			Field: fields.OneTermEqualSelector("metadata.name", o.WebhookConfiguration),
-		}
-	}
 	metrics := metricsserver.Options{BindAddress: o.MetricsAddr}
 	if o.Metrics != nil {
 		metrics = o.Metrics(o.MetricsAddr, o.MetricsSecure, o.MetricsCertDir)
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
-		Cache:                  cacheOpts,
 		Metrics:                metrics,
 		HealthProbeBindAddress: o.ProbeAddr,
 	})
@@ -214,39 +175,15 @@ func RunWebhook(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, m
 	}
 	serveMutations(server, m, scheme, state)
 
-	// ready: the certificate is on disk (the server reads it when it starts) and, when this
-	// process keeps it, the apiserver trusts it.
-	ready := func() error { return nil }
-	certsWritten := make(chan struct{})
-	if o.CertRotation {
-		if err := os.MkdirAll(o.CertDir, 0o700); err != nil {
-			return fmt.Errorf("--cert-dir: %w", err)
-		}
-		keeper, err := newCertKeeper(mgr, o)
-		if err != nil {
-			return fmt.Errorf("certificate rotation: %w", err)
-		}
-		certsWritten, ready = keeper.written, keeper.Ready
-	} else {
-		close(certsWritten)
-	}
-	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
-		select {
-		case <-certsWritten:
-		case <-ctx.Done():
-			return nil
-		}
-		return server.Start(ctx)
-	})); err != nil {
+	// The certificate in CertDir is the certificate keeper's (pool-labeler certs) or
+	// cert-manager's, mounted from its Secret; the server reloads it when it is renewed.
+	if err := mgr.Add(manager.RunnableFunc(server.Start)); err != nil {
 		return err
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return err
 	}
 	if err := mgr.AddReadyzCheck("webhook", func(req *http.Request) error {
-		if err := ready(); err != nil {
-			return err
-		}
 		if err := leaseRead(); err != nil {
 			return err
 		}

@@ -8,6 +8,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/kubernetes/test/utils/ktesting"
+
+	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
 )
 
 // TestBurstLayering places a workload's replicas one at a time on zones x update domains x hosts
@@ -69,7 +71,7 @@ func TestBurstLayering(t *testing.T) {
 							doubled = n.Name
 						}
 					}
-					if skew(zones) > 1 || skew(uds) > 1 || (empty && doubled != "") {
+					if pool.Skew(zones) > 1 || pool.Skew(uds) > 1 || (empty && doubled != "") {
 						t.Fatalf("seed %d, %d replicas: zones %v, update domains %v, host %s doubled while a host is empty; per host %v",
 							seed, i+1, zones, uds, doubled, perHost)
 					}
@@ -77,18 +79,4 @@ func TestBurstLayering(t *testing.T) {
 			}
 		})
 	}
-}
-
-func skew(counts map[string]int) int {
-	lo, hi, first := 0, 0, true
-	for _, n := range counts {
-		if first || n < lo {
-			lo = n
-		}
-		if first || n > hi {
-			hi = n
-		}
-		first = false
-	}
-	return hi - lo
 }

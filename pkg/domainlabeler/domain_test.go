@@ -1,4 +1,4 @@
-package labeler
+package domainlabeler
 
 import (
 	"context"

@@ -1,4 +1,7 @@
-package labeler
+// Package domainlabeler labels a node with its platform fault and update domain, read from the
+// Azure instance metadata service (pool-labeler's domain mode, a DaemonSet): the labels
+// NodePoolReady's requiredLabelKeys and DomainSpread wait for.
+package domainlabeler
 
 import (
 	"context"
