@@ -20,6 +20,9 @@ const (
 	// TaintDeletionCandidate is cluster-autoscaler's PreferNoSchedule taint on a node it finds
 	// unneeded: it is removed once it stays unneeded for scale-down-unneeded-time.
 	TaintDeletionCandidate = "DeletionCandidateOfClusterAutoscaler"
+	// KarpenterNodePoolLabel marks a node Karpenter (or AKS node auto-provisioning) created. Such
+	// pools have no surge nodes: Karpenter replaces a drifted node with one that stays.
+	KarpenterNodePoolLabel = "karpenter.sh/nodepool"
 	// TaintKarpenterDisrupted is Karpenter's (and AKS node auto-provisioning's) NoSchedule taint
 	// on a node it is about to disrupt.
 	TaintKarpenterDisrupted = "karpenter.sh/disrupted"
@@ -33,7 +36,8 @@ const (
 	// Stays: no maintenance under way will drain the node (as far as its fields say).
 	Stays Fate = iota
 	// Surge: a surge node of its pool's upgrade. AKS drains and deletes the surge nodes
-	// together at the upgrade's end, so their pods move again, all at once.
+	// together at the upgrade's end, so their pods move again, all at once. Karpenter's nodes
+	// (KarpenterNodePoolLabel) are never surge nodes: its replacements stay.
 	Surge
 	// Leaving: the node will be drained: an older generation than its pool's newest while the
 	// pool upgrades, cordoned, or marked for removal by cluster-autoscaler or Karpenter.
@@ -370,7 +374,7 @@ func (v *RolloutView) FateOf(id Identity, node *v1.Node) Fate {
 	if GenerationOf(node) != u.newest {
 		return Leaving
 	}
-	if !u.seenOld[node.Name] && node.CreationTimestamp.Time.After(u.lastOld) {
+	if _, karpenter := node.Labels[KarpenterNodePoolLabel]; !karpenter && !u.seenOld[node.Name] && node.CreationTimestamp.Time.After(u.lastOld) {
 		return Surge
 	}
 	return Stays

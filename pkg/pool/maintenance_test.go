@@ -26,6 +26,13 @@ func aksNode(name, pool, image, kubelet string, createdHours int) *v1.Node {
 	return n
 }
 
+// karpenterNode is a node of node auto-provisioning's NodePool "nap".
+func karpenterNode(name, image string, createdHours int) *v1.Node {
+	n := aksNode(name, "nap", image, "v1.34.2", createdHours)
+	n.Labels[KarpenterNodePoolLabel] = "nap"
+	return n
+}
+
 func TestGenerationCompare(t *testing.T) {
 	tests := []struct {
 		a, b Generation
@@ -72,6 +79,9 @@ func TestFatesOf(t *testing.T) {
 		// "k8s" upgrades its Kubernetes version: the kubelet version decides.
 		aksNode("k8s-old", "k8s", newImage, "v1.33.5", 0),
 		aksNode("k8s-new", "k8s", newImage, "v1.34.2", 30),
+		// Karpenter drift: the replacement stays, the drifted node leaves.
+		karpenterNode("nap-old", oldImage, 0),
+		karpenterNode("nap-new", newImage, 30),
 		// A node without a pool label is never judged by generation.
 		st.MakeNode().Name("no-pool").Obj(),
 	}
@@ -80,6 +90,7 @@ func TestFatesOf(t *testing.T) {
 		"old-1": Leaving, "old-2": Leaving, "reimaged": Stays, "surge-1": Surge, "surge-2": Surge, "old-cordoned": Leaving,
 		"batch-1": Stays, "candidate": Leaving, "disrupted": Leaving,
 		"k8s-old": Leaving, "k8s-new": Surge,
+		"nap-old": Leaving, "nap-new": Stays,
 		"no-pool": Stays,
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
