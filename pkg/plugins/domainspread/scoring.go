@@ -208,6 +208,11 @@ const fateBits = 2
 // would pile a workload's replicas on them for good). Outside upgrades it only reads the
 // node's taints.
 func (pl *DomainSpread) moves(s *scoreState, ids nodeDomains, node *v1.Node) int64 {
+	// Outside upgrades (holding is nil) an untainted, schedulable node stays: the common case
+	// costs two field reads.
+	if s.holding == nil && len(node.Spec.Taints) == 0 && !node.Spec.Unschedulable {
+		return 0
+	}
 	if s.rollout.FateOf(pool.Identity{}, node) != pool.Stays {
 		return 1
 	}
