@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"sort"
-	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -72,7 +71,7 @@ func MaintenanceRisks(id pool.Identity, nodes []*v1.Node, pods []*v1.Pod, pdbs [
 		key := string(ref.UID)
 		g := groups[key]
 		if g == nil {
-			g = &group{name: fmt.Sprintf("%s/%s/%s", p.Namespace, strings.ToLower(ref.Kind), ref.Name), sample: p, perNode: map[string]map[string]int{}}
+			g = &group{name: workloadName(p, ref), sample: p, perNode: map[string]map[string]int{}}
 			groups[key] = g
 			keys = append(keys, key)
 		}

@@ -150,6 +150,11 @@ func (r *Report) MaxSkew(d int) int {
 
 func podKey(p *v1.Pod) string { return p.Namespace + "/" + p.Name }
 
+// workloadName names the workload of pod p, whose controller is ref: namespace/kind/name.
+func workloadName(p *v1.Pod, ref *metav1.OwnerReference) string {
+	return fmt.Sprintf("%s/%s/%s", p.Namespace, strings.ToLower(ref.Kind), ref.Name)
+}
+
 // Compute measures the cluster.
 func Compute(in Inputs, policy Policy) *Report {
 	if policy.Dimensions == nil {
@@ -316,7 +321,7 @@ func workloads(pods []*v1.Pod, nodes map[string]*v1.Node, policy Policy) []Workl
 		key := fmt.Sprintf("%s/%s/%s@%s", p.Namespace, strings.ToLower(ref.Kind), ref.Name, ref.UID)
 		a := byOwner[key]
 		if a == nil {
-			a = &acc{w: &Workload{Name: fmt.Sprintf("%s/%s/%s", p.Namespace, strings.ToLower(ref.Kind), ref.Name), Domains: make([]map[string]int, len(dims))}, pools: map[string]bool{}}
+			a = &acc{w: &Workload{Name: workloadName(p, ref), Domains: make([]map[string]int, len(dims))}, pools: map[string]bool{}}
 			for d := range dims {
 				a.w.Domains[d] = map[string]int{}
 			}

@@ -337,6 +337,20 @@ func (u *upgrader) sleep(ctx context.Context, d time.Duration) error {
 	return sleepUntil(ctx, time.Now().Add(u.m.Sim(d)))
 }
 
+// draw returns the pool's original nodes in the random (seeded) order the maintenance takes
+// them, and the zones of newZones new nodes. The zones are drawn first, so both modes draw the
+// same zones and order from the seed.
+func (u *upgrader) draw(newZones int) (nodes []string, zones []int) {
+	for i := 0; i < u.pool.Nodes; i++ {
+		nodes = append(nodes, u.sc.nodeName(u.pool, i))
+	}
+	if newZones > 0 {
+		zones = u.randomZones(newZones)
+	}
+	u.rng.Shuffle(len(nodes), func(i, j int) { nodes[i], nodes[j] = nodes[j], nodes[i] })
+	return nodes, zones
+}
+
 // surgeUpgrade: surge nodes, then batches of old nodes in random order (cordon, drain in
 // parallel through the Eviction API, soak, reimage in place), then the surge nodes drained
 // and deleted.
@@ -344,13 +358,7 @@ func (u *upgrader) surgeUpgrade(ctx context.Context) error {
 	p := u.pool
 	n := p.Nodes
 	surge := min(u.m.MaxSurge.Of(n), n)
-	var old []string
-	for i := 0; i < n; i++ {
-		old = append(old, u.sc.nodeName(p, i))
-	}
-	// Drawn first, so both modes draw the same zones and order from the seed.
-	zones := u.randomZones(surge)
-	u.rng.Shuffle(len(old), func(i, j int) { old[i], old[j] = old[j], old[i] })
+	old, zones := u.draw(surge)
 
 	for _, name := range old {
 		if err := u.updateNode(ctx, name, func(node *v1.Node) {
@@ -512,11 +520,7 @@ func (u *upgrader) blueGreen(ctx context.Context) error {
 	p := u.pool
 	n := p.Nodes
 	batch := min(u.m.DrainBatchSize.Of(n), n)
-	var blue []string
-	for i := 0; i < n; i++ {
-		blue = append(blue, u.sc.nodeName(p, i))
-	}
-	u.rng.Shuffle(len(blue), func(i, j int) { blue[i], blue[j] = blue[j], blue[i] })
+	blue, _ := u.draw(0)
 	u.progress("blue-green: cordon %d blue nodes, add %d green", n, n)
 	for _, name := range blue {
 		if err := u.updateNode(ctx, name, func(node *v1.Node) { node.Spec.Unschedulable = true }); err != nil {
@@ -559,8 +563,6 @@ func (u *upgrader) blueGreen(ctx context.Context) error {
 	return nil
 }
 
-// pool.TaintKarpenterDisrupted is the taint Karpenter puts on a node it disrupts.
-
 // consolidation: waves of budget nodes in random order, each tainted
 // karpenter.sh/disrupted:NoSchedule, as many replacements started (zones drawn at random) and
 // Ready, then drained (PodDisruptionBudgets honoured) and deleted, until every old node is
@@ -569,12 +571,7 @@ func (u *upgrader) consolidation(ctx context.Context) error {
 	p := u.pool
 	n := p.Nodes
 	budget := min(u.m.Budget.Of(n), n)
-	var old []string
-	for i := 0; i < n; i++ {
-		old = append(old, u.sc.nodeName(p, i))
-	}
-	zones := u.randomZones(n)
-	u.rng.Shuffle(len(old), func(i, j int) { old[i], old[j] = old[j], old[i] })
+	old, zones := u.draw(n)
 	disrupted := v1.Taint{Key: pool.TaintKarpenterDisrupted, Effect: v1.TaintEffectNoSchedule}
 	for start := 0; start < n; start += budget {
 		names := old[start:min(start+budget, n)]
