@@ -27,12 +27,6 @@ import (
 	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
 )
 
-// DeletionCostAnnotation is the annotation the ReplicaSet controller ranks pods by when it
-// scales down (k8s.io/kubernetes pkg/controller/controller_utils.go ActivePodsWithRanks.Less,
-// criterion 4: lower cost first; after unassigned, phase and readiness, before co-location
-// and age). The keeper writes this annotation and no other field.
-const DeletionCostAnnotation = "controller.kubernetes.io/pod-deletion-cost"
-
 // KeeperOptions configure the deletion-cost keeper.
 type KeeperOptions struct {
 	// SchedulerName is the profile whose pods are kept; Spread its DomainSpread args.
@@ -170,8 +164,8 @@ func NewKeeper(cs kubernetes.Interface, recorder record.EventRecorder, o KeeperO
 // ReplicationController owns it (their controller reads the annotation) and DomainSpread
 // spreads it (no spread constraints of its own unless spreadPodsWithConstraints).
 func (k *Keeper) workloadOf(pod *v1.Pod) (workloadKey, bool) {
-	ref := metav1.GetControllerOfNoCopy(pod)
-	if ref == nil || (ref.Kind != "ReplicaSet" && ref.Kind != "ReplicationController") {
+	ref, ok := pool.DeletionCostOwner(pod)
+	if !ok {
 		return workloadKey{}, false
 	}
 	if len(pod.Spec.TopologySpreadConstraints) > 0 && !k.o.Spread.SpreadPodsWithConstraints {
@@ -298,18 +292,20 @@ func (k *Keeper) sync(ctx context.Context, w workloadKey) error {
 			continue
 		}
 		r := Replica{Name: pod.Name, Created: pod.CreationTimestamp.UnixNano(), Domains: k.domainList(nodeObj.(*v1.Node))}
-		if v, ok := pod.Annotations[DeletionCostAnnotation]; ok {
-			if c, err := strconv.ParseInt(v, 10, 32); err == nil {
-				r.Cost, r.HasCost = int32(c), true
-			}
-		}
+		r.Cost, r.HasCost = pool.DeletionCostOf(pod)
 		pods = append(pods, pod)
 		replicas = append(replicas, r)
 	}
 	if len(replicas) < 2 {
 		return nil
 	}
-	costs, changed := AssignCosts(replicas, RemovalOrder(replicas, len(k.o.Spread.Dimensions)))
+	dims := len(k.o.Spread.Dimensions)
+	if Holds(replicas, dims) {
+		// The costs already remove replicas in an order that keeps the spread (DomainSpread's
+		// bindings give them in placement order): nothing to write.
+		return nil
+	}
+	costs, changed := AssignCosts(replicas, RemovalOrder(replicas, dims))
 	var errs []error
 	for i, pod := range pods {
 		if !changed[i] {
@@ -318,7 +314,7 @@ func (k *Keeper) sync(ctx context.Context, w workloadKey) error {
 		if err := k.limiter.Wait(ctx); err != nil {
 			return err
 		}
-		patch := fmt.Sprintf(`{"metadata":{"uid":%q,"annotations":{%q:%q}}}`, pod.UID, DeletionCostAnnotation, strconv.Itoa(int(costs[i])))
+		patch := fmt.Sprintf(`{"metadata":{"uid":%q,"annotations":{%q:%q}}}`, pod.UID, pool.DeletionCostAnnotation, strconv.Itoa(int(costs[i])))
 		_, err := k.cs.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: "pool-scheduler-deletion-cost"})
 		k.patches.Add(1)
 		switch {
@@ -330,7 +326,7 @@ func (k *Keeper) sync(ctx context.Context, w workloadKey) error {
 		default:
 			patchesTotal.WithLabelValues("error").Inc()
 			if k.recorder != nil {
-				k.recorder.Eventf(pod, v1.EventTypeWarning, "DeletionCostNotWritten", "pool-scheduler could not write %s=%d: %v", DeletionCostAnnotation, costs[i], err)
+				k.recorder.Eventf(pod, v1.EventTypeWarning, "DeletionCostNotWritten", "pool-scheduler could not write %s=%d: %v", pool.DeletionCostAnnotation, costs[i], err)
 			}
 			errs = append(errs, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err))
 		}

@@ -6,10 +6,13 @@
 package spreadkeeper
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
 )
 
 // Replica is one bound replica of a workload: where it sits and what deletion cost it carries.
@@ -50,6 +53,36 @@ func RemovalOrder(replicas []Replica, dims int) []int {
 		}
 	}
 	return order
+}
+
+// Holds reports whether the costs the replicas carry already give an order RemovalOrder would
+// accept: every replica has a cost of its own (no two alike, so the ReplicaSet controller's
+// later criteria never decide), and removing them cheapest first keeps every prefix within the
+// bound. DomainSpread's bindings give costs in placement order, whose reverse passes back
+// through the states the placements built, so after a scale-up or a scale-down the keeper
+// usually has nothing to write.
+func Holds(replicas []Replica, dims int) bool {
+	order := make([]int, len(replicas))
+	for i, r := range replicas {
+		if !r.HasCost {
+			return false
+		}
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return cmp.Compare(replicas[a].Cost, replicas[b].Cost) })
+	for i := 1; i < len(order); i++ {
+		if replicas[order[i]].Cost == replicas[order[i-1]].Cost {
+			return false
+		}
+	}
+	o := newOrdering(replicas, dims)
+	for _, i := range order {
+		o.take(i)
+		if !o.withinBound() {
+			return false
+		}
+	}
+	return true
 }
 
 // ordering is the search's state: the replicas left and their counts per domain.
@@ -259,14 +292,10 @@ func (o *ordering) search(order *[]int, budget *int) bool {
 	return false
 }
 
-// CostStep is the distance between the costs the keeper writes afresh, leaving room to place
-// later replicas between two others without rewriting either.
-const CostStep = 1 << 10
-
 // AssignCosts returns, for replicas in removal order (order from RemovalOrder), the deletion cost
 // each should carry so that costs rise strictly along the order, changing as few of the costs
 // the pods already carry as it can: the longest run of present costs that already rises is
-// kept, and the others are placed between their kept neighbours (or renumbered CostStep apart
+// kept, and the others are placed between their kept neighbours (or renumbered pool.DeletionCostStep apart
 // when no room is left). changed[i] reports whether replica i's cost must be written.
 func AssignCosts(replicas []Replica, order []int) (costs []int32, changed []bool) {
 	n := len(order)
@@ -317,11 +346,11 @@ func fillGap(replicas []Replica, order []int, keep []bool, lo, hi int, costs []i
 		step := (high - low) / int64(k+1)
 		at = func(j int) int64 { return low + step*int64(j+1) }
 	case hasLow:
-		at = func(j int) int64 { return low + CostStep*int64(j+1) }
+		at = func(j int) int64 { return low + pool.DeletionCostStep*int64(j+1) }
 	case hasHigh:
-		at = func(j int) int64 { return high - CostStep*int64(k-j) }
+		at = func(j int) int64 { return high - pool.DeletionCostStep*int64(k-j) }
 	default:
-		at = func(j int) int64 { return CostStep * int64(j) }
+		at = func(j int) int64 { return pool.DeletionCostStep * int64(j) }
 	}
 	for j := 0; j < k; j++ {
 		v := at(j)
@@ -337,7 +366,7 @@ func renumber(replicas []Replica, order []int) ([]int32, []bool) {
 	costs := make([]int32, len(replicas))
 	changed := make([]bool, len(replicas))
 	for pos, i := range order {
-		costs[i] = int32(CostStep * pos)
+		costs[i] = int32(pool.DeletionCostStep * pos)
 		changed[i] = !replicas[i].HasCost || replicas[i].Cost != costs[i]
 	}
 	return costs, changed

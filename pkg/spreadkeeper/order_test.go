@@ -173,3 +173,51 @@ func TestScaleDownRewritesNothing(t *testing.T) {
 		t.Errorf("%d of 9 replicas left need a new cost after the scale-down, want 0", n)
 	}
 }
+
+// withCosts gives replicas the costs listed, in order.
+func withCosts(replicas []Replica, costs ...int32) []Replica {
+	out := slices.Clone(replicas)
+	for i, c := range costs {
+		out[i].Cost, out[i].HasCost = c, true
+	}
+	return out
+}
+
+func TestHolds(t *testing.T) {
+	// Six replicas placed as DomainSpread spreads them over 3 zones x 2 update domains: the
+	// costs a binding gives fall with each placement.
+	placed := grid(
+		[3]string{"z0", "ud0", "h0"}, [3]string{"z1", "ud1", "h1"}, [3]string{"z2", "ud0", "h2"},
+		[3]string{"z0", "ud1", "h3"}, [3]string{"z1", "ud0", "h4"}, [3]string{"z2", "ud1", "h5"},
+	)
+	tests := []struct {
+		name     string
+		replicas []Replica
+		want     bool
+	}{
+		{name: "costs in placement order", replicas: withCosts(placed, 0, -1024, -2048, -3072, -4096, -5120), want: true},
+		{name: "after a scale-down that removed the cheapest", replicas: withCosts(placed[:4], 0, -1024, -2048, -3072), want: true},
+		{name: "a replica without a cost", replicas: withCosts(placed, 0, -1024, -2048, -3072, -4096)[:6], want: false},
+		{name: "two alike costs leave the order to the controller's later criteria", replicas: withCosts(placed, 0, -1024, -2048, -3072, -4096, -4096), want: false},
+		// Cheapest first: both z0 replicas, then both z1: zone skew 2 after the second removal.
+		{name: "an order that empties a zone first", replicas: withCosts(placed, -5120, -2048, 0, -4096, -1024, -3072), want: false},
+		{name: "one replica", replicas: withCosts(placed[:1], 7), want: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Holds(tt.replicas, 3); got != tt.want {
+				t.Errorf("Holds = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestHoldsAcceptsWhatItsOwnOrderWrites: the costs the keeper writes for its own removal order
+// hold, so a second pass writes nothing.
+func TestHoldsAcceptsWhatItsOwnOrderWrites(t *testing.T) {
+	replicas := grid(full(2)...)
+	costs, _ := AssignCosts(replicas, RemovalOrder(replicas, 3))
+	if !Holds(withCosts(replicas, costs...), 3) {
+		t.Errorf("the keeper's own costs %v do not hold", costs)
+	}
+}

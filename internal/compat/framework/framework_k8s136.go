@@ -24,6 +24,7 @@ type (
 	NodeScore           = k8sfw.NodeScore
 	NodeScoreList       = k8sfw.NodeScoreList
 	ReservePlugin       = k8sfw.ReservePlugin
+	BindPlugin          = k8sfw.BindPlugin
 )
 
 // MaxNodeScore is the highest score a Score plugin may give a node (after NormalizeScore).

@@ -103,4 +103,5 @@ type DomainSpreadArgs struct {
 	MaxSkew                   int32
 	SpreadPodsWithConstraints bool
 	RejectNodesMissingKeys    bool
+	DeletionCostAtBind        bool
 }

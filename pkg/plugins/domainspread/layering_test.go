@@ -55,7 +55,7 @@ func TestBurstLayering(t *testing.T) {
 					top := best(got)
 					chosen := top[rng.Intn(len(top))]
 					w, _ := workloadOf(pod)
-					pl.replicas.place(types.UID(fmt.Sprint("uid-", i)), w, chosen, true)
+					pl.replicas.place(types.UID(fmt.Sprint("uid-", i)), w, chosen, true, 0)
 					perHost[chosen]++
 					zones, uds := map[string]int{}, map[string]int{}
 					for _, c := range cell {

@@ -40,6 +40,7 @@ type DomainSpread struct {
 	maxSkew                   int32
 	spreadPodsWithConstraints bool
 	rejectNodesMissingKeys    bool
+	deletionCostAtBind        bool
 
 	rejections   []metrics.CounterMetric
 	sharedLister framework.SharedLister
@@ -67,6 +68,7 @@ var (
 	_ framework.ScorePlugin       = &DomainSpread{}
 	_ framework.ScoreExtensions   = &DomainSpread{}
 	_ framework.ReservePlugin     = &DomainSpread{}
+	_ framework.BindPlugin        = &DomainSpread{}
 	_ io.Closer                   = &DomainSpread{}
 	_ framework.EnqueueExtensions = &DomainSpread{}
 )
@@ -95,6 +97,7 @@ func New(ctx context.Context, obj runtime.Object, h framework.Handle) (framework
 		maxSkew:                   args.MaxSkew,
 		spreadPodsWithConstraints: args.SpreadPodsWithConstraints,
 		rejectNodesMissingKeys:    args.RejectNodesMissingKeys,
+		deletionCostAtBind:        args.DeletionCostAtBind,
 		sharedLister:              h.SnapshotSharedLister(),
 	}
 	for _, d := range args.Dimensions {

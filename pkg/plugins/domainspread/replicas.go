@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+
+	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
 )
 
 // replicaIndex counts every workload's replicas per node, so that a scheduling cycle reads only
@@ -28,6 +30,10 @@ type replicaIndex struct {
 	placed map[types.UID]placement
 	// nodes holds, per workload, its replicas per node name.
 	nodes map[workload]map[string]int32
+	// lowest holds, per workload with replicas, the lowest deletion cost any of them has carried
+	// (0 for a replica without one, as the ReplicaSet controller reads it): the next replica's
+	// binding carries less (assume).
+	lowest map[workload]int32
 
 	synced       atomic.Bool
 	registration cache.ResourceEventHandlerRegistration
@@ -48,14 +54,37 @@ type placement struct {
 }
 
 func newReplicaIndex() *replicaIndex {
-	return &replicaIndex{placed: map[types.UID]placement{}, nodes: map[workload]map[string]int32{}, syncTimeout: defaultSyncTimeout}
+	return &replicaIndex{placed: map[types.UID]placement{}, nodes: map[workload]map[string]int32{}, lowest: map[workload]int32{}, syncTimeout: defaultSyncTimeout}
 }
 
-// place counts pod uid for w on node, moving it if it was counted elsewhere. What the informer
-// reported bound wins over an assumption (Reserve) made from an older view.
-func (x *replicaIndex) place(uid types.UID, w workload, node string, bound bool) {
+// place counts pod uid for w on node, moving it if it was counted elsewhere; cost is the deletion
+// cost the pod ranks by. What the informer reported bound wins over an assumption (Reserve)
+// made from an older view.
+func (x *replicaIndex) place(uid types.UID, w workload, node string, bound bool, cost int32) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	x.placeLocked(uid, w, node, bound, cost)
+}
+
+// assume counts a pod this profile places (Reserve). With newCost it returns the deletion cost
+// the pod's binding is to carry: below every cost the workload's replicas have carried, so a
+// scale-down removes replicas in the reverse order of their placement; ok is false when no such
+// cost is left. Without newCost the pod ranks by cost, its own annotation's.
+func (x *replicaIndex) assume(uid types.UID, w workload, node string, newCost bool, cost int32) (int32, bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	ok := false
+	if newCost {
+		cost, ok = 0, true
+		if lowest, has := x.lowest[w]; has {
+			cost, ok = pool.NextDeletionCost(lowest)
+		}
+	}
+	x.placeLocked(uid, w, node, false, cost)
+	return cost, ok
+}
+
+func (x *replicaIndex) placeLocked(uid types.UID, w workload, node string, bound bool, cost int32) {
 	if old, ok := x.placed[uid]; ok {
 		if old.bound && !bound {
 			return
@@ -65,11 +94,13 @@ func (x *replicaIndex) place(uid types.UID, w workload, node string, bound bool)
 				old.bound = true
 				x.placed[uid] = old
 			}
+			x.lowerLocked(w, cost)
 			return
 		}
 		x.uncountLocked(old)
 	}
 	x.placed[uid] = placement{workload: w, node: node, bound: bound}
+	x.lowerLocked(w, cost)
 	perNode := x.nodes[w]
 	if perNode == nil {
 		perNode = map[string]int32{}
@@ -99,12 +130,20 @@ func (x *replicaIndex) removeObserved(uid types.UID) {
 	}
 }
 
+// lowerLocked records a deletion cost a replica of w carries.
+func (x *replicaIndex) lowerLocked(w workload, cost int32) {
+	if lowest, ok := x.lowest[w]; !ok || cost < lowest {
+		x.lowest[w] = cost
+	}
+}
+
 func (x *replicaIndex) uncountLocked(p placement) {
 	perNode := x.nodes[p.workload]
 	if perNode[p.node]--; perNode[p.node] <= 0 {
 		delete(perNode, p.node)
 		if len(perNode) == 0 {
 			delete(x.nodes, p.workload)
+			delete(x.lowest, p.workload)
 		}
 	}
 }
@@ -142,7 +181,8 @@ func (x *replicaIndex) observe(pod *v1.Pod) {
 		x.removeObserved(pod.UID)
 		return
 	}
-	x.place(pod.UID, w, pod.Spec.NodeName, true)
+	cost, _ := pool.DeletionCostOf(pod)
+	x.place(pod.UID, w, pod.Spec.NodeName, true, cost)
 }
 
 // handler keeps the index in step with the scheduler's pod informer.

@@ -15,10 +15,16 @@ import (
 const ReasonSurgeBatch = "ReplicasOnSurgeNodes"
 
 // Reserve counts the pod on its node at once: the next replica of its workload may be scheduled
-// before the binding reaches the informer, and must see this one.
-func (pl *DomainSpread) Reserve(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
+// before the binding reaches the informer, and must see this one. Reserve runs in placement
+// order (the scheduling cycle is serial), so it is also where a replica's deletion cost is
+// chosen, for Bind to write (bind.go).
+func (pl *DomainSpread) Reserve(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
 	if w, ok := workloadOf(pod); ok {
-		pl.replicas.place(pod.UID, w, nodeName, false)
+		own, hasOwn := pool.DeletionCostOf(pod)
+		newCost := !hasOwn && pl.deletionCostAtBind && pl.keepsDeletionCost(pod)
+		if cost, ok := pl.replicas.assume(pod.UID, w, nodeName, newCost, own); ok {
+			state.Write(bindStateKey, &bindState{cost: cost})
+		}
 		pl.waiting.forget(w, pod.UID)
 		if view := pl.rollouts.View(); view.Upgrading() {
 			pl.checkSurgeBatch(ctx, view, pod, w, nodeName)

@@ -258,8 +258,9 @@ profiles:
 			{Name: "update-domain", LabelKeys: []string{"topology.pool-scheduler.io/update-domain"}},
 			{Name: "host", LabelKeys: []string{"kubernetes.io/hostname"}},
 		},
-		Mode:    config.SpreadSoft,
-		MaxSkew: 1,
+		Mode:               config.SpreadSoft,
+		MaxSkew:            1,
+		DeletionCostAtBind: true,
 	}
 	tests := []struct {
 		name    string
@@ -275,6 +276,7 @@ profiles:
       maxSkew: 2
       rejectNodesMissingKeys: true
       spreadPodsWithConstraints: true
+      deletionCostAtBind: false
       dimensions:
       - name: zone
         labelKeys: [topology.kubernetes.io/zone]

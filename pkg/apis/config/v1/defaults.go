@@ -138,4 +138,7 @@ func SetDefaults_DomainSpreadArgs(obj *DomainSpreadArgs) { //nolint:revive // na
 	if obj.RejectNodesMissingKeys == nil {
 		obj.RejectNodesMissingKeys = ptr.To(false)
 	}
+	if obj.DeletionCostAtBind == nil {
+		obj.DeletionCostAtBind = ptr.To(true)
+	}
 }

@@ -122,4 +122,11 @@ type DomainSpreadArgs struct {
 	// RejectNodesMissingKeys makes Hard mode reject nodes that lack a dimension's keys (by default
 	// the dimension is ignored for them). Default: false.
 	RejectNodesMissingKeys *bool `json:"rejectNodesMissingKeys,omitempty"`
+	// DeletionCostAtBind makes the binding of each replica of a ReplicaSet or
+	// ReplicationController DomainSpread spreads carry controller.kubernetes.io/pod-deletion-cost:
+	// below every cost the workload's replicas carry, so a scale-down removes replicas in the
+	// reverse order of their placement, back through the spread states the placements built,
+	// without a write of its own (the spread keeper then corrects only what changed otherwise).
+	// A pod whose template sets the annotation keeps it. Default: true.
+	DeletionCostAtBind *bool `json:"deletionCostAtBind,omitempty"`
 }

@@ -86,6 +86,9 @@ func autoConvert_v1_DomainSpreadArgs_To_config_DomainSpreadArgs(in *DomainSpread
 	if err := metav1.Convert_Pointer_bool_To_bool(&in.RejectNodesMissingKeys, &out.RejectNodesMissingKeys, s); err != nil {
 		return err
 	}
+	if err := metav1.Convert_Pointer_bool_To_bool(&in.DeletionCostAtBind, &out.DeletionCostAtBind, s); err != nil {
+		return err
+	}
 	return nil
 }
 
@@ -104,6 +107,9 @@ func autoConvert_config_DomainSpreadArgs_To_v1_DomainSpreadArgs(in *config.Domai
 		return err
 	}
 	if err := metav1.Convert_bool_To_Pointer_bool(&in.RejectNodesMissingKeys, &out.RejectNodesMissingKeys, s); err != nil {
+		return err
+	}
+	if err := metav1.Convert_bool_To_Pointer_bool(&in.DeletionCostAtBind, &out.DeletionCostAtBind, s); err != nil {
 		return err
 	}
 	return nil
