@@ -39,10 +39,10 @@ func TestReserveChoosesDeletionCosts(t *testing.T) {
 	statefulSetPod := st.MakePod().Namespace("default").Name("s1").UID("s1").OwnerReference("sts", v1.SchemeGroupVersion.WithKind("StatefulSet")).Obj()
 	statefulSetPod.OwnerReferences[0].UID = "sts"
 	tests := []struct {
-		name     string
-		off      bool
-		steps    []step
-		want     []string
+		name  string
+		off   bool
+		steps []step
+		want  []string
 	}{
 		{name: "placement order: each replica below the last",
 			steps: []step{{reserve: rsPod("p1", "rs-a", "")}, {reserve: rsPod("p2", "rs-a", "")}, {reserve: rsPod("p3", "rs-a", "")}},
