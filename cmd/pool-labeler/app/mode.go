@@ -157,8 +157,8 @@ func (s *shared) complete(m mode) error {
 		if err := validateLeaderElection(s.leaseDuration, s.renewDeadline, s.retryPeriod); err != nil {
 			return err
 		}
-		if s.lease == "" {
-			return errors.New("--leader-elect-lease: required")
+		if s.lease == "" { // as before the modes shared this code: empty is the default
+			s.lease = m.lease
 		}
 	}
 	switch {
