@@ -70,22 +70,6 @@ func podsOn(app string, nodes []*v1.Node, n ...int) []*v1.Pod {
 	return pods
 }
 
-func TestAzureVMSetOfTodaysAKSNodes(t *testing.T) {
-	for _, tt := range []struct {
-		node   *v1.Node
-		want   string
-		wantOK bool
-	}{
-		{node: scaleSetNode("user", 3), want: "aks-user-31415926-vmss", wantOK: true},
-		// Standalone VMs: cloud-provider-azure's availability-set path finds no set for them.
-		{node: vmsNode("batch", 0), want: "", wantOK: true},
-	} {
-		if got, ok := azurelb.AzureVMSet(tt.node); got != tt.want || ok != tt.wantOK {
-			t.Errorf("AzureVMSet(%s) = (%q, %v), want (%q, %v)", tt.node.Name, got, ok, tt.want, tt.wantOK)
-		}
-	}
-}
-
 // TestStandardLoadBalancerExclusions: the nodes cloud-provider-azure keeps out of a Standard
 // load balancer's backend pool, each with the endpoint that then gets no traffic.
 func TestStandardLoadBalancerExclusions(t *testing.T) {

@@ -49,36 +49,6 @@ func vmssNode(pool string, i int, zone, ud string) *v1.Node {
 	return node
 }
 
-func TestAzureVMSet(t *testing.T) {
-	tests := []struct {
-		name   string
-		node   *v1.Node
-		want   string
-		wantOK bool
-	}{
-		{name: "availability set, from the AKS VM name", node: asNode("pool-1", 0, "0", "0"), want: "pool-1-availabilitySet-27255451", wantOK: true},
-		{name: "scale set, from the providerID", node: vmssNode("user", 3, "westeurope-1", "0"), want: "aks-user-27255451-vmss", wantOK: true},
-		{name: "VM not named by AKS", node: func() *v1.Node {
-			n := st.MakeNode().Name("worker-1").Obj()
-			n.Spec.ProviderID = azurePrefix + "virtualMachines/worker-1"
-			return n
-		}()},
-		{name: "not Azure", node: func() *v1.Node {
-			n := st.MakeNode().Name("gke-x").Obj()
-			n.Spec.ProviderID = "gce://project/europe-west1-b/gke-x"
-			return n
-		}()},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, ok := azurelb.AzureVMSet(tt.node)
-			if got != tt.want || ok != tt.wantOK {
-				t.Errorf("AzureVMSet() = (%q, %v), want (%q, %v)", got, ok, tt.want, tt.wantOK)
-			}
-		})
-	}
-}
-
 func replicaSet(ns, name string) *appsv1.ReplicaSet {
 	return &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(ns + "/" + name)}}
 }
