@@ -1,7 +1,6 @@
 package certkeeper
 
 import (
-	"context"
 	"crypto/tls"
 	"fmt"
 	"net"
@@ -13,10 +12,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	certutil "k8s.io/client-go/util/cert"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 )
@@ -25,19 +22,15 @@ import (
 type Options struct {
 	Sets     []Set
 	Interval time.Duration
-	// Metrics: the keeper's own /metrics server. With a set's CertDir as its CertDir it serves
-	// that set's certificate from there, reloaded once the keeper writes it (a self-signed one
-	// until then).
-	Metrics   metricsserver.Options
-	ProbeAddr string
 }
 
-// Run keeps the sets until ctx ends. The metrics and probe servers start first: a pass that
-// fails (a Secret or the webhook configuration missing) is logged, counted
-// (pool_scheduler_certificate_syncs_total{result="error"}) and retried within 10 seconds while
-// /healthz stays ok; /readyz reports whether the last pass succeeded.
-func Run(ctx context.Context, cfg *rest.Config, o Options) error {
-	cs, err := kubernetes.NewForConfig(cfg)
+// SetupWithManager adds the keeper of o.Sets to mgr, which cmd/pool-labeler/app builds; its
+// metrics and probe servers start first: a pass that fails (a Secret or the webhook
+// configuration missing) is logged, counted (pool_scheduler_certificate_syncs_total{result="error"})
+// and retried within 10 seconds while /healthz stays ok; /readyz reports whether the last pass
+// succeeded.
+func SetupWithManager(mgr ctrl.Manager, o Options) error {
+	cs, err := kubernetes.NewForConfig(mgr.GetConfig())
 	if err != nil {
 		return err
 	}
@@ -45,10 +38,10 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	if err != nil {
 		return err
 	}
-	return k.serve(ctx, cfg, o)
+	return k.setupWithManager(mgr, o)
 }
 
-func (k *Keeper) serve(ctx context.Context, cfg *rest.Config, o Options) error {
+func (k *Keeper) setupWithManager(mgr ctrl.Manager, o Options) error {
 	for _, s := range o.Sets {
 		if s.CertDir != "" {
 			if err := os.MkdirAll(s.CertDir, 0o700); err != nil {
@@ -56,27 +49,25 @@ func (k *Keeper) serve(ctx context.Context, cfg *rest.Config, o Options) error {
 			}
 		}
 	}
-	if o.Metrics.SecureServing && o.Metrics.CertDir != "" {
-		dc, err := newDirCertificate(o.Metrics.CertDir)
-		if err != nil {
-			return err
-		}
-		o.Metrics.TLSOpts = append(append([]func(*tls.Config){}, o.Metrics.TLSOpts...), func(c *tls.Config) { c.GetCertificate = dc.get })
-	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Metrics: o.Metrics, HealthProbeBindAddress: o.ProbeAddr})
-	if err != nil {
-		return err
-	}
 	if err := mgr.Add(manager.RunnableFunc(k.Run)); err != nil {
 		return err
 	}
-	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+	return mgr.AddReadyzCheck("certificates", func(*http.Request) error { return k.Ready() })
+}
+
+// ServeMetricsFromCertDir makes the keeper's own /metrics server, when it serves HTTPS from a
+// CertDir (a set's, normally), serve the certificate there, reloaded once the keeper writes it,
+// and a self-signed one until then. Call it on the options the manager is built with.
+func ServeMetricsFromCertDir(m *metricsserver.Options) error {
+	if !m.SecureServing || m.CertDir == "" {
+		return nil
+	}
+	dc, err := newDirCertificate(m.CertDir)
+	if err != nil {
 		return err
 	}
-	if err := mgr.AddReadyzCheck("certificates", func(*http.Request) error { return k.Ready() }); err != nil {
-		return err
-	}
-	return mgr.Start(ctx)
+	m.TLSOpts = append(append([]func(*tls.Config){}, m.TLSOpts...), func(c *tls.Config) { c.GetCertificate = dc.get })
+	return nil
 }
 
 // dirCertificate serves tls.crt and tls.key of a directory the keeper writes, reloaded when they

@@ -19,6 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 )
 
@@ -59,10 +61,22 @@ func TestRunServesWhileFailing(t *testing.T) {
 	metricsAddr, probeAddr := freeAddr(t), freeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() {
-		done <- k.serve(ctx, &rest.Config{Host: "https://127.0.0.1:1"}, Options{Sets: k.sets, Interval: time.Minute, ProbeAddr: probeAddr,
-			Metrics: metricsserver.Options{BindAddress: metricsAddr, SecureServing: true, CertDir: certDir}})
-	}()
+	// The manager as cmd/pool-labeler/app builds it for `certs`.
+	metrics := metricsserver.Options{BindAddress: metricsAddr, SecureServing: true, CertDir: certDir}
+	if err := ServeMetricsFromCertDir(&metrics); err != nil {
+		t.Fatal(err)
+	}
+	mgr, err := ctrl.NewManager(&rest.Config{Host: "https://127.0.0.1:1"}, ctrl.Options{Metrics: metrics, HealthProbeBindAddress: probeAddr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		t.Fatal(err)
+	}
+	if err := k.setupWithManager(mgr, Options{Sets: k.sets, Interval: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	go func() { done <- mgr.Start(ctx) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {

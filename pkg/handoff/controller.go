@@ -1,7 +1,6 @@
 package handoff
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -20,16 +19,13 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/pool-scheduler/pool-scheduler/pkg/version"
 )
@@ -114,13 +110,6 @@ type Options struct {
 	// ProgressBound: a leader that leaves every pod handed to it undecided this long is down
 	// (Progress); 0: the Lease alone.
 	ProgressBound time.Duration
-
-	LeaderElect          bool
-	LeaderElectNamespace string
-	// LeaderElectLease names the Lease; empty: LeaseName.
-	LeaderElectLease string
-	ProbeAddr        string
-	Metrics          metricsserver.Options
 }
 
 // LeaseName is the hand-off controller's default leader Lease (the chart names its own per
@@ -151,22 +140,13 @@ func (o *Options) Validate() error {
 	return errors.Join(errs...)
 }
 
-// Run runs the hand-off controller until ctx ends: the leader (of Lease pool-scheduler-handoff)
-// judges pool-scheduler's health as the webhook does, writes the switch, reports the pods that
-// wait for pool-scheduler and hands back the stranded ones.
-func Run(ctx context.Context, cfg *rest.Config, o Options) error {
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Metrics:                 o.Metrics,
-		HealthProbeBindAddress:  o.ProbeAddr,
-		LeaderElection:          o.LeaderElect,
-		LeaderElectionID:        cmp.Or(o.LeaderElectLease, LeaseName),
-		LeaderElectionNamespace: o.LeaderElectNamespace,
-		// A replica that stops leading exits, and its successor starts from a clean verdict.
-		LeaderElectionReleaseOnCancel: true,
-	})
-	if err != nil {
-		return err
-	}
+// SetupWithManager adds the hand-off controller to mgr, which cmd/pool-labeler/app builds
+// (leader-elected on the Lease pool-scheduler-handoff, released on cancel: a replica that stops
+// leading exits, and its successor starts from a clean verdict). The leader judges
+// pool-scheduler's health as the webhook does, writes the switch, reports the pods that wait for
+// pool-scheduler and hands back the stranded ones.
+func SetupWithManager(mgr ctrl.Manager, o Options) error {
+	cfg := mgr.GetConfig()
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return err
@@ -179,16 +159,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	if err != nil {
 		return err
 	}
-	if err := mgr.Add(manager.RunnableFunc(c.Run)); err != nil {
-		return err
-	}
-	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
-		return err
-	}
-	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
-		return err
-	}
-	return mgr.Start(ctx)
+	return mgr.Add(manager.RunnableFunc(c.Run))
 }
 
 // Controller is the hand-off controller's leader: Run it; tests call Sync.
@@ -500,4 +471,15 @@ func (c *Controller) handBack(ctx context.Context, p *v1.Pod, ref *metav1.OwnerR
 		p.Name, c.o.SchedulerName, age.Round(time.Second), reason, ref.Kind, c.o.SchedulerName)
 	klog.FromContext(ctx).Info("Stranded pod handed back", "pod", klog.KObj(p), "owner", ref.Kind+"/"+ref.Name, "waited", age.Round(time.Second))
 	return nil
+}
+
+// Complete takes the Lease whose renewals say pool-scheduler runs from the scheduler's
+// configuration (path names it in errors) and validates o.
+func (o *Options) Complete(path string, schedulerConfig []byte) error {
+	lease, err := LeaseFromConfig(schedulerConfig, ModeLeader)
+	if err != nil {
+		return fmt.Errorf("--config %s: %w", path, err)
+	}
+	o.Lease = *lease
+	return o.Validate()
 }

@@ -7,7 +7,6 @@ package handoff
 import (
 	"context"
 	"fmt"
-	"os"
 	"sync"
 	"time"
 
@@ -61,19 +60,6 @@ func LeaseFromConfig(data []byte, mode string) (*Lease, error) {
 		return nil, fmt.Errorf("--handoff=%s: the scheduler configuration elects no leader through a Lease (leaderElection.leaderElect false, or resourceLock not leases), so nothing tells whether pool-scheduler runs; turn leader election on, or use --handoff=%s", ModeLeader, ModeAlways)
 	}
 	return &Lease{Lease: lease, Duration: d}, nil
-}
-
-// LeaseFromFile is LeaseFromConfig for the scheduler configuration file path (--config).
-func LeaseFromFile(path, mode string) (*Lease, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("--config: %w", err)
-	}
-	l, err := LeaseFromConfig(data, mode)
-	if err != nil {
-		return nil, fmt.Errorf("--config %s: %w", path, err)
-	}
-	return l, nil
 }
 
 // LeaseWatch watches the leader's Lease with an informer of its own, which the webhook server

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/klog/v2"
 )
@@ -97,4 +98,36 @@ func Uninstall(ctx context.Context, cs kubernetes.Interface, dyn dynamic.Interfa
 		return reported, errors.Join(fmt.Errorf("pods kept waiting for %s after %s", o.SchedulerName, o.Timeout), err)
 	}
 	return reported, nil
+}
+
+// Validate names the flag at fault (pool-labeler handback).
+func (o UninstallOptions) Validate() error {
+	switch {
+	case o.SchedulerName == "":
+		return errors.New("--scheduler-name: required")
+	case o.Settle < 0 || o.Timeout <= o.Settle:
+		return fmt.Errorf("--settle %s and --timeout %s: want 0 <= settle < timeout", o.Settle, o.Timeout)
+	case o.QPS <= 0:
+		return fmt.Errorf("--rate: must be positive, got %v", o.QPS)
+	}
+	return nil
+}
+
+// RunUninstall is Uninstall as `pool-labeler handback` runs it (a Job: it returns when done),
+// logging each pod it leaves waiting.
+func RunUninstall(ctx context.Context, cfg *rest.Config, o UninstallOptions) error {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	reported, err := Uninstall(ctx, cs, dyn, o)
+	logger := klog.FromContext(ctx)
+	for _, r := range reported {
+		logger.Info("Left waiting: delete and recreate it yourself", "pod", r.Pod, "owner", r.Owner, "why", r.Detail)
+	}
+	return err
 }

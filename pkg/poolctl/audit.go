@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	labelsv1alpha1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/labels/v1alpha1"
+	"github.com/pool-scheduler/pool-scheduler/pkg/azurelb"
 	"github.com/pool-scheduler/pool-scheduler/pkg/profile"
 	"github.com/pool-scheduler/pool-scheduler/pkg/report"
 )
@@ -96,8 +97,8 @@ func newAuditCommand() *cobra.Command {
 	f.StringVar(&o.azureCloudConfig, "azure-cloud-config", "", "cloud-provider-azure's cloud config file (azure.json, JSON or YAML): its loadBalancerSku, vmType, primaryScaleSetName / primaryAvailabilitySetName, "+
 		"resourceGroup, excludeMasterFromStandardLB, loadBalancerBackendPoolConfigurationType and multipleStandardLoadBalancerConfigurations are read (nothing else, no credentials); the flags below override them")
 	f.StringVar(&o.lbSKU, "azure-load-balancer-sku", "", "Azure load balancer SKU: Standard (every node cloud-provider-azure does not exclude is a backend) or Basic (one availability set or scale set); default: the cloud config's, else Standard")
-	f.StringVar(&o.primaryVMSet, "azure-primary-vmset", "", "Basic SKU: cloud-provider-azure's primaryAvailabilitySetName or primaryScaleSetName, the backend of Services without "+report.AzureLoadBalancerModeAnnotation)
-	f.StringVar(&o.resourceGroup, "azure-resource-group", "", "the cluster's node resource group (cloud config resourceGroup, MC_<group>_<cluster>_<region> on AKS): nodes labelled "+report.AzureResourceGroupLabel+" with another group are no backends of NIC-based pools")
+	f.StringVar(&o.primaryVMSet, "azure-primary-vmset", "", "Basic SKU: cloud-provider-azure's primaryAvailabilitySetName or primaryScaleSetName, the backend of Services without "+azurelb.AzureLoadBalancerModeAnnotation)
+	f.StringVar(&o.resourceGroup, "azure-resource-group", "", "the cluster's node resource group (cloud config resourceGroup, MC_<group>_<cluster>_<region> on AKS): nodes labelled "+azurelb.AzureResourceGroupLabel+" with another group are no backends of NIC-based pools")
 	f.DurationVar(&o.timeout, "timeout", 30*time.Second, "timeout for reading the cluster")
 	f.StringVar(&o.optedInSelector, "opted-in-selector", profile.NamespaceLabel+"=true,"+v1.LabelMetadataName+" notin (kube-system)",
 		"label selector of the namespaces the admission path opts in (the chart's default: labelled, minus kube-system; add your release namespace's exclusion if you label it); pods there that name the default scheduler are reported; empty: none")

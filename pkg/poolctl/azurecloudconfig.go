@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 
-	"github.com/pool-scheduler/pool-scheduler/pkg/report"
+	"github.com/pool-scheduler/pool-scheduler/pkg/azurelb"
 )
 
 // azureCloudConfig holds the fields of cloud-provider-azure's cloud config (the azure.json or
@@ -24,27 +24,27 @@ import (
 // as YAML (JSON being YAML) into JSON-tagged fields, so field names match without case, as
 // here; it is not a dependency of pool-scheduler.
 type azureCloudConfig struct {
-	LoadBalancerSku                            string                     `json:"loadBalancerSku"`
-	VMType                                     string                     `json:"vmType"`
-	PrimaryAvailabilitySetName                 string                     `json:"primaryAvailabilitySetName"`
-	PrimaryScaleSetName                        string                     `json:"primaryScaleSetName"`
-	ResourceGroup                              string                     `json:"resourceGroup"`
-	ExcludeMasterFromStandardLB                *bool                      `json:"excludeMasterFromStandardLB"`
-	LoadBalancerBackendPoolConfigurationType   string                     `json:"loadBalancerBackendPoolConfigurationType"`
-	MultipleStandardLoadBalancerConfigurations []report.AzureLoadBalancer `json:"multipleStandardLoadBalancerConfigurations"`
+	LoadBalancerSku                            string                      `json:"loadBalancerSku"`
+	VMType                                     string                      `json:"vmType"`
+	PrimaryAvailabilitySetName                 string                      `json:"primaryAvailabilitySetName"`
+	PrimaryScaleSetName                        string                      `json:"primaryScaleSetName"`
+	ResourceGroup                              string                      `json:"resourceGroup"`
+	ExcludeMasterFromStandardLB                *bool                       `json:"excludeMasterFromStandardLB"`
+	LoadBalancerBackendPoolConfigurationType   string                      `json:"loadBalancerBackendPoolConfigurationType"`
+	MultipleStandardLoadBalancerConfigurations []azurelb.AzureLoadBalancer `json:"multipleStandardLoadBalancerConfigurations"`
 }
 
 // parseAzureCloudConfig reads a cloud config into the load-balancer model, with cloud-provider-azure's
 // defaults (setLBDefaults, InitializeCloudFromConfig): the Standard SKU, scale sets
 // (vmType vmss, whose primary set is primaryScaleSetName; standard: primaryAvailabilitySetName),
 // NIC-based backend pools. Errors name the field.
-func parseAzureCloudConfig(data []byte) (report.LoadBalancerModel, error) {
+func parseAzureCloudConfig(data []byte) (azurelb.LoadBalancerModel, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
-		return report.LoadBalancerModel{}, errors.New("empty")
+		return azurelb.LoadBalancerModel{}, errors.New("empty")
 	}
 	doc, err := yaml.YAMLToJSON(data)
 	if err != nil {
-		return report.LoadBalancerModel{}, fmt.Errorf("neither JSON nor YAML: %w", err)
+		return azurelb.LoadBalancerModel{}, fmt.Errorf("neither JSON nor YAML: %w", err)
 	}
 	var c azureCloudConfig
 	if err := json.Unmarshal(doc, &c); err != nil {
@@ -52,26 +52,26 @@ func parseAzureCloudConfig(data []byte) (report.LoadBalancerModel, error) {
 		if errors.As(err, &typeErr) {
 			// Value is the JSON kind (number, array, ...), never the value itself.
 			if typeErr.Field == "" {
-				return report.LoadBalancerModel{}, fmt.Errorf("a cloud config is a map of fields, not %s", withArticle(typeErr.Value))
+				return azurelb.LoadBalancerModel{}, fmt.Errorf("a cloud config is a map of fields, not %s", withArticle(typeErr.Value))
 			}
-			return report.LoadBalancerModel{}, fmt.Errorf("%s: %s where %s is expected", typeErr.Field, withArticle(typeErr.Value), withArticle(typeErr.Type.String()))
+			return azurelb.LoadBalancerModel{}, fmt.Errorf("%s: %s where %s is expected", typeErr.Field, withArticle(typeErr.Value), withArticle(typeErr.Type.String()))
 		}
-		return report.LoadBalancerModel{}, err
+		return azurelb.LoadBalancerModel{}, err
 	}
-	m := report.LoadBalancerModel{
+	m := azurelb.LoadBalancerModel{
 		AzureResourceGroup:               c.ResourceGroup,
 		AzureExcludeMasterFromStandardLB: c.ExcludeMasterFromStandardLB,
 		AzureLoadBalancers:               c.MultipleStandardLoadBalancerConfigurations,
 	}
 	switch {
-	case c.LoadBalancerSku == "" || strings.EqualFold(c.LoadBalancerSku, report.SKUStandard):
-		m.AzureSKU = report.SKUStandard
-	case strings.EqualFold(c.LoadBalancerSku, report.SKUBasic):
-		m.AzureSKU = report.SKUBasic
+	case c.LoadBalancerSku == "" || strings.EqualFold(c.LoadBalancerSku, azurelb.SKUStandard):
+		m.AzureSKU = azurelb.SKUStandard
+	case strings.EqualFold(c.LoadBalancerSku, azurelb.SKUBasic):
+		m.AzureSKU = azurelb.SKUBasic
 	case strings.EqualFold(c.LoadBalancerSku, "service"):
-		return report.LoadBalancerModel{}, errors.New("loadBalancerSku: service (pods behind a service gateway) is not modelled by poolctl audit")
+		return azurelb.LoadBalancerModel{}, errors.New("loadBalancerSku: service (pods behind a service gateway) is not modelled by poolctl audit")
 	default:
-		return report.LoadBalancerModel{}, fmt.Errorf("loadBalancerSku: %q is not standard or basic", c.LoadBalancerSku)
+		return azurelb.LoadBalancerModel{}, fmt.Errorf("loadBalancerSku: %q is not standard or basic", c.LoadBalancerSku)
 	}
 	switch {
 	case c.VMType == "" || strings.EqualFold(c.VMType, "vmss") || strings.EqualFold(c.VMType, "vmssflex"):
@@ -79,22 +79,22 @@ func parseAzureCloudConfig(data []byte) (report.LoadBalancerModel, error) {
 	case strings.EqualFold(c.VMType, "standard"):
 		m.AzurePrimaryVMSet = c.PrimaryAvailabilitySetName
 	default:
-		return report.LoadBalancerModel{}, fmt.Errorf("vmType: %q is not vmss, vmssflex or standard", c.VMType)
+		return azurelb.LoadBalancerModel{}, fmt.Errorf("vmType: %q is not vmss, vmssflex or standard", c.VMType)
 	}
 	switch t := c.LoadBalancerBackendPoolConfigurationType; {
 	case t == "":
 		// nodeIPConfiguration, the default, as the model reads "".
-	case strings.EqualFold(t, report.BackendPoolNodeIPConfiguration):
-		m.AzureBackendPoolType = report.BackendPoolNodeIPConfiguration
-	case strings.EqualFold(t, report.BackendPoolNodeIP):
-		m.AzureBackendPoolType = report.BackendPoolNodeIP
+	case strings.EqualFold(t, azurelb.BackendPoolNodeIPConfiguration):
+		m.AzureBackendPoolType = azurelb.BackendPoolNodeIPConfiguration
+	case strings.EqualFold(t, azurelb.BackendPoolNodeIP):
+		m.AzureBackendPoolType = azurelb.BackendPoolNodeIP
 	case strings.EqualFold(t, "podIP"):
-		return report.LoadBalancerModel{}, errors.New("loadBalancerBackendPoolConfigurationType: podIP (pods in the backend pool) is not modelled by poolctl audit")
+		return azurelb.LoadBalancerModel{}, errors.New("loadBalancerBackendPoolConfigurationType: podIP (pods in the backend pool) is not modelled by poolctl audit")
 	default:
-		return report.LoadBalancerModel{}, fmt.Errorf("loadBalancerBackendPoolConfigurationType: %q is not nodeIPConfiguration or nodeIP", t)
+		return azurelb.LoadBalancerModel{}, fmt.Errorf("loadBalancerBackendPoolConfigurationType: %q is not nodeIPConfiguration or nodeIP", t)
 	}
 	if err := m.Validate(); err != nil {
-		return report.LoadBalancerModel{}, err
+		return azurelb.LoadBalancerModel{}, err
 	}
 	return m, nil
 }
@@ -108,8 +108,8 @@ func withArticle(word string) string {
 
 // loadBalancerModel is the Azure load-balancer model of the audit: --azure-cloud-config, with
 // the explicit flags over it; without either, a Standard load balancer.
-func (o auditOptions) loadBalancerModel() (report.LoadBalancerModel, error) {
-	m := report.LoadBalancerModel{AzureSKU: report.SKUStandard}
+func (o auditOptions) loadBalancerModel() (azurelb.LoadBalancerModel, error) {
+	m := azurelb.LoadBalancerModel{AzureSKU: azurelb.SKUStandard}
 	if o.azureCloudConfig != "" {
 		data, err := os.ReadFile(o.azureCloudConfig)
 		if err != nil {
@@ -121,10 +121,10 @@ func (o auditOptions) loadBalancerModel() (report.LoadBalancerModel, error) {
 	}
 	switch {
 	case o.lbSKU == "":
-	case strings.EqualFold(o.lbSKU, report.SKUStandard):
-		m.AzureSKU = report.SKUStandard
-	case strings.EqualFold(o.lbSKU, report.SKUBasic):
-		m.AzureSKU = report.SKUBasic
+	case strings.EqualFold(o.lbSKU, azurelb.SKUStandard):
+		m.AzureSKU = azurelb.SKUStandard
+	case strings.EqualFold(o.lbSKU, azurelb.SKUBasic):
+		m.AzureSKU = azurelb.SKUBasic
 	default:
 		return m, fmt.Errorf("--azure-load-balancer-sku: %q is not Standard or Basic", o.lbSKU)
 	}
@@ -143,7 +143,7 @@ func (o auditOptions) loadBalancerModel() (report.LoadBalancerModel, error) {
 
 // namespaceLabels reads the namespaces' labels when a load balancer selects Services by
 // namespace; nil (not read) otherwise, or when the credentials may not list namespaces.
-func namespaceLabels(ctx context.Context, cs kubernetes.Interface, m report.LoadBalancerModel) (map[string]map[string]string, error) {
+func namespaceLabels(ctx context.Context, cs kubernetes.Interface, m azurelb.LoadBalancerModel) (map[string]map[string]string, error) {
 	needed := false
 	for _, lb := range m.AzureLoadBalancers {
 		needed = needed || lb.ServiceNamespaceSelector != nil

@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/pool-scheduler/pool-scheduler/pkg/report"
+	"github.com/pool-scheduler/pool-scheduler/pkg/azurelb"
 )
 
 // aksAzureJSON is an AKS node's /etc/kubernetes/azure.json as cloud-provider-azure reads it,
@@ -69,22 +69,22 @@ func TestParseAzureCloudConfig(t *testing.T) {
 	tests := []struct {
 		name    string
 		data    string
-		want    report.LoadBalancerModel
+		want    azurelb.LoadBalancerModel
 		wantErr string
 	}{
-		{name: "AKS azure.json", data: aksAzureJSON, want: report.LoadBalancerModel{
-			AzureSKU: report.SKUStandard, AzurePrimaryVMSet: "aks-system-31415926-vmss", AzureResourceGroup: "MC_rg_cluster_westeurope",
+		{name: "AKS azure.json", data: aksAzureJSON, want: azurelb.LoadBalancerModel{
+			AzureSKU: azurelb.SKUStandard, AzurePrimaryVMSet: "aks-system-31415926-vmss", AzureResourceGroup: "MC_rg_cluster_westeurope",
 			AzureExcludeMasterFromStandardLB: ptr.To(true)}},
-		{name: "defaults: Standard, scale sets, NIC-based pools", data: `{}`, want: report.LoadBalancerModel{AzureSKU: report.SKUStandard}},
+		{name: "defaults: Standard, scale sets, NIC-based pools", data: `{}`, want: azurelb.LoadBalancerModel{AzureSKU: azurelb.SKUStandard}},
 		{name: "NIC-based pools named", data: `{"loadBalancerBackendPoolConfigurationType": "NodeIPConfiguration"}`,
-			want: report.LoadBalancerModel{AzureSKU: report.SKUStandard, AzureBackendPoolType: report.BackendPoolNodeIPConfiguration}},
+			want: azurelb.LoadBalancerModel{AzureSKU: azurelb.SKUStandard, AzureBackendPoolType: azurelb.BackendPoolNodeIPConfiguration}},
 		{name: "availability sets: the primary availability set", data: `{"vmType": "standard", "loadBalancerSku": "basic", "primaryAvailabilitySetName": "agentpool-availabilitySet-31415926", "primaryScaleSetName": "x"}`,
-			want: report.LoadBalancerModel{AzureSKU: report.SKUBasic, AzurePrimaryVMSet: "agentpool-availabilitySet-31415926"}},
+			want: azurelb.LoadBalancerModel{AzureSKU: azurelb.SKUBasic, AzurePrimaryVMSet: "agentpool-availabilitySet-31415926"}},
 		{name: "field names without case, as cloud-provider-azure reads them", data: `{"LoadBalancerSKU": "Basic"}`,
-			want: report.LoadBalancerModel{AzureSKU: report.SKUBasic}},
-		{name: "YAML, two Standard load balancers", data: multiSLBYAML, want: report.LoadBalancerModel{
-			AzureSKU: report.SKUStandard, AzureResourceGroup: "MC_rg_cluster_westeurope", AzureBackendPoolType: report.BackendPoolNodeIP,
-			AzureLoadBalancers: []report.AzureLoadBalancer{
+			want: azurelb.LoadBalancerModel{AzureSKU: azurelb.SKUBasic}},
+		{name: "YAML, two Standard load balancers", data: multiSLBYAML, want: azurelb.LoadBalancerModel{
+			AzureSKU: azurelb.SKUStandard, AzureResourceGroup: "MC_rg_cluster_westeurope", AzureBackendPoolType: azurelb.BackendPoolNodeIP,
+			AzureLoadBalancers: []azurelb.AzureLoadBalancer{
 				{Name: "kubernetes", PrimaryVMSet: "aks-system-31415926-vmss"},
 				{Name: "lb-user", PrimaryVMSet: "aks-user-31415926-vmss", AllowServicePlacement: ptr.To(false),
 					ServiceLabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"lb": "user"}},
@@ -150,20 +150,20 @@ func TestAuditLoadBalancerFlags(t *testing.T) {
 	tests := []struct {
 		name    string
 		o       auditOptions
-		want    func(m *report.LoadBalancerModel)
+		want    func(m *azurelb.LoadBalancerModel)
 		wantErr string
 	}{
-		{name: "nothing: Standard", o: auditOptions{}, want: func(m *report.LoadBalancerModel) {}},
-		{name: "the old flags", o: auditOptions{lbSKU: "basic", primaryVMSet: "system-availabilitySet-27255451"}, want: func(m *report.LoadBalancerModel) {
-			m.AzureSKU, m.AzurePrimaryVMSet = report.SKUBasic, "system-availabilitySet-27255451"
+		{name: "nothing: Standard", o: auditOptions{}, want: func(m *azurelb.LoadBalancerModel) {}},
+		{name: "the old flags", o: auditOptions{lbSKU: "basic", primaryVMSet: "system-availabilitySet-27255451"}, want: func(m *azurelb.LoadBalancerModel) {
+			m.AzureSKU, m.AzurePrimaryVMSet = azurelb.SKUBasic, "system-availabilitySet-27255451"
 		}},
-		{name: "the file", o: auditOptions{azureCloudConfig: aks}, want: func(m *report.LoadBalancerModel) {
+		{name: "the file", o: auditOptions{azureCloudConfig: aks}, want: func(m *azurelb.LoadBalancerModel) {
 			m.AzurePrimaryVMSet, m.AzureResourceGroup = "aks-system-31415926-vmss", "MC_rg_cluster_westeurope"
 			m.AzureExcludeMasterFromStandardLB = ptr.To(true)
 		}},
 		{name: "flags over the file", o: auditOptions{azureCloudConfig: aks, lbSKU: "Basic", primaryVMSet: "aks-user-31415926-vmss", resourceGroup: "mc_other"},
-			want: func(m *report.LoadBalancerModel) {
-				m.AzureSKU, m.AzurePrimaryVMSet, m.AzureResourceGroup = report.SKUBasic, "aks-user-31415926-vmss", "mc_other"
+			want: func(m *azurelb.LoadBalancerModel) {
+				m.AzureSKU, m.AzurePrimaryVMSet, m.AzureResourceGroup = azurelb.SKUBasic, "aks-user-31415926-vmss", "mc_other"
 				m.AzureExcludeMasterFromStandardLB = ptr.To(true)
 			}},
 		{name: "an unknown SKU flag", o: auditOptions{lbSKU: "Premium"}, wantErr: `--azure-load-balancer-sku: "Premium" is not Standard or Basic`},
@@ -183,7 +183,7 @@ func TestAuditLoadBalancerFlags(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := report.LoadBalancerModel{AzureSKU: report.SKUStandard}
+			want := azurelb.LoadBalancerModel{AzureSKU: azurelb.SKUStandard}
 			tt.want(&want)
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)

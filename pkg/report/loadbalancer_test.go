@@ -11,6 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	"k8s.io/utils/ptr"
+
+	"github.com/pool-scheduler/pool-scheduler/pkg/azurelb"
 )
 
 // Today's AKS names: the node resource group MC_<group>_<cluster>_<region>, an 8-digit hash.
@@ -68,28 +70,12 @@ func podsOn(app string, nodes []*v1.Node, n ...int) []*v1.Pod {
 	return pods
 }
 
-func TestAzureVMSetOfTodaysAKSNodes(t *testing.T) {
-	for _, tt := range []struct {
-		node   *v1.Node
-		want   string
-		wantOK bool
-	}{
-		{node: scaleSetNode("user", 3), want: "aks-user-31415926-vmss", wantOK: true},
-		// Standalone VMs: cloud-provider-azure's availability-set path finds no set for them.
-		{node: vmsNode("batch", 0), want: "", wantOK: true},
-	} {
-		if got, ok := AzureVMSet(tt.node); got != tt.want || ok != tt.wantOK {
-			t.Errorf("AzureVMSet(%s) = (%q, %v), want (%q, %v)", tt.node.Name, got, ok, tt.want, tt.wantOK)
-		}
-	}
-}
-
 // TestStandardLoadBalancerExclusions: the nodes cloud-provider-azure keeps out of a Standard
 // load balancer's backend pool, each with the endpoint that then gets no traffic.
 func TestStandardLoadBalancerExclusions(t *testing.T) {
-	standard := LoadBalancerModel{AzureSKU: SKUStandard, AzureResourceGroup: aksRG}
+	standard := azurelb.LoadBalancerModel{AzureSKU: azurelb.SKUStandard, AzureResourceGroup: aksRG}
 	nodeIP := standard
-	nodeIP.AzureBackendPoolType = BackendPoolNodeIP
+	nodeIP.AzureBackendPoolType = azurelb.BackendPoolNodeIP
 	keepCP := standard
 	keepCP.AzureExcludeMasterFromStandardLB = ptr.To(false)
 	noRG := standard
@@ -103,30 +89,34 @@ func TestStandardLoadBalancerExclusions(t *testing.T) {
 	}
 	tests := []struct {
 		name             string
-		model            LoadBalancerModel
+		model            azurelb.LoadBalancerModel
 		labels           []string
 		wantMismatches   []Finding
 		wantUndetermined []string // nodes
 	}{
 		{name: "an ordinary node", model: standard},
-		{name: "exclusion label, any value", model: standard, labels: []string{ExcludeFromLoadBalancersLabel, "false"},
+		{name: "exclusion label, any value", model: standard, labels: []string{azurelb.ExcludeFromLoadBalancersLabel, "false"},
 			wantMismatches: excluded("labelled node.kubernetes.io/exclude-from-external-load-balancers")},
 		{name: "unmanaged", model: standard, labels: []string{"kubernetes.azure.com/managed", "false"},
 			wantMismatches: excluded("labelled kubernetes.azure.com/managed=false (not managed by cloud-provider-azure)")},
 		{name: "managed=true", model: standard, labels: []string{"kubernetes.azure.com/managed", "true"}},
-		{name: "another resource group", model: standard, labels: []string{AzureResourceGroupLabel, "rg-onprem"},
+		{name: "another resource group", model: standard, labels: []string{azurelb.AzureResourceGroupLabel, "rg-onprem"},
 			wantMismatches: excluded("in resource group rg-onprem, not the cluster's mc_rg_cluster_westeurope (kubernetes.azure.com/resource-group)")},
-		{name: "the cluster's resource group, other case", model: standard, labels: []string{AzureResourceGroupLabel, "MC_rg_cluster_westeurope"}},
-		{name: "resource group label, the cluster's not known", model: noRG, labels: []string{AzureResourceGroupLabel, "rg-onprem"},
+		{name: "the cluster's resource group, other case", model: standard, labels: []string{azurelb.AzureResourceGroupLabel, "MC_rg_cluster_westeurope"}},
+		{name: "resource group label, the cluster's not known", model: noRG, labels: []string{azurelb.AzureResourceGroupLabel, "rg-onprem"},
 			wantUndetermined: []string{target}},
 		// IP-based pools do not call ShouldNodeExcludedFromLoadBalancer.
-		{name: "another resource group, IP-based pool", model: nodeIP, labels: []string{AzureResourceGroupLabel, "rg-onprem"}},
+		{name: "another resource group, IP-based pool", model: nodeIP, labels: []string{azurelb.AzureResourceGroupLabel, "rg-onprem"}},
 		{name: "control plane", model: standard, labels: []string{"node-role.kubernetes.io/control-plane", ""},
 			wantMismatches: excluded("a control-plane node")},
 		{name: "legacy master role", model: standard, labels: []string{"kubernetes.io/role", "master"},
 			wantMismatches: excluded("a control-plane node")},
 		{name: "control plane kept: excludeMasterFromStandardLB false", model: keepCP, labels: []string{"node-role.kubernetes.io/control-plane", ""}},
-		{name: "control plane, IP-based pool: always excluded", model: func() LoadBalancerModel { m := nodeIP; m.AzureExcludeMasterFromStandardLB = ptr.To(false); return m }(),
+		{name: "control plane, IP-based pool: always excluded", model: func() azurelb.LoadBalancerModel {
+			m := nodeIP
+			m.AzureExcludeMasterFromStandardLB = ptr.To(false)
+			return m
+		}(),
 			labels: []string{"node-role.kubernetes.io/control-plane", ""}, wantMismatches: excluded("a control-plane node")},
 	}
 	for _, tt := range tests {
@@ -153,9 +143,9 @@ func TestStandardLoadBalancerExclusions(t *testing.T) {
 // multiSLB is two pools' load balancers and a third whose GPU pool has scaled to zero:
 // cloud-provider-azure assigns its primaryVMSet's nodes (none) and the nodes its nodeSelector
 // selects (none) to it.
-func multiSLB() LoadBalancerModel {
-	return LoadBalancerModel{AzureSKU: SKUStandard, AzureBackendPoolType: BackendPoolNodeIP, AzureResourceGroup: aksRG,
-		AzureLoadBalancers: []AzureLoadBalancer{
+func multiSLB() azurelb.LoadBalancerModel {
+	return azurelb.LoadBalancerModel{AzureSKU: azurelb.SKUStandard, AzureBackendPoolType: azurelb.BackendPoolNodeIP, AzureResourceGroup: aksRG,
+		AzureLoadBalancers: []azurelb.AzureLoadBalancer{
 			{Name: "kubernetes", PrimaryVMSet: "aks-system-31415926-vmss"},
 			{Name: "lb-user", PrimaryVMSet: "aks-user-31415926-vmss",
 				ServiceLabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"lb": "user"}}},
@@ -171,7 +161,7 @@ func TestAzureLoadBalancerNodeAssignment(t *testing.T) {
 	m.AzureLoadBalancers = append(m.AzureLoadBalancers,
 		// A VM node pool named as its primary: its standalone VMs are in no VM set, so the
 		// primaryVMSet never matches and they go by nodeSelector like any other node.
-		AzureLoadBalancer{Name: "lb-batch", PrimaryVMSet: "aks-batch-31415926-vms"})
+		azurelb.AzureLoadBalancer{Name: "lb-batch", PrimaryVMSet: "aks-batch-31415926-vms"})
 	flex := st.MakeNode().Name("flex-0").Obj()
 	flex.Spec.ProviderID = "azure:///subscriptions/" + aksSub + "/resourceGroups/" + aksRG + "/providers/Microsoft.Compute/virtualMachines/flex-0"
 	nodes := []*v1.Node{scaleSetNode("system", 0), scaleSetNode("user", 0), vmsNode("batch", 0), flex}
@@ -188,7 +178,7 @@ func TestAzureLoadBalancerNodeAssignment(t *testing.T) {
 		// any primaryVMSet no node is known to be in.
 		{node: nodes[3], want: []string{"lb-gpu", "lb-batch", "kubernetes", "lb-user", "lb-batch"}},
 	} {
-		if diff := cmp.Diff(tt.want, m.loadBalancerNames(m.loadBalancersOf(tt.node, known))); diff != "" {
+		if diff := cmp.Diff(tt.want, m.LoadBalancerNames(m.LoadBalancersOf(tt.node, known))); diff != "" {
 			t.Errorf("%s (-want +got):\n%s", tt.node.Name, diff)
 		}
 	}
@@ -200,12 +190,12 @@ func TestAzureLoadBalancerNodeAssignment(t *testing.T) {
 // some node, and which load balancer it is on may not be told.
 func TestMultipleStandardLoadBalancers(t *testing.T) {
 	nodes := []*v1.Node{scaleSetNode("system", 0), scaleSetNode("system", 1), scaleSetNode("user", 0), scaleSetNode("user", 1)}
-	onKubernetes := map[string]string{AzureLoadBalancerConfigurationsAnnotation: "kubernetes"}
+	onKubernetes := map[string]string{azurelb.AzureLoadBalancerConfigurationsAnnotation: "kubernetes"}
 	const giveGPU = "give lb-gpu nodes (a node of its primaryVMSet, or a nodeSelector selecting nodes no other primaryVMSet claims)"
 	const noNode = "to which cloud-provider-azure assigns no node (no node it does not exclude is in its primaryVMSet or falls to it by nodeSelector): its backend pool is empty and the Service gets no traffic, unless cloud-provider-azure has not recorded the load balancer's nodes yet (then it holds every node); which cannot be told from the cluster"
 	tests := []struct {
 		name             string
-		model            func(m *LoadBalancerModel)
+		model            func(m *azurelb.LoadBalancerModel)
 		svc              *v1.Service
 		namespaces       map[string]map[string]string
 		excludeUser1     bool
@@ -217,46 +207,46 @@ func TestMultipleStandardLoadBalancers(t *testing.T) {
 		{name: "Cluster Service on the load balancer of system nodes", svc: lbService("web", v1.ServiceExternalTrafficPolicyCluster, nil, onKubernetes)},
 		{name: "Cluster Service on the right load balancer by its label", svc: lbService("web", v1.ServiceExternalTrafficPolicyCluster, map[string]string{"lb": "user"}, nil)},
 		{name: "Cluster Service annotated onto a load balancer assigned no node",
-			svc: lbService("web", v1.ServiceExternalTrafficPolicyCluster, nil, map[string]string{AzureLoadBalancerConfigurationsAnnotation: "lb-gpu"}),
+			svc: lbService("web", v1.ServiceExternalTrafficPolicyCluster, nil, map[string]string{azurelb.AzureLoadBalancerConfigurationsAnnotation: "lb-gpu"}),
 			wantUndetermined: []Finding{{Object: "default/web",
-				Detail: "externalTrafficPolicy Cluster, on load balancer lb-gpu (" + AzureLoadBalancerConfigurationsAnnotation + "), " + noNode,
-				Fix:    "annotate the Service " + AzureLoadBalancerConfigurationsAnnotation + ": kubernetes (assigned nodes), or " + giveGPU}}},
+				Detail: "externalTrafficPolicy Cluster, on load balancer lb-gpu (" + azurelb.AzureLoadBalancerConfigurationsAnnotation + "), " + noNode,
+				Fix:    "annotate the Service " + azurelb.AzureLoadBalancerConfigurationsAnnotation + ": kubernetes (assigned nodes), or " + giveGPU}}},
 		{name: "cannot be told: eligible for a load balancer assigned no node",
 			svc: lbService("web", v1.ServiceExternalTrafficPolicyCluster, nil, nil),
 			wantUndetermined: []Finding{{Object: "default/web",
-				Detail: "externalTrafficPolicy Cluster, on one of kubernetes, lb-gpu (every configuration is eligible without " + AzureLoadBalancerConfigurationsAnnotation + "; which one cannot be told), among them lb-gpu, " + noNode,
-				Fix:    "annotate the Service " + AzureLoadBalancerConfigurationsAnnotation + ": kubernetes (assigned nodes), or " + giveGPU}}},
+				Detail: "externalTrafficPolicy Cluster, on one of kubernetes, lb-gpu (every configuration is eligible without " + azurelb.AzureLoadBalancerConfigurationsAnnotation + "; which one cannot be told), among them lb-gpu, " + noNode,
+				Fix:    "annotate the Service " + azurelb.AzureLoadBalancerConfigurationsAnnotation + ": kubernetes (assigned nodes), or " + giveGPU}}},
 		{name: "cannot be told: already on a drained load balancer?",
-			model: func(m *LoadBalancerModel) {
+			model: func(m *azurelb.LoadBalancerModel) {
 				m.AzureLoadBalancers[2].AllowServicePlacement = ptr.To(false)
 			},
 			svc: lbService("web", v1.ServiceExternalTrafficPolicyCluster, nil, nil),
 			wantUndetermined: []Finding{{Object: "default/web",
-				Detail: "externalTrafficPolicy Cluster, on one of kubernetes, lb-gpu (every configuration is eligible without " + AzureLoadBalancerConfigurationsAnnotation + "; which one cannot be told), among them lb-gpu, " + noNode,
-				Fix:    "annotate the Service " + AzureLoadBalancerConfigurationsAnnotation + ": kubernetes (assigned nodes), or " + giveGPU}}},
+				Detail: "externalTrafficPolicy Cluster, on one of kubernetes, lb-gpu (every configuration is eligible without " + azurelb.AzureLoadBalancerConfigurationsAnnotation + "; which one cannot be told), among them lb-gpu, " + noNode,
+				Fix:    "annotate the Service " + azurelb.AzureLoadBalancerConfigurationsAnnotation + ": kubernetes (assigned nodes), or " + giveGPU}}},
 		{name: "the namespace selector of the only named load balancer does not match",
-			model: func(m *LoadBalancerModel) {
+			model: func(m *azurelb.LoadBalancerModel) {
 				m.AzureLoadBalancers[0].ServiceNamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "system"}}
 			},
-			svc:        lbService("web", v1.ServiceExternalTrafficPolicyCluster, nil, map[string]string{AzureLoadBalancerConfigurationsAnnotation: "kubernetes"}),
+			svc:        lbService("web", v1.ServiceExternalTrafficPolicyCluster, nil, map[string]string{azurelb.AzureLoadBalancerConfigurationsAnnotation: "kubernetes"}),
 			namespaces: map[string]map[string]string{"default": {}},
 			wantUndetermined: []Finding{{Object: "default/web",
 				Detail: "no load balancer of kubernetes is eligible (allowServicePlacement, serviceLabelSelector, serviceNamespaceSelector): cloud-provider-azure refuses to place the Service (an event on it says so)"}}},
 		{name: "namespace selector, namespaces not read",
-			model: func(m *LoadBalancerModel) {
+			model: func(m *azurelb.LoadBalancerModel) {
 				m.AzureLoadBalancers[1].ServiceNamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"team": "shop"}}
 			},
 			svc: lbService("web", v1.ServiceExternalTrafficPolicyCluster, map[string]string{"lb": "user"}, nil),
 			wantUndetermined: []Finding{{Object: "default/web",
 				Detail: "load balancer lb-user selects Services by namespace, and the namespaces' labels were not read"}}},
 		{name: "the annotation names no configured load balancer",
-			svc: lbService("web", v1.ServiceExternalTrafficPolicyCluster, nil, map[string]string{AzureLoadBalancerConfigurationsAnnotation: "lb-2"}),
+			svc: lbService("web", v1.ServiceExternalTrafficPolicyCluster, nil, map[string]string{azurelb.AzureLoadBalancerConfigurationsAnnotation: "lb-2"}),
 			wantUndetermined: []Finding{{Object: "default/web",
-				Detail: AzureLoadBalancerConfigurationsAnnotation + " names no load balancer of multipleStandardLoadBalancerConfigurations (kubernetes, lb-user, lb-gpu): cloud-provider-azure refuses to place the Service (an event on it says so)"}}},
+				Detail: azurelb.AzureLoadBalancerConfigurationsAnnotation + " names no load balancer of multipleStandardLoadBalancerConfigurations (kubernetes, lb-user, lb-gpu): cloud-provider-azure refuses to place the Service (an event on it says so)"}}},
 		{name: "a Local Service no load balancer is eligible for gets none",
-			svc: lbService("web", v1.ServiceExternalTrafficPolicyLocal, nil, map[string]string{AzureLoadBalancerConfigurationsAnnotation: "lb-2"}),
+			svc: lbService("web", v1.ServiceExternalTrafficPolicyLocal, nil, map[string]string{azurelb.AzureLoadBalancerConfigurationsAnnotation: "lb-2"}),
 			wantUndetermined: []Finding{{Object: "default/web",
-				Detail: AzureLoadBalancerConfigurationsAnnotation + " names no load balancer of multipleStandardLoadBalancerConfigurations (kubernetes, lb-user, lb-gpu): cloud-provider-azure refuses to place the Service (an event on it says so)"}}},
+				Detail: azurelb.AzureLoadBalancerConfigurationsAnnotation + " names no load balancer of multipleStandardLoadBalancerConfigurations (kubernetes, lb-user, lb-gpu): cloud-provider-azure refuses to place the Service (an event on it says so)"}}},
 		// Exclusions do not hold in a Local Service's own pool: checkAndApplyLocalServiceBackendPoolUpdates
 		// (azure_local_services.go) puts every endpoint's node back, excluded or not.
 		{name: "Local Service with an endpoint on an excluded node: its own pool holds it", excludeUser1: true,
@@ -271,7 +261,7 @@ func TestMultipleStandardLoadBalancers(t *testing.T) {
 			}
 			in := nodes
 			if tt.excludeUser1 {
-				in = append(append([]*v1.Node{}, nodes[:3]...), scaleSetNode("user", 1, ExcludeFromLoadBalancersLabel, "true"))
+				in = append(append([]*v1.Node{}, nodes[:3]...), scaleSetNode("user", 1, azurelb.ExcludeFromLoadBalancersLabel, "true"))
 			}
 			r := Compute(Inputs{Nodes: in, Pods: podsOn("web", in, 0, 0, 1, 1), Services: []*v1.Service{tt.svc}, NamespaceLabels: tt.namespaces}, policy)
 			if diff := cmp.Diff(tt.wantMismatches, r.LoadBalancerMismatches); diff != "" {
@@ -322,10 +312,10 @@ func TestUnevenLocalTraffic(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			in := append([]*v1.Node{}, nodes...)
 			if tt.exclude {
-				in[1] = scaleSetNode("user", 1, ExcludeFromLoadBalancersLabel, "")
+				in[1] = scaleSetNode("user", 1, azurelb.ExcludeFromLoadBalancersLabel, "")
 			}
 			policy := DefaultPolicy()
-			policy.LoadBalancer = LoadBalancerModel{AzureSKU: SKUStandard}
+			policy.LoadBalancer = azurelb.LoadBalancerModel{AzureSKU: azurelb.SKUStandard}
 			etp := tt.policy
 			if etp == "" {
 				etp = v1.ServiceExternalTrafficPolicyLocal

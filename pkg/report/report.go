@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/pool-scheduler/pool-scheduler/pkg/azurelb"
 	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
 	"github.com/pool-scheduler/pool-scheduler/pkg/profile"
 )
@@ -35,7 +36,7 @@ type Policy struct {
 	System     pool.SystemPolicy
 	Dimensions []Dimension
 	// LoadBalancer says how the cloud builds load-balancer backend pools.
-	LoadBalancer LoadBalancerModel
+	LoadBalancer azurelb.LoadBalancerModel
 }
 
 // Inputs is a cluster's state.

@@ -13,6 +13,7 @@ import (
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
 	labelsv1alpha1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/labels/v1alpha1"
+	"github.com/pool-scheduler/pool-scheduler/pkg/azurelb"
 	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
 )
 
@@ -48,36 +49,6 @@ func vmssNode(pool string, i int, zone, ud string) *v1.Node {
 	return node
 }
 
-func TestAzureVMSet(t *testing.T) {
-	tests := []struct {
-		name   string
-		node   *v1.Node
-		want   string
-		wantOK bool
-	}{
-		{name: "availability set, from the AKS VM name", node: asNode("pool-1", 0, "0", "0"), want: "pool-1-availabilitySet-27255451", wantOK: true},
-		{name: "scale set, from the providerID", node: vmssNode("user", 3, "westeurope-1", "0"), want: "aks-user-27255451-vmss", wantOK: true},
-		{name: "VM not named by AKS", node: func() *v1.Node {
-			n := st.MakeNode().Name("worker-1").Obj()
-			n.Spec.ProviderID = azurePrefix + "virtualMachines/worker-1"
-			return n
-		}()},
-		{name: "not Azure", node: func() *v1.Node {
-			n := st.MakeNode().Name("gke-x").Obj()
-			n.Spec.ProviderID = "gce://project/europe-west1-b/gke-x"
-			return n
-		}()},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, ok := AzureVMSet(tt.node)
-			if got != tt.want || ok != tt.wantOK {
-				t.Errorf("AzureVMSet() = (%q, %v), want (%q, %v)", got, ok, tt.want, tt.wantOK)
-			}
-		})
-	}
-}
-
 func replicaSet(ns, name string) *appsv1.ReplicaSet {
 	return &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(ns + "/" + name)}}
 }
@@ -108,7 +79,7 @@ func echoService(annotations map[string]string) *v1.Service {
 // the report's fix (the annotation naming pool-1's availability set) leaves nothing to find.
 func TestLoadBalancerFieldReport(t *testing.T) {
 	policy := DefaultPolicy()
-	policy.LoadBalancer = LoadBalancerModel{AzureSKU: SKUBasic, AzurePrimaryVMSet: "system-availabilitySet-27255451"}
+	policy.LoadBalancer = azurelb.LoadBalancerModel{AzureSKU: azurelb.SKUBasic, AzurePrimaryVMSet: "system-availabilitySet-27255451"}
 	nodes := []*v1.Node{
 		asNode("pool-1", 0, "0", "0"),
 		asNode("system", 0, "0", "0", "kubernetes.azure.com/mode", "system"),
@@ -137,27 +108,27 @@ func TestLoadBalancerFieldReport(t *testing.T) {
 		}
 	})
 	t.Run("with the report's annotation", func(t *testing.T) {
-		svc := echoService(map[string]string{AzureLoadBalancerModeAnnotation: "pool-1-availabilitySet-27255451"})
+		svc := echoService(map[string]string{azurelb.AzureLoadBalancerModeAnnotation: "pool-1-availabilitySet-27255451"})
 		r := Compute(Inputs{Nodes: nodes, Pods: pods, Services: []*v1.Service{svc}}, policy)
 		if len(r.LoadBalancerMismatches)+len(r.LoadBalancerUndetermined) != 0 {
 			t.Errorf("findings with the fix applied: %+v %+v", r.LoadBalancerMismatches, r.LoadBalancerUndetermined)
 		}
 	})
 	t.Run("Azure compares set names without case", func(t *testing.T) {
-		svc := echoService(map[string]string{AzureLoadBalancerModeAnnotation: "POOL-1-AVAILABILITYSET-27255451"})
+		svc := echoService(map[string]string{azurelb.AzureLoadBalancerModeAnnotation: "POOL-1-AVAILABILITYSET-27255451"})
 		if r := Compute(Inputs{Nodes: nodes, Pods: pods, Services: []*v1.Service{svc}}, policy); len(r.LoadBalancerMismatches) != 0 {
 			t.Errorf("findings: %+v", r.LoadBalancerMismatches)
 		}
 	})
 	t.Run("the pool name is not a set name", func(t *testing.T) {
-		svc := echoService(map[string]string{AzureLoadBalancerModeAnnotation: "pool-1"})
+		svc := echoService(map[string]string{azurelb.AzureLoadBalancerModeAnnotation: "pool-1"})
 		r := Compute(Inputs{Nodes: nodes, Pods: pods, Services: []*v1.Service{svc}}, policy)
 		if len(r.LoadBalancerUndetermined) != 1 || !strings.Contains(r.LoadBalancerUndetermined[0].Detail, `no node is in availability set / scale set "pool-1"`) || r.LoadBalancerUndetermined[0].Fix != fix {
 			t.Errorf("undetermined: %+v", r.LoadBalancerUndetermined)
 		}
 	})
 	t.Run("__auto__ cannot be told", func(t *testing.T) {
-		svc := echoService(map[string]string{AzureLoadBalancerModeAnnotation: "__auto__"})
+		svc := echoService(map[string]string{azurelb.AzureLoadBalancerModeAnnotation: "__auto__"})
 		r := Compute(Inputs{Nodes: nodes, Pods: pods, Services: []*v1.Service{svc}}, policy)
 		if len(r.LoadBalancerMismatches) != 0 || len(r.LoadBalancerUndetermined) != 1 || r.LoadBalancerUndetermined[0].Fix != fix {
 			t.Errorf("mismatches %+v, undetermined %+v", r.LoadBalancerMismatches, r.LoadBalancerUndetermined)
@@ -176,28 +147,28 @@ func TestLoadBalancerFieldReport(t *testing.T) {
 	})
 	t.Run("Standard: every node is a backend, the annotation is ignored", func(t *testing.T) {
 		p := policy
-		p.LoadBalancer = LoadBalancerModel{AzureSKU: SKUStandard}
-		r := Compute(Inputs{Nodes: nodes, Pods: pods, Services: []*v1.Service{echoService(map[string]string{AzureLoadBalancerModeAnnotation: "system-availabilitySet-27255451"})}}, p)
+		p.LoadBalancer = azurelb.LoadBalancerModel{AzureSKU: azurelb.SKUStandard}
+		r := Compute(Inputs{Nodes: nodes, Pods: pods, Services: []*v1.Service{echoService(map[string]string{azurelb.AzureLoadBalancerModeAnnotation: "system-availabilitySet-27255451"})}}, p)
 		if len(r.LoadBalancerMismatches)+len(r.LoadBalancerUndetermined) != 0 {
 			t.Errorf("findings: %+v %+v", r.LoadBalancerMismatches, r.LoadBalancerUndetermined)
 		}
 	})
 	t.Run("Standard: excluded nodes are not backends", func(t *testing.T) {
 		p := policy
-		p.LoadBalancer = LoadBalancerModel{AzureSKU: SKUStandard}
-		excluded := []*v1.Node{asNode("pool-1", 0, "0", "0", ExcludeFromLoadBalancersLabel, "true"), nodes[1]}
+		p.LoadBalancer = azurelb.LoadBalancerModel{AzureSKU: azurelb.SKUStandard}
+		excluded := []*v1.Node{asNode("pool-1", 0, "0", "0", azurelb.ExcludeFromLoadBalancersLabel, "true"), nodes[1]}
 		r := Compute(Inputs{Nodes: excluded, Pods: pods, Services: []*v1.Service{echoService(nil)}}, p)
 		if len(r.LoadBalancerMismatches) != 4 {
 			t.Fatalf("findings: %+v", r.LoadBalancerMismatches)
 		}
-		if got := r.LoadBalancerMismatches[1]; got.Node != "aks-pool-1-27255451-0" || !strings.Contains(got.Fix, ExcludeFromLoadBalancersLabel) {
+		if got := r.LoadBalancerMismatches[1]; got.Node != "aks-pool-1-27255451-0" || !strings.Contains(got.Fix, azurelb.ExcludeFromLoadBalancersLabel) {
 			t.Errorf("finding %+v", got)
 		}
 	})
 	t.Run("Basic: pods in two sets, one backend", func(t *testing.T) {
 		user2 := asNode("pool-2", 0, "1", "1")
 		spread := append(append([]*v1.Pod{}, pods...), boundPod("echo-deployment-575658b97c-zzzzz", user2.Name, rs, echo))
-		svc := echoService(map[string]string{AzureLoadBalancerModeAnnotation: "pool-1-availabilitySet-27255451"})
+		svc := echoService(map[string]string{azurelb.AzureLoadBalancerModeAnnotation: "pool-1-availabilitySet-27255451"})
 		r := Compute(Inputs{Nodes: append(append([]*v1.Node{}, nodes...), user2), Pods: spread, Services: []*v1.Service{svc}}, policy)
 		want := []Finding{{
 			Object: "default/echo-service", Node: user2.Name,

@@ -13,8 +13,8 @@ import (
 
 	configv1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/config/v1"
 	labelsv1alpha1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/labels/v1alpha1"
+	"github.com/pool-scheduler/pool-scheduler/pkg/azurelb"
 	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
-	"github.com/pool-scheduler/pool-scheduler/pkg/report"
 )
 
 // Label keys the scenario nodes carry for their domains, as on AKS: the zone label holds the
@@ -206,7 +206,7 @@ func service(s *Service) *v1.Service {
 		svc.Annotations = map[string]string{}
 	}
 	if len(s.BackendPools) > 0 {
-		svc.Annotations[report.LoadBalancerPoolsAnnotation] = strings.Join(s.BackendPools, ",")
+		svc.Annotations[azurelb.LoadBalancerPoolsAnnotation] = strings.Join(s.BackendPools, ",")
 	}
 	for k, v := range s.Annotations {
 		svc.Annotations[k] = v

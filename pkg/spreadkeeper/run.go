@@ -1,15 +1,17 @@
 package spreadkeeper
 
 import (
-	"cmp"
 	"context"
+	"errors"
+	"fmt"
 
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config"
+	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
+	"github.com/pool-scheduler/pool-scheduler/pkg/profile"
 )
 
 // Options configure `pool-labeler spread`: the deletion-cost keeper and the rebalancer.
@@ -18,33 +20,49 @@ type Options struct {
 	// Rebalance turns the rebalancer on (off by default); RebalanceOptions tune it.
 	Rebalance  bool
 	Rebalancer RebalanceOptions
-
-	Metrics              metricsserver.Options
-	ProbeAddr            string
-	LeaderElect          bool
-	LeaderElectNamespace string
-	// LeaderElectLease names the Lease; empty: LeaseName.
-	LeaderElectLease string
 }
 
 // LeaseName is the spread mode's default leader Lease (the chart names its own per release,
 // <scheduler name>-spread: two releases in one namespace must not share it).
 const LeaseName = "pool-scheduler-spread"
 
-// Run runs the leader's keeper (and rebalancer) until ctx ends; standbys wait on the Lease.
-func Run(ctx context.Context, cfg *rest.Config, o Options) error {
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Metrics:                       o.Metrics,
-		HealthProbeBindAddress:        o.ProbeAddr,
-		LeaderElection:                o.LeaderElect,
-		LeaderElectionID:              cmp.Or(o.LeaderElectLease, LeaseName),
-		LeaderElectionNamespace:       o.LeaderElectNamespace,
-		LeaderElectionReleaseOnCancel: true,
-	})
+// Complete takes DomainSpread's dimensions and mode (and, to rebalance, SystemPoolGuard's
+// system nodes) from the scheduler's configuration, for profile o.Keeper.SchedulerName, and
+// validates o. deletionCost false turns the keeper off; path names the file in errors.
+func (o *Options) Complete(path string, schedulerConfig []byte, deletionCost bool) error {
+	args, err := profile.LoadArgs(schedulerConfig, o.Keeper.SchedulerName)
 	if err != nil {
-		return err
+		return fmt.Errorf("--config %s: %w", path, err)
 	}
-	cs, err := kubernetes.NewForConfig(cfg)
+	o.Keeper.Spread = args.DomainSpread
+	o.Keeper.Off = !deletionCost
+	o.Rebalancer.MaxSkew = 1
+	if args.DomainSpread.Mode == config.SpreadHard {
+		o.Rebalancer.MaxSkew = int(args.DomainSpread.MaxSkew)
+	}
+	if err := o.Keeper.Validate(); err != nil {
+		return fmt.Errorf("deletion cost: %w", err)
+	}
+	if o.Rebalance {
+		system, err := pool.NewSystemPolicy(args.SystemPoolGuard)
+		if err != nil {
+			return fmt.Errorf("--config %s: SystemPoolGuard: %w", path, err)
+		}
+		o.Rebalancer.System = &system
+		if err := o.Rebalancer.Validate(); err != nil {
+			return fmt.Errorf("rebalance: %w", err)
+		}
+	}
+	if !deletionCost && !o.Rebalance {
+		return errors.New("--deletion-cost=false and --rebalance=false: nothing to do")
+	}
+	return nil
+}
+
+// SetupWithManager adds the leader's keeper (and rebalancer) to mgr, which cmd/pool-labeler/app
+// builds (leader-elected, released on cancel); standbys wait on the Lease.
+func SetupWithManager(mgr ctrl.Manager, o Options) error {
+	cs, err := kubernetes.NewForConfig(mgr.GetConfig())
 	if err != nil {
 		return err
 	}
@@ -64,11 +82,5 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 			return err
 		}
 	}
-	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
-		return err
-	}
-	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
-		return err
-	}
-	return mgr.Start(ctx)
+	return nil
 }

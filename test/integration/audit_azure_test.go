@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/kubernetes/test/utils/ktesting"
 
+	"github.com/pool-scheduler/pool-scheduler/pkg/azurelb"
 	"github.com/pool-scheduler/pool-scheduler/pkg/controlplane"
 	"github.com/pool-scheduler/pool-scheduler/pkg/report"
 	"github.com/pool-scheduler/pool-scheduler/test/util"
@@ -70,7 +71,7 @@ func TestAuditMultipleStandardLoadBalancers(t *testing.T) {
 	scaleSetNode("system", 0, nil)
 	user0 := scaleSetNode("user", 0, nil)
 	user1 := scaleSetNode("user", 1, nil)
-	excluded := scaleSetNode("user", 2, map[string]string{report.ExcludeFromLoadBalancersLabel: "true"})
+	excluded := scaleSetNode("user", 2, map[string]string{azurelb.ExcludeFromLoadBalancersLabel: "true"})
 	// A Virtual Machines node pool: standalone VMs, in no VM set.
 	vms := "aks-batch-31415926-vms1"
 	vmsNode := util.Node(vms, map[string]string{"kubernetes.azure.com/agentpool": "batch", "kubernetes.azure.com/mode": "user", "topology.kubernetes.io/zone": "0"}).Obj()
@@ -95,7 +96,7 @@ func TestAuditMultipleStandardLoadBalancers(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	service("web", v1.ServiceExternalTrafficPolicyLocal, map[string]string{report.AzureLoadBalancerConfigurationsAnnotation: "kubernetes"})
+	service("web", v1.ServiceExternalTrafficPolicyLocal, map[string]string{azurelb.AzureLoadBalancerConfigurationsAnnotation: "kubernetes"})
 	service("edge", v1.ServiceExternalTrafficPolicyLocal, nil)
 	service("api", v1.ServiceExternalTrafficPolicyCluster, nil)
 

@@ -20,6 +20,7 @@ import (
 	"k8s.io/kubernetes/test/utils/ktesting"
 	"k8s.io/utils/ptr"
 
+	"github.com/pool-scheduler/pool-scheduler/pkg/azurelb"
 	"github.com/pool-scheduler/pool-scheduler/pkg/controlplane"
 	"github.com/pool-scheduler/pool-scheduler/pkg/poolctl"
 	"github.com/pool-scheduler/pool-scheduler/pkg/report"
@@ -95,7 +96,7 @@ func TestAudit(t *testing.T) {
 	bound(ns, "web-b", "user-0", map[string]string{"app": "web"}, rs)
 
 	if _, err := cs.CoreV1().Services(ns).Create(tCtx, &v1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: "ingress", Annotations: map[string]string{report.LoadBalancerPoolsAnnotation: "user"}},
+		ObjectMeta: metav1.ObjectMeta{Name: "ingress", Annotations: map[string]string{azurelb.LoadBalancerPoolsAnnotation: "user"}},
 		Spec: v1.ServiceSpec{Type: v1.ServiceTypeLoadBalancer, ExternalTrafficPolicy: v1.ServiceExternalTrafficPolicyLocal,
 			Selector: map[string]string{"app": "ingress"}, Ports: []v1.ServicePort{{Port: 80}}},
 	}, metav1.CreateOptions{}); err != nil {
@@ -292,7 +293,7 @@ func TestAuditFieldReport(t *testing.T) {
 	}
 
 	// The report's fix.
-	svc.Annotations = map[string]string{report.AzureLoadBalancerModeAnnotation: "pool-1-availabilitySet-27255451"}
+	svc.Annotations = map[string]string{azurelb.AzureLoadBalancerModeAnnotation: "pool-1-availabilitySet-27255451"}
 	if _, err := cs.CoreV1().Services(ns).Update(tCtx, svc, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -1,14 +1,18 @@
 // Package app assembles the pool-labeler command and its seven modes, as cmd/pool-scheduler/app
 // assembles pool-scheduler: controller (pkg/labeler's reconciler of NodePoolLabelSets), domain
-// (pkg/labeler's Azure fault- and update-domain labels), webhook (pkg/admission/webhook), handoff
-// and handback (pkg/handoff), spread (pkg/spreadkeeper) and certs (pkg/certkeeper).
-// Flags, validation and process start-up (kubeconfig, logger, metrics server) live here once;
-// the packages below are libraries that tests run in process.
+// (pkg/domainlabeler's Azure fault- and update-domain labels), webhook (pkg/admission/webhook),
+// handoff and handback (pkg/handoff), spread (pkg/spreadkeeper) and certs (pkg/certkeeper).
+//
+// Every mode has one shape (mode.go): the flags they share (kubeconfig, the scheduler's
+// configuration, metrics, probes, leader election) are registered by one function, the
+// configuration is read once, and one controller-runtime manager is built here, to which the
+// mode's package adds itself with SetupWithManager(mgr, Options). The packages own their policy
+// (what their flags mean and allow); this package holds flags and start-up only. Adding a mode is
+// one package and one line in modes below.
 package app
 
 import (
 	"context"
-	"crypto/tls"
 	"flag"
 	"fmt"
 	"runtime"
@@ -20,15 +24,17 @@ import (
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
-	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/pool-scheduler/pool-scheduler/internal/tlsserving"
 	"github.com/pool-scheduler/pool-scheduler/pkg/version"
 )
 
-// NewCommand returns the pool-labeler command with its modes, one subcommand each (the docs'
-// count of them is checked against this list by test/static).
+// modes are pool-labeler's subcommands, in the order of its help (the docs' count of them is
+// checked against this list by test/static).
+var modes = []mode{
+	controllerMode, domainMode, webhookMode, handoffMode, handbackMode, spreadMode, certsMode,
+}
+
+// NewCommand returns the pool-labeler command with its modes, one subcommand each.
 func NewCommand() *cobra.Command {
 	var kubeconfig string
 	cmd := &cobra.Command{
@@ -41,9 +47,10 @@ func NewCommand() *cobra.Command {
 	// --version prints the same lines as pool-scheduler --version: the build, then the release line.
 	cmd.SetVersionTemplate(version.String() + "\n" + version.Line() + "\n")
 	cmd.PersistentFlags().StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file; empty: in-cluster")
-	klogFlags := goFlagSet()
-	cmd.PersistentFlags().AddGoFlagSet(klogFlags)
-	cmd.AddCommand(newControllerCommand(&kubeconfig), newDomainCommand(&kubeconfig), newWebhookCommand(&kubeconfig), newHandoffCommand(&kubeconfig), newHandbackCommand(&kubeconfig), newSpreadCommand(&kubeconfig), newCertsCommand(&kubeconfig))
+	cmd.PersistentFlags().AddGoFlagSet(goFlagSet())
+	for _, m := range modes {
+		cmd.AddCommand(m.command(&kubeconfig))
+	}
 	return cmd
 }
 
@@ -76,21 +83,6 @@ func start(kubeconfig, mode string, keysAndValues ...any) (context.Context, *res
 	logger.Info("Starting", append([]any{"version", version.String(), "mode", mode}, keysAndValues...)...)
 	buildInfo.WithLabelValues(mode, version.Version, version.GitCommit, runtime.Version()).Set(1)
 	return ctx, cfg, nil
-}
-
-// metricsOptions: by default /metrics is served over HTTPS, and every request is authenticated
-// and authorized through the apiserver (controller-runtime's filters), as kube-scheduler's secure
-// port is: the node-label and label-set names in the labeler's metrics are not for anyone who can
-// reach the pod. HTTP/1.1 only (tlsserving.DisableHTTP2).
-func metricsOptions(addr string, secure bool, certDir string) metricsserver.Options {
-	opts := metricsserver.Options{BindAddress: addr}
-	if secure {
-		opts.SecureServing = true
-		opts.FilterProvider = filters.WithAuthenticationAndAuthorization
-		opts.CertDir = certDir
-		opts.TLSOpts = []func(*tls.Config){tlsserving.DisableHTTP2}
-	}
-	return opts
 }
 
 // goFlagSet exposes klog's flags (-v; --logging-format is not needed here).

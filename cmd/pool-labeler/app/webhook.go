@@ -1,46 +1,33 @@
 package app
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/pool-scheduler/pool-scheduler/pkg/admission/webhook"
 	"github.com/pool-scheduler/pool-scheduler/pkg/handoff"
 	"github.com/pool-scheduler/pool-scheduler/pkg/labeler"
 )
 
-// newWebhookCommand returns `webhook`: the mutating admission webhook.
-func newWebhookCommand(kubeconfig *string) *cobra.Command {
-	o := webhook.WebhookOptions{Metrics: metricsOptions}
-	var mode string
-	cmd := &cobra.Command{
-		Use:   "webhook",
-		Short: "Serve the mutating admission webhook that gives pods of opted-in namespaces to pool-scheduler (Deployment)",
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			m, err := webhook.MutatorFromConfig(o.Config, o.SchedulerName, o.SystemNodeAffinity)
-			if err != nil {
-				return err
-			}
-			if o.Handoff, err = handoff.LeaseFromFile(o.Config, mode); err != nil {
-				return err
-			}
-			ctx, cfg, err := start(*kubeconfig, "webhook", "schedulerName", m.SchedulerName(),
-				"systemNodeAffinity", m.AvoidSystem() != nil, "handoff", mode)
-			if err != nil {
-				return err
-			}
-			return webhook.RunWebhook(ctx, cfg, labeler.Scheme, m, o)
-		},
-	}
-	f := cmd.Flags()
-	f.StringVar(&o.Config, "config", "", "the scheduler's KubeSchedulerConfiguration file (the mounted ConfigMap), so the webhook mutates for what the scheduler enforces")
+var webhookMode = mode{
+	name:           "webhook",
+	short:          "Serve the mutating admission webhook that gives pods of opted-in namespaces to pool-scheduler (Deployment)",
+	config:         "the scheduler's KubeSchedulerConfiguration file (the mounted ConfigMap), so the webhook mutates for what the scheduler enforces",
+	configRequired: true,
+	serve:          &serving{ready: "ready once the certificate is served"},
+	scheme:         labeler.Scheme,
+	flags:          webhookFlags,
+}
+
+func webhookFlags(f *pflag.FlagSet, s *shared) runner {
+	o := webhook.WebhookOptions{}
 	f.StringVar(&o.SchedulerName, "scheduler-name", "", "profile of --config to set on pods; empty: the first profile")
-	f.StringVar(&mode, "handoff", handoff.ModeLeader, "when pods are given to pool-scheduler: leader (only while its leader renews the Lease of --config's leaderElection, within its leaseDuration; otherwise they keep the default scheduler, with the system-node affinity) or always")
+	f.StringVar(&o.HandoffMode, "handoff", handoff.ModeLeader, "when pods are given to pool-scheduler: leader (only while its leader renews the Lease of --config's leaderElection, within its leaseDuration; otherwise they keep the default scheduler, with the system-node affinity) or always")
 	f.DurationVar(&o.ProgressBound, "progress-bound", handoff.DefaultProgressBound, "with --handoff=leader: a leader that renews its Lease but has bound or judged none of the pods handed to it for this long, while one of them waited undecided as long, is treated as down (docs/operations.md); 0: the Lease alone")
 	f.BoolVar(&o.SystemNodeAffinity, "system-node-affinity", true, "add a required node-affinity term keeping user pods off system nodes (visible to cluster-autoscaler and Karpenter)")
 	f.IntVar(&o.Port, "port", 10250, "HTTPS port of the webhook (10250: open from the control plane to nodes on GKE private clusters and others that firewall other ports, as for kubelets; cert-manager uses it too)")
@@ -61,9 +48,14 @@ func newWebhookCommand(kubeconfig *string) *cobra.Command {
 	for _, name := range []string{"cert-rotation", "secret-namespace", "secret-name", "webhook-configuration", "dns-name"} {
 		_ = f.MarkDeprecated(name, "it does nothing: the certificate keeper (pool-labeler certs --webhook-dns-name) or cert-manager keeps the webhook's certificate in --cert-dir")
 	}
-	f.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8443", "address of /metrics; 0 disables")
-	f.BoolVar(&o.MetricsSecure, "metrics-secure", true, "serve /metrics over HTTPS to clients the apiserver authenticates and authorizes (get on /metrics), as pool-labeler controller does; false: plain HTTP, bind it to 127.0.0.1")
-	f.StringVar(&o.MetricsCertDir, "metrics-cert-dir", "", "directory with the metrics server's tls.crt and tls.key; empty: a self-signed certificate")
-	f.StringVar(&o.ProbeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz (ready once the certificate is served); 0 disables")
-	return cmd
+	return runner{
+		complete: func(*cobra.Command) ([]any, error) {
+			o.Config = s.config
+			if err := o.Complete(s.configData); err != nil {
+				return nil, err
+			}
+			return []any{"schedulerName", o.Mutator.SchedulerName(), "systemNodeAffinity", o.Mutator.AvoidSystem() != nil, "handoff", o.HandoffMode}, nil
+		},
+		setup: func(_ context.Context, mgr ctrl.Manager) error { return webhook.SetupWithManager(mgr, o) },
+	}
 }

@@ -9,15 +9,11 @@ import (
 	"os"
 	"time"
 
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/pool-scheduler/pool-scheduler/internal/tlsserving"
@@ -41,15 +37,14 @@ type WebhookOptions struct {
 	// (handoff.Progress); 0: the Lease alone.
 	ProgressBound time.Duration
 
-	Port           int
-	CertDir        string
-	MetricsAddr    string
-	MetricsSecure  bool
-	MetricsCertDir string
-	ProbeAddr      string
-	// Metrics builds the metrics server's options (the labeler's: authenticated and authorized
-	// HTTPS unless MetricsSecure is false); nil: plain HTTP on MetricsAddr.
-	Metrics func(addr string, secure bool, certDir string) metricsserver.Options
+	// HandoffMode is --handoff: ModeLeader or ModeAlways; Complete turns it into Handoff.
+	HandoffMode string
+
+	Port    int
+	CertDir string
+
+	// Mutator is what the webhook does to pods: Complete builds it from the configuration.
+	Mutator *admissionpkg.Mutator
 }
 
 // Validate names the flag at fault.
@@ -70,6 +65,23 @@ func (o *WebhookOptions) Validate() error {
 	return errors.Join(errs...)
 }
 
+// Complete validates o, then builds the Mutator and the hand-off Lease from the scheduler's
+// configuration, the contents of o.Config (read once by the caller).
+func (o *WebhookOptions) Complete(schedulerConfig []byte) error {
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	m, err := mutatorFromConfig(o.Config, schedulerConfig, o.SchedulerName, o.SystemNodeAffinity)
+	if err != nil {
+		return err
+	}
+	o.Mutator = m
+	if o.Handoff, err = handoff.LeaseFromConfig(schedulerConfig, o.HandoffMode); err != nil {
+		return fmt.Errorf("--config %s: %w", o.Config, err)
+	}
+	return nil
+}
+
 // MutatorFromConfig builds the Mutator for profile schedulerName of the scheduler
 // configuration file path, from the same defaulted args the scheduler uses.
 func MutatorFromConfig(path, schedulerName string, systemNodeAffinity bool) (*admissionpkg.Mutator, error) {
@@ -77,6 +89,10 @@ func MutatorFromConfig(path, schedulerName string, systemNodeAffinity bool) (*ad
 	if err != nil {
 		return nil, fmt.Errorf("--config: %w", err)
 	}
+	return mutatorFromConfig(path, data, schedulerName, systemNodeAffinity)
+}
+
+func mutatorFromConfig(path string, data []byte, schedulerName string, systemNodeAffinity bool) (*admissionpkg.Mutator, error) {
 	p, err := profile.LoadProfile(data, schedulerName)
 	if err != nil {
 		return nil, fmt.Errorf("--config %s: %w", path, err)
@@ -97,19 +113,13 @@ func MutatorFromConfig(path, schedulerName string, systemNodeAffinity bool) (*ad
 	return m, nil
 }
 
-// RunWebhook serves the webhook until ctx ends.
-func RunWebhook(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, m *admissionpkg.Mutator, o WebhookOptions) error {
-	metrics := metricsserver.Options{BindAddress: o.MetricsAddr}
-	if o.Metrics != nil {
-		metrics = o.Metrics(o.MetricsAddr, o.MetricsSecure, o.MetricsCertDir)
-	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                 scheme,
-		Metrics:                metrics,
-		HealthProbeBindAddress: o.ProbeAddr,
-	})
-	if err != nil {
-		return err
+// SetupWithManager adds the webhook server (o.Mutator's mutations), the version-skew check and
+// the hand-off judge to mgr, which cmd/pool-labeler/app builds with labeler.Scheme; /readyz
+// reports ready once the certificate is served.
+func SetupWithManager(mgr ctrl.Manager, o WebhookOptions) error {
+	cfg, m, scheme := mgr.GetConfig(), o.Mutator, mgr.GetScheme()
+	if m == nil {
+		return errors.New("webhook: no Mutator (WebhookOptions.Complete builds it)")
 	}
 	server := webhook.NewServer(webhook.Options{Port: o.Port, CertDir: o.CertDir, TLSOpts: []func(*tls.Config){tlsserving.DisableHTTP2}})
 	// The hand-off stops while kube-apiserver runs a version this line does not serve: checked
@@ -119,7 +129,9 @@ func RunWebhook(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, m
 		return err
 	}
 	skew := &handoff.SkewCheck{Gauge: apiserverSupported}
-	skew.Check(ctx, dc)
+	// Before the server starts, so no pod is judged on an unread version (ServerVersion takes
+	// no context; the background one carries klog's logger).
+	skew.Check(context.Background(), dc)
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
 		wait.UntilWithContext(ctx, func(ctx context.Context) { skew.Check(ctx, dc) }, 10*time.Minute)
 		return nil
@@ -180,16 +192,10 @@ func RunWebhook(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, m
 	if err := mgr.Add(manager.RunnableFunc(server.Start)); err != nil {
 		return err
 	}
-	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
-		return err
-	}
-	if err := mgr.AddReadyzCheck("webhook", func(req *http.Request) error {
+	return mgr.AddReadyzCheck("webhook", func(req *http.Request) error {
 		if err := leaseRead(); err != nil {
 			return err
 		}
 		return server.StartedChecker()(req)
-	}); err != nil {
-		return err
-	}
-	return mgr.Start(ctx)
+	})
 }

@@ -1,4 +1,4 @@
-package report
+package azurelb
 
 import (
 	"fmt"
@@ -13,26 +13,26 @@ import (
 // Multiple Standard load balancers (cloud config multipleStandardLoadBalancerConfigurations), as
 // cloud-provider-azure places Services and nodes on them (pkg/provider/azure_loadbalancer.go).
 // A Local Service's traffic does not depend on the nodes a load balancer is assigned: it gets a
-// backend pool of its own holding its endpoints' nodes (backendOf). A Cluster Service's traffic
+// backend pool of its own holding its endpoints' nodes (BackendOf). A Cluster Service's traffic
 // enters through the nodes assigned to its load balancer (the `<clusterName>` backend pool,
 // EnsureHostsInPool with the configuration's ActiveNodes) and kube-proxy forwards it to any
 // endpoint, so it only matters that some node is assigned.
 
-// lbAssignment is, per configuration (index into AzureLoadBalancers), whether some node may be
+// Assignment is, per configuration (index into AzureLoadBalancers), whether some node may be
 // in its `<clusterName>` backend pool.
-type lbAssignment struct {
+type Assignment struct {
 	mayHoldNode []bool
 }
 
-// assignNodes works out which configurations nodes may be assigned to. cloud-provider-azure
+// AssignNodes works out which configurations nodes may be assigned to. cloud-provider-azure
 // (reconcileMultipleStandardLoadBalancerBackendNodes) puts a node whose VM set is a
 // configuration's primaryVMSet on that load balancer (accommodateNodesByPrimaryVMSet); any
 // other node on one of the configurations whose non-empty nodeSelector matches it, or, if none
 // does, one of those without nodeSelector: the one with the fewest nodes, or the one it is
 // already on (accommodateNodesByNodeSelector). Which one of several cannot be told, so each of
 // them may hold the node. Excluded nodes are left out of every backend pool.
-func (m LoadBalancerModel) assignNodes(nodes []*v1.Node) *lbAssignment {
-	a := &lbAssignment{mayHoldNode: make([]bool, len(m.AzureLoadBalancers))}
+func (m LoadBalancerModel) AssignNodes(nodes []*v1.Node) *Assignment {
+	a := &Assignment{mayHoldNode: make([]bool, len(m.AzureLoadBalancers))}
 	knownSets := map[string]bool{}
 	for _, n := range nodes {
 		if set, ok := AzureVMSet(n); ok && set != "" {
@@ -40,18 +40,18 @@ func (m LoadBalancerModel) assignNodes(nodes []*v1.Node) *lbAssignment {
 		}
 	}
 	for _, n := range nodes {
-		if why, _ := m.azureExclusion(n, true); why != "" {
+		if why, _ := m.Exclusion(n, true); why != "" {
 			continue
 		}
-		for _, i := range m.loadBalancersOf(n, knownSets) {
+		for _, i := range m.LoadBalancersOf(n, knownSets) {
 			a.mayHoldNode[i] = true
 		}
 	}
 	return a
 }
 
-// loadBalancersOf returns the configurations a node may be assigned to.
-func (m LoadBalancerModel) loadBalancersOf(node *v1.Node, knownSets map[string]bool) []int {
+// LoadBalancersOf returns the configurations a node may be assigned to.
+func (m LoadBalancerModel) LoadBalancersOf(node *v1.Node, knownSets map[string]bool) []int {
 	set, known := AzureVMSet(node)
 	if known && set != "" {
 		for i, lb := range m.AzureLoadBalancers {
@@ -96,7 +96,7 @@ func matches(s *metav1.LabelSelector, set map[string]string) bool {
 	return err == nil && sel.Matches(labels.Set(set))
 }
 
-// placement returns the configurations a Service may be on, as cloud-provider-azure's
+// Placement returns the configurations a Service may be on, as cloud-provider-azure's
 // getEligibleLoadBalancersForService filters them: the ones the
 // service.beta.kubernetes.io/azure-load-balancer-configurations annotation names (all without
 // it); not those with allowServicePlacement false unless the Service is already on them; those
@@ -105,7 +105,7 @@ func matches(s *metav1.LabelSelector, set map[string]string) bool {
 // the Service is on, or takes one without rules or the one with the fewest: with two or more
 // eligible, which one cannot be told. problem says why cloud-provider-azure places it nowhere,
 // or why the namespace selectors cannot be applied.
-func (m LoadBalancerModel) placement(svc *v1.Service, namespaceLabels map[string]map[string]string) (possible []int, how, problem string) {
+func (m LoadBalancerModel) Placement(svc *v1.Service, namespaceLabels map[string]map[string]string) (possible []int, how, problem string) {
 	var names []string
 	for key, value := range svc.Annotations {
 		if strings.EqualFold(key, AzureLoadBalancerConfigurationsAnnotation) {
@@ -128,7 +128,7 @@ func (m LoadBalancerModel) placement(svc *v1.Service, namespaceLabels map[string
 		}
 		if len(base) == 0 {
 			return nil, how, fmt.Sprintf("%s names no load balancer of multipleStandardLoadBalancerConfigurations (%s): cloud-provider-azure refuses to place the Service (an event on it says so)",
-				AzureLoadBalancerConfigurationsAnnotation, strings.Join(m.loadBalancerNames(nil), ", "))
+				AzureLoadBalancerConfigurationsAnnotation, strings.Join(m.LoadBalancerNames(nil), ", "))
 		}
 	} else {
 		for i := range m.AzureLoadBalancers {
@@ -187,22 +187,21 @@ func (m LoadBalancerModel) placement(svc *v1.Service, namespaceLabels map[string
 	sort.Ints(possible)
 	if len(possible) == 0 {
 		return nil, how, fmt.Sprintf("no load balancer of %s is eligible (allowServicePlacement, serviceLabelSelector, serviceNamespaceSelector): cloud-provider-azure refuses to place the Service (an event on it says so)",
-			strings.Join(m.loadBalancerNames(base), ", "))
+			strings.Join(m.LoadBalancerNames(base), ", "))
 	}
 	return possible, how, ""
 }
 
-// unassignedLoadBalancer reports a Cluster-traffic Service that may be on a load balancer no
+// Unassigned reports a Cluster-traffic Service that may be on a load balancer no
 // node is assigned to. Its `<clusterName>` backend pool then holds the load balancer's
 // ActiveNodes, none: no node, so no traffic. But EnsureHostsInPool filters by ActiveNodes only
 // once cloud-provider-azure has recorded a set for the load balancer (at its start, from the
 // existing pool, or when it first assigned a node); before that it adds every node. Which of
 // the two holds cannot be told from the cluster: listed as undetermined, with the fix.
-func (m LoadBalancerModel) unassignedLoadBalancer(svc *v1.Service, namespaceLabels map[string]map[string]string, a *lbAssignment) (Finding, bool) {
-	object := svc.Namespace + "/" + svc.Name
-	possible, how, problem := m.placement(svc, namespaceLabels)
+func (m LoadBalancerModel) Unassigned(svc *v1.Service, namespaceLabels map[string]map[string]string, a *Assignment) (detail, fix string, ok bool) {
+	possible, how, problem := m.Placement(svc, namespaceLabels)
 	if problem != "" {
-		return Finding{Object: object, Detail: problem}, true
+		return problem, "", true
 	}
 	var empty, held []int
 	for _, i := range possible {
@@ -213,14 +212,14 @@ func (m LoadBalancerModel) unassignedLoadBalancer(svc *v1.Service, namespaceLabe
 		}
 	}
 	if len(empty) == 0 {
-		return Finding{}, false
+		return "", "", false
 	}
 	where := fmt.Sprintf("on load balancer %s (%s)", m.AzureLoadBalancers[empty[0]].Name, how)
 	if len(possible) > 1 {
-		where = fmt.Sprintf("on one of %s (%s; which one cannot be told), among them %s", strings.Join(m.loadBalancerNames(possible), ", "), how, strings.Join(m.loadBalancerNames(empty), ", "))
+		where = fmt.Sprintf("on one of %s (%s; which one cannot be told), among them %s", strings.Join(m.LoadBalancerNames(possible), ", "), how, strings.Join(m.LoadBalancerNames(empty), ", "))
 	}
-	detail := fmt.Sprintf("externalTrafficPolicy Cluster, %s, to which cloud-provider-azure assigns no node (no node it does not exclude is in its primaryVMSet or falls to it by nodeSelector): its backend pool is empty and the Service gets no traffic, unless cloud-provider-azure has not recorded the load balancer's nodes yet (then it holds every node); which cannot be told from the cluster", where)
-	fix := "give " + strings.Join(m.loadBalancerNames(empty), ", ") + " nodes (a node of its primaryVMSet, or a nodeSelector selecting nodes no other primaryVMSet claims)"
+	detail = fmt.Sprintf("externalTrafficPolicy Cluster, %s, to which cloud-provider-azure assigns no node (no node it does not exclude is in its primaryVMSet or falls to it by nodeSelector): its backend pool is empty and the Service gets no traffic, unless cloud-provider-azure has not recorded the load balancer's nodes yet (then it holds every node); which cannot be told from the cluster", where)
+	fix = "give " + strings.Join(m.LoadBalancerNames(empty), ", ") + " nodes (a node of its primaryVMSet, or a nodeSelector selecting nodes no other primaryVMSet claims)"
 	if len(held) == 0 {
 		// The load balancers the Service could be annotated onto.
 		other := svc.DeepCopy()
@@ -229,7 +228,7 @@ func (m LoadBalancerModel) unassignedLoadBalancer(svc *v1.Service, namespaceLabe
 				delete(other.Annotations, key)
 			}
 		}
-		if all, _, problem := m.placement(other, namespaceLabels); problem == "" {
+		if all, _, problem := m.Placement(other, namespaceLabels); problem == "" {
 			for _, i := range all {
 				if a.mayHoldNode[i] {
 					held = append(held, i)
@@ -238,13 +237,13 @@ func (m LoadBalancerModel) unassignedLoadBalancer(svc *v1.Service, namespaceLabe
 		}
 	}
 	if len(held) > 0 {
-		fix = fmt.Sprintf("annotate the Service %s: %s (assigned nodes), or %s", AzureLoadBalancerConfigurationsAnnotation, strings.Join(m.loadBalancerNames(held), ","), fix)
+		fix = fmt.Sprintf("annotate the Service %s: %s (assigned nodes), or %s", AzureLoadBalancerConfigurationsAnnotation, strings.Join(m.LoadBalancerNames(held), ","), fix)
 	}
-	return Finding{Object: object, Detail: detail, Fix: fix}, true
+	return detail, fix, true
 }
 
-// loadBalancerNames names the configurations idx (all with nil).
-func (m LoadBalancerModel) loadBalancerNames(idx []int) []string {
+// LoadBalancerNames names the configurations idx (all with nil).
+func (m LoadBalancerModel) LoadBalancerNames(idx []int) []string {
 	var out []string
 	if idx == nil {
 		for _, lb := range m.AzureLoadBalancers {

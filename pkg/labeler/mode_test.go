@@ -1,45 +1,17 @@
-package app
+package labeler
 
 import (
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
-	"github.com/spf13/cobra"
 
 	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config"
 	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
 )
-
-func TestValidateLeaderElection(t *testing.T) {
-	tests := []struct {
-		name                string
-		lease, renew, retry time.Duration
-		wantErrContaining   string
-	}{
-		{name: "defaults", lease: 15 * time.Second, renew: 10 * time.Second, retry: 2 * time.Second},
-		{name: "fast takeover", lease: 4 * time.Second, renew: 3 * time.Second, retry: 500 * time.Millisecond},
-		{name: "zero retry", lease: 15 * time.Second, renew: 10 * time.Second, wantErrContaining: "--leader-elect-retry-period must be positive"},
-		{name: "renew within retry jitter", lease: 15 * time.Second, renew: 2 * time.Second, retry: 2 * time.Second, wantErrContaining: "--leader-elect-renew-deadline"},
-		{name: "lease not longer than renew", lease: 10 * time.Second, renew: 10 * time.Second, retry: 2 * time.Second, wantErrContaining: "--leader-elect-lease-duration"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			err := validateLeaderElection(tt.lease, tt.renew, tt.retry)
-			switch {
-			case tt.wantErrContaining == "" && err != nil:
-				t.Errorf("unexpected error: %v", err)
-			case tt.wantErrContaining != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErrContaining)):
-				t.Errorf("error %v, want one containing %q", err, tt.wantErrContaining)
-			}
-		})
-	}
-}
 
 const testSchedulerConfig = `apiVersion: kubescheduler.config.k8s.io/v1
 kind: KubeSchedulerConfiguration
@@ -54,94 +26,80 @@ profiles:
       labelSetNamespace: pool-system
 `
 
-// TestControllerGate: with --scheduler-config the labeler judges nodes by the scheduler's
-// NodePoolReady args (and SystemPoolGuard's system-node keys, which sets may not name) and reads the sets of its labelSetNamespaces; flags that disagree are refused.
-func TestControllerGate(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "config.yaml")
-	if err := os.WriteFile(path, []byte(testSchedulerConfig), 0o600); err != nil {
-		t.Fatal(err)
-	}
+// TestFlagsComplete: with --config the labeler judges nodes by the scheduler's NodePoolReady
+// args (and SystemPoolGuard's system-node keys, which sets may not name) and reads the sets of
+// its labelSetNamespaces; flags that disagree are refused.
+func TestFlagsComplete(t *testing.T) {
+	const path = "/etc/pool-scheduler/config.yaml"
 	// The nodepool-labels-operator's namespace beside the release namespace.
-	two := filepath.Join(t.TempDir(), "two.yaml")
-	if err := os.WriteFile(two, []byte(strings.Replace(testSchedulerConfig, "labelSetNamespace: pool-system", "labelSetNamespaces: [pool-system, pipeline-system]", 1)), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	two := strings.Replace(testSchedulerConfig, "labelSetNamespace: pool-system", "labelSetNamespaces: [pool-system, pipeline-system]", 1)
 	// SystemPoolGuard's systemNodeSelector: its keys are refused to label sets (#34).
-	system := filepath.Join(t.TempDir(), "system.yaml")
-	if err := os.WriteFile(system, []byte(testSchedulerConfig+`  - name: SystemPoolGuard
+	system := testSchedulerConfig + `  - name: SystemPoolGuard
     args:
       systemNodeSelector: {matchLabels: {example.com/system: "true"}, matchExpressions: [{key: example.com/role, operator: Exists}]}
-`), 0o600); err != nil {
-		t.Fatal(err)
+`
+	withConfig := func(data string, f Flags) Flags {
+		f.Config, f.ConfigData = path, []byte(data)
+		if f.SchedulerName == "" {
+			f.SchedulerName = "pool-scheduler"
+		}
+		return f
 	}
 	aks := []string{"kubernetes.azure.com/mode"}
 	tests := []struct {
 		name           string
-		args           []string
+		flags          Flags
 		wantGate       pool.Gate
 		wantNamespaces []string
 		wantErr        string
 	}{
 		{
-			name:     "no config: the plugin's defaults and --pool-label-keys",
-			args:     []string{"--pool-label-keys=a.io/pool"},
-			wantGate: pool.Gate{Identity: pool.NewIdentity([]string{"a.io/pool"}), UnknownPoolPolicy: config.UnknownPoolAuto, SystemNodeKeys: aks},
+			name:           "no config: the plugin's defaults and --pool-label-keys",
+			flags:          Flags{PoolLabelKeys: []string{"a.io/pool"}, PoolLabelKeysSet: true, Namespaces: []string{"ns"}, NamespacesSet: true},
+			wantGate:       pool.Gate{Identity: pool.NewIdentity([]string{"a.io/pool"}), UnknownPoolPolicy: config.UnknownPoolAuto, SystemNodeKeys: aks},
+			wantNamespaces: []string{"ns"},
 		},
 		{
 			name:           "the scheduler's args and namespace",
-			args:           []string{"--scheduler-config=" + path},
+			flags:          withConfig(testSchedulerConfig, Flags{}),
 			wantGate:       pool.Gate{Identity: pool.NewIdentity([]string{"example.com/pool"}), UnknownPoolPolicy: config.UnknownPoolReject, RequiredLabelKeys: []string{"example.com/zone"}, SystemNodeKeys: aks},
 			wantNamespaces: []string{"pool-system"},
 		},
 		{
 			name:           "the same namespace given twice is fine",
-			args:           []string{"--scheduler-config=" + path, "--namespaces=pool-system"},
+			flags:          withConfig(testSchedulerConfig, Flags{Namespaces: []string{"pool-system"}, NamespacesSet: true}),
 			wantGate:       pool.Gate{Identity: pool.NewIdentity([]string{"example.com/pool"}), UnknownPoolPolicy: config.UnknownPoolReject, RequiredLabelKeys: []string{"example.com/zone"}, SystemNodeKeys: aks},
 			wantNamespaces: []string{"pool-system"},
 		},
 		{
 			name:           "the scheduler's systemNodeSelector",
-			args:           []string{"--scheduler-config=" + system},
+			flags:          withConfig(system, Flags{}),
 			wantGate:       pool.Gate{Identity: pool.NewIdentity([]string{"example.com/pool"}), UnknownPoolPolicy: config.UnknownPoolReject, RequiredLabelKeys: []string{"example.com/zone"}, SystemNodeKeys: []string{"example.com/system", "example.com/role"}},
 			wantNamespaces: []string{"pool-system"},
 		},
-		{name: "another namespace", args: []string{"--scheduler-config=" + path, "--namespaces=other"}, wantErr: `disagrees with the scheduler's labelSetNamespaces ["pool-system"]`},
+		{name: "another namespace", flags: withConfig(testSchedulerConfig, Flags{Namespaces: []string{"other"}, NamespacesSet: true}), wantErr: `disagrees with the scheduler's labelSetNamespaces ["pool-system"]`},
 		{
 			name:           "two namespaces",
-			args:           []string{"--scheduler-config=" + two},
+			flags:          withConfig(two, Flags{}),
 			wantGate:       pool.Gate{Identity: pool.NewIdentity([]string{"example.com/pool"}), UnknownPoolPolicy: config.UnknownPoolReject, RequiredLabelKeys: []string{"example.com/zone"}, SystemNodeKeys: aks},
 			wantNamespaces: []string{"pool-system", "pipeline-system"},
 		},
 		{
 			name:           "two namespaces given again in another order",
-			args:           []string{"--scheduler-config=" + two, "--namespaces=pipeline-system,pool-system"},
+			flags:          withConfig(two, Flags{Namespaces: []string{"pipeline-system", "pool-system"}, NamespacesSet: true}),
 			wantGate:       pool.Gate{Identity: pool.NewIdentity([]string{"example.com/pool"}), UnknownPoolPolicy: config.UnknownPoolReject, RequiredLabelKeys: []string{"example.com/zone"}, SystemNodeKeys: aks},
 			wantNamespaces: []string{"pipeline-system", "pool-system"},
 		},
-		{name: "one of two namespaces", args: []string{"--scheduler-config=" + two, "--namespaces=pool-system"}, wantErr: `disagrees with the scheduler's labelSetNamespaces ["pool-system" "pipeline-system"]`},
-		{name: "pool keys from two places", args: []string{"--scheduler-config=" + path, "--pool-label-keys=a.io/pool"}, wantErr: "--pool-label-keys: not with --scheduler-config"},
-		{name: "missing file", args: []string{"--scheduler-config=" + path + ".missing"}, wantErr: "--scheduler-config: open"},
-		{name: "no such profile", args: []string{"--scheduler-config=" + path, "--scheduler-name=other"}, wantErr: `no profile with schedulerName "other"`},
+		{name: "one of two namespaces", flags: withConfig(two, Flags{Namespaces: []string{"pool-system"}, NamespacesSet: true}), wantErr: `disagrees with the scheduler's labelSetNamespaces ["pool-system" "pipeline-system"]`},
+		{name: "pool keys from two places", flags: withConfig(testSchedulerConfig, Flags{PoolLabelKeys: []string{"a.io/pool"}, PoolLabelKeysSet: true}), wantErr: "--pool-label-keys: not with --config"},
+		{name: "all namespaces with the configuration", flags: withConfig(testSchedulerConfig, Flags{AllNamespaces: true}), wantErr: "--all-namespaces: not with --config"},
+		{name: "no such profile", flags: withConfig(testSchedulerConfig, Flags{SchedulerName: "other"}), wantErr: `no profile with schedulerName "other"`},
+		{name: "bad pool label key", flags: Flags{PoolLabelKeys: []string{"not a key"}}, wantErr: "--pool-label-keys"},
+		{name: "negative hold warning", flags: Flags{HoldWarningAfter: -1}, wantErr: "--hold-warning-after"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var got pool.Gate
-			var namespaces []string
-			cmd := newControllerCommand(new(string))
-			cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-				f := cmd.Flags()
-				cfg, _ := f.GetString("scheduler-config")
-				name, _ := f.GetString("scheduler-name")
-				keys, _ := f.GetStringSlice("pool-label-keys")
-				namespaces, _ = f.GetStringSlice("namespaces")
-				var err error
-				got, err = controllerGate(cmd, cfg, name, keys, &namespaces)
-				return err
-			}
-			cmd.SetArgs(tt.args)
-			cmd.SetOut(io.Discard)
-			cmd.SetErr(io.Discard)
-			err := cmd.Execute()
+			got, _, err := tt.flags.Complete()
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("error %v, want one containing %q", err, tt.wantErr)
@@ -151,17 +109,17 @@ func TestControllerGate(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if diff := cmp.Diff(tt.wantGate, got, cmp.AllowUnexported(pool.Identity{})); diff != "" {
+			if diff := cmp.Diff(tt.wantGate, got.Gate, cmp.AllowUnexported(pool.Identity{})); diff != "" {
 				t.Errorf("gate (-want +got):\n%s", diff)
 			}
-			if diff := cmp.Diff(tt.wantNamespaces, namespaces, cmpopts.EquateEmpty()); diff != "" {
+			if diff := cmp.Diff(tt.wantNamespaces, got.Namespaces, cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("namespaces (-want +got):\n%s", diff)
 			}
 		})
 	}
 }
 
-// TestNamespacesWithoutConfig: without --scheduler-config the controller applies the
+// TestNamespacesWithoutConfig: without --config the controller applies the
 // NodePoolLabelSets of its own namespace only, with a warning that says how to widen it; every
 // namespace must be asked for (--all-namespaces).
 func TestNamespacesWithoutConfig(t *testing.T) {
@@ -176,7 +134,7 @@ func TestNamespacesWithoutConfig(t *testing.T) {
 		wantErr       string
 	}{
 		{name: "nothing given: its own namespace, with a warning", own: "pool-scheduler", want: []string{"pool-scheduler"},
-			wantWarning: []string{"namespace pool-scheduler only", "--namespaces=", "--all-namespaces", "--scheduler-config"}},
+			wantWarning: []string{"namespace pool-scheduler only", "--namespaces=", "--all-namespaces", "--config"}},
 		{name: "--namespaces", namespacesSet: true, namespaces: []string{"a", "b"}, own: "pool-scheduler", want: []string{"a", "b"}},
 		{name: "--all-namespaces: every namespace", all: true, own: "pool-scheduler"},
 		{name: "--all-namespaces outside a pod", all: true},

@@ -1,0 +1,101 @@
+package app
+
+import (
+	"io"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestValidateLeaderElection(t *testing.T) {
+	tests := []struct {
+		name                string
+		lease, renew, retry time.Duration
+		wantErrContaining   string
+	}{
+		{name: "defaults", lease: 15 * time.Second, renew: 10 * time.Second, retry: 2 * time.Second},
+		{name: "fast takeover", lease: 4 * time.Second, renew: 3 * time.Second, retry: 500 * time.Millisecond},
+		{name: "zero retry", lease: 15 * time.Second, renew: 10 * time.Second, wantErrContaining: "--leader-elect-retry-period must be positive"},
+		{name: "renew within retry jitter", lease: 15 * time.Second, renew: 2 * time.Second, retry: 2 * time.Second, wantErrContaining: "--leader-elect-renew-deadline"},
+		{name: "lease not longer than renew", lease: 10 * time.Second, renew: 10 * time.Second, retry: 2 * time.Second, wantErrContaining: "--leader-elect-lease-duration"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := validateLeaderElection(tt.lease, tt.renew, tt.retry)
+			switch {
+			case tt.wantErrContaining == "" && err != nil:
+				t.Errorf("unexpected error: %v", err)
+			case tt.wantErrContaining != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErrContaining)):
+				t.Errorf("error %v, want one containing %q", err, tt.wantErrContaining)
+			}
+		})
+	}
+}
+
+// TestConfigFlag: the scheduler's configuration is --config in every mode that reads it; the
+// controller's earlier name, --scheduler-config, still sets it (deprecated), and a file that
+// cannot be read is refused, naming the flag, before anything is connected to.
+func TestConfigFlag(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "missing.yaml")
+	tests := []struct {
+		name    string
+		args    []string
+		wantErr string
+	}{
+		{name: "controller", args: []string{"controller", "--config=" + missing}, wantErr: "--config: open " + missing},
+		{name: "controller, earlier name", args: []string{"controller", "--scheduler-config=" + missing}, wantErr: "--config: open " + missing},
+		{name: "webhook", args: []string{"webhook", "--config=" + missing}, wantErr: "--config: open " + missing},
+		{name: "handoff", args: []string{"handoff", "--config=" + missing}, wantErr: "--config: open " + missing},
+		{name: "spread", args: []string{"spread", "--config=" + missing}, wantErr: "--config: open " + missing},
+		{name: "handoff requires it", args: []string{"handoff"}, wantErr: "--config: required"},
+		{name: "spread requires it", args: []string{"spread"}, wantErr: "--config: required"},
+		{name: "webhook requires it", args: []string{"webhook"}, wantErr: "--config: required"},
+		{name: "no earlier name elsewhere", args: []string{"spread", "--scheduler-config=" + missing}, wantErr: "unknown flag: --scheduler-config"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cmd := NewCommand()
+			// A kubeconfig that does not exist: reaching it would fail with another error.
+			cmd.SetArgs(append(tt.args, "--kubeconfig=/nonexistent"))
+			cmd.SetOut(io.Discard)
+			cmd.SetErr(io.Discard)
+			err := cmd.Execute()
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("error %v, want one containing %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+// TestSharedFlags: the flags every mode shares are registered by one function, for the modes
+// that use them; the modes that serve nothing (domain, handback) take none of them.
+func TestSharedFlags(t *testing.T) {
+	serving := []string{"health-probe-bind-address", "metrics-bind-address", "metrics-cert-dir", "metrics-secure"}
+	leader := []string{"leader-elect", "leader-elect-lease", "leader-elect-lease-duration", "leader-elect-namespace", "leader-elect-renew-deadline", "leader-elect-retry-period"}
+	all := append(append([]string{"config"}, serving...), leader...)
+	want := map[string][]string{
+		"controller": all,
+		"domain":     nil,
+		"webhook":    append([]string{"config"}, serving...),
+		"handoff":    all,
+		"handback":   nil,
+		"spread":     all,
+		"certs":      serving,
+	}
+	got := map[string][]string{}
+	for _, c := range NewCommand().Commands() {
+		var names []string
+		for _, name := range all {
+			if c.Flags().Lookup(name) != nil {
+				names = append(names, name)
+			}
+		}
+		got[c.Name()] = names
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("shared flags per mode (-want +got):\n%s", diff)
+	}
+}

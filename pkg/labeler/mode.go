@@ -1,0 +1,151 @@
+package labeler
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config/validation"
+	labelsv1alpha1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/labels/v1alpha1"
+	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
+	"github.com/pool-scheduler/pool-scheduler/pkg/profile"
+)
+
+// Flags are the controller mode's own flags (pool-labeler controller), as given.
+type Flags struct {
+	// Config is --config, the scheduler's configuration file ("": none); ConfigData its
+	// contents, read once by the caller.
+	Config        string
+	ConfigData    []byte
+	SchedulerName string
+	// PoolLabelKeys applies without Config only; PoolLabelKeysSet: given on the command line.
+	PoolLabelKeys    []string
+	PoolLabelKeysSet bool
+	// Namespaces (NamespacesSet: given) and AllNamespaces say whose NodePoolLabelSets apply.
+	Namespaces         []string
+	NamespacesSet      bool
+	AllNamespaces      bool
+	OverwriteConflicts bool
+	HoldWarningAfter   time.Duration
+}
+
+// Complete validates f and returns the controller's Options, and a warning to log (the
+// NodePoolLabelSets of its own namespace only, when nothing says whose). Each error names the
+// flag at fault.
+func (f Flags) Complete() (Options, string, error) {
+	if errs := validation.ValidateLabelKeys(f.PoolLabelKeys, nil); len(errs) > 0 {
+		return Options{}, "", fmt.Errorf("--pool-label-keys: %v", errs.ToAggregate())
+	}
+	if f.HoldWarningAfter < 0 {
+		return Options{}, "", fmt.Errorf("--hold-warning-after must not be negative, got %v", f.HoldWarningAfter)
+	}
+	namespaces := f.Namespaces
+	gate, err := f.gate(&namespaces)
+	if err != nil {
+		return Options{}, "", err
+	}
+	var warning string
+	if f.Config == "" {
+		namespaces, warning, err = namespacesWithoutConfig(f.NamespacesSet, f.AllNamespaces, namespaces, ownNamespace(os.Getenv, serviceAccountNamespaceFile))
+	} else if f.AllNamespaces {
+		err = errors.New("--all-namespaces: not with --config, whose labelSetNamespaces the labeler uses (empty: every namespace)")
+	}
+	if err != nil {
+		return Options{}, "", err
+	}
+	return Options{Gate: gate, Namespaces: namespaces, OverwriteConflicts: f.OverwriteConflicts, HoldWarningAfter: f.HoldWarningAfter}, warning, nil
+}
+
+// CacheOptions are the manager's cache for o: every object resynced each resync period, and
+// only the NodePoolLabelSets of o.Namespaces (empty: every namespace) read.
+func CacheOptions(o Options, resync time.Duration) cache.Options {
+	opts := cache.Options{SyncPeriod: &resync}
+	if len(o.Namespaces) > 0 {
+		byNS := map[string]cache.Config{}
+		for _, ns := range o.Namespaces {
+			byNS[ns] = cache.Config{}
+		}
+		opts.ByObject = map[client.Object]cache.ByObject{&labelsv1alpha1.NodePoolLabelSet{}: {Namespaces: byNS}}
+	}
+	return opts
+}
+
+// gate returns NodePoolReady's rule for the status: from the scheduler's configuration when
+// given (the same defaulted, validated args the scheduler runs with), else the plugin's
+// defaults with --pool-label-keys. With the configuration, the NodePoolLabelSet namespace is
+// its labelSetNamespace, so the labeler and the scheduler see the same sets; an explicit
+// --namespaces or --pool-label-keys that disagrees is refused rather than silently overridden.
+func (f Flags) gate(namespaces *[]string) (pool.Gate, error) {
+	if f.Config == "" {
+		defaults := profile.DefaultArgs()
+		args := defaults.NodePoolReady
+		args.PoolLabelKeys = f.PoolLabelKeys
+		return pool.NewGateWithSystemArgs(args, defaults.SystemPoolGuard), nil
+	}
+	if f.PoolLabelKeysSet {
+		return pool.Gate{}, errors.New("--pool-label-keys: not with --config, whose NodePoolReady poolLabelKeys the labeler uses")
+	}
+	gate, ns, err := GateFromSchedulerConfig(f.ConfigData, f.SchedulerName)
+	if err != nil {
+		return pool.Gate{}, fmt.Errorf("--config %s: %w", f.Config, err)
+	}
+	switch {
+	case !f.NamespacesSet:
+		*namespaces = ns
+	case !sameNamespaces(*namespaces, ns):
+		return pool.Gate{}, fmt.Errorf("--namespaces=%s disagrees with the scheduler's labelSetNamespaces %q in %s: the labeler and the scheduler must read the same NodePoolLabelSets; drop --namespaces", strings.Join(*namespaces, ","), ns, f.Config)
+	}
+	return gate, nil
+}
+
+// serviceAccountNamespaceFile is where a pod's ServiceAccount token volume puts its namespace.
+const serviceAccountNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+// ownNamespace is the labeler's namespace: $POD_NAMESPACE (the Deployments set it from the
+// downward API), else the ServiceAccount token volume's namespace file; "" outside a pod.
+func ownNamespace(getenv func(string) string, saFile string) string {
+	if ns := strings.TrimSpace(getenv("POD_NAMESPACE")); ns != "" {
+		return ns
+	}
+	if data, err := os.ReadFile(saFile); err == nil {
+		return strings.TrimSpace(string(data))
+	}
+	return ""
+}
+
+// namespacesWithoutConfig returns the namespaces whose NodePoolLabelSets the controller applies
+// without --config, and a warning to log. --namespaces names them, --all-namespaces takes every
+// namespace; with neither, only its own namespace (the release's, where the shipped
+// configuration's labelSetNamespaces puts them): whoever may write a NodePoolLabelSet in a
+// namespace the labeler reads decides node labels, so reading every namespace must be asked for.
+func namespacesWithoutConfig(namespacesSet, all bool, namespaces []string, own string) ([]string, string, error) {
+	switch {
+	case all && namespacesSet:
+		return nil, "", errors.New("--all-namespaces and --namespaces: give one")
+	case all:
+		return nil, "", nil
+	case namespacesSet:
+		if len(namespaces) == 0 {
+			return nil, "", errors.New("--namespaces is empty: name the namespaces, or give --all-namespaces for every namespace")
+		}
+		return namespaces, "", nil
+	case own == "":
+		return nil, "", errors.New("no --config, --namespaces or --all-namespaces, and no namespace of its own ($POD_NAMESPACE, or " + serviceAccountNamespaceFile + "): say whose NodePoolLabelSets to apply")
+	}
+	return []string{own}, fmt.Sprintf("No --config or --namespaces: applying the NodePoolLabelSets of namespace %s only (its own). "+
+		"Name others with --namespaces=<ns>,<ns>, every namespace with --all-namespaces, or give --config (its NodePoolReady labelSetNamespaces, as the scheduler reads them)", own), nil
+}
+
+// sameNamespaces reports whether a and b name the same namespaces, in any order.
+func sameNamespaces(a, b []string) bool {
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(slices.Compact(a), slices.Compact(b))
+}
