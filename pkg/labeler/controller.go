@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -43,6 +44,10 @@ type Options struct {
 	// HoldWarningAfter: a node held by the gate this long gets a Warning event (once per
 	// hold); 0 sends none.
 	HoldWarningAfter time.Duration
+	// StartupTaintKey is the taint lifted from a node of a pool with a NodePoolLabelSet once
+	// the node, as the labeler's patch leaves it, is ready by Gate's rule; in the same patch as
+	// the labels (docs/gate.md). Empty: no taint is ever touched.
+	StartupTaintKey string
 }
 
 // maxHeldNodes bounds NodePoolLabelSetStatus.HeldNodes (the CRD's maxItems).
@@ -111,6 +116,11 @@ func (d *deletedPools) forget(pool string) {
 
 // SetupWithManager registers the node and the NodePoolLabelSet controllers with mgr.
 func SetupWithManager(mgr ctrl.Manager, opts Options) error {
+	if opts.StartupTaintKey != "" {
+		if errs := validation.IsQualifiedName(opts.StartupTaintKey); len(errs) > 0 {
+			return fmt.Errorf("startup taint key (--startup-taint-key) %q: %s", opts.StartupTaintKey, strings.Join(errs, "; "))
+		}
+	}
 	c := &Controller{client: mgr.GetClient(), recorder: mgr.GetEventRecorderFor("pool-labeler"), opts: opts, holds: newHolds(), now: time.Now,
 		deleted: &deletedPools{pools: map[string]time.Time{}}}
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &corev1.Node{}, labelledPoolIndex, func(obj client.Object) []string {
@@ -330,6 +340,16 @@ func (c *Controller) reconcileNode(ctx context.Context, req reconcile.Request) (
 	for _, conflict := range plan.Conflicts {
 		c.recorder.Eventf(node, corev1.EventTypeWarning, "LabelConflict", "not applied: %s", conflict)
 	}
+	if known && (desired != nil || c.deleted.has(poolName, c.now())) {
+		// The startup taint goes the moment the node is ready as this patch leaves it, never
+		// before: judged by the scheduler's rule on the labels after the patch. A pool whose set
+		// was deleted wants nothing, so its nodes are released too; a pool with no set in view
+		// (not yet created, or read elsewhere) keeps the taint.
+		labels, annotations := plan.Applied(node.Labels, node.Annotations)
+		if c.opts.Gate.Check(labels, annotations, compiled).Ready() {
+			plan.LiftStartupTaint(node.Spec.Taints, c.opts.StartupTaintKey)
+		}
+	}
 	if plan.Empty() {
 		return result, nil
 	}
@@ -346,7 +366,7 @@ func (c *Controller) reconcileNode(ctx context.Context, req reconcile.Request) (
 		c.recorder.Eventf(node, corev1.EventTypeWarning, "PatchFailed", "applying pool labels: %v", err)
 		return reconcile.Result{}, err
 	}
-	logger.V(1).Info("Applied pool labels", "node", node.Name, "set", plan.Set, "removed", plan.Remove)
+	logger.V(1).Info("Applied pool labels", "node", node.Name, "set", plan.Set, "removed", plan.Remove, "liftedStartupTaint", plan.TaintsChanged)
 	return result, nil
 }
 

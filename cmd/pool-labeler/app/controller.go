@@ -42,6 +42,7 @@ func newControllerCommand(kubeconfig *string) *cobra.Command {
 		schedulerName        string
 		holdWarningAfter     time.Duration
 		allNamespaces        bool
+		startupTaintKey      string
 	)
 	cmd := &cobra.Command{
 		Use:   "controller",
@@ -105,7 +106,7 @@ func newControllerCommand(kubeconfig *string) *cobra.Command {
 			if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 				return err
 			}
-			if err := labeler.SetupWithManager(mgr, labeler.Options{Gate: gate, Namespaces: namespaces, OverwriteConflicts: overwrite, HoldWarningAfter: holdWarningAfter}); err != nil {
+			if err := labeler.SetupWithManager(mgr, labeler.Options{Gate: gate, Namespaces: namespaces, OverwriteConflicts: overwrite, HoldWarningAfter: holdWarningAfter, StartupTaintKey: startupTaintKey}); err != nil {
 				return err
 			}
 			return mgr.Start(ctx)
@@ -118,6 +119,7 @@ func newControllerCommand(kubeconfig *string) *cobra.Command {
 	f.BoolVar(&allNamespaces, "all-namespaces", false, "without --scheduler-config: apply the NodePoolLabelSets of every namespace (whoever may write a set in any namespace then decides node labels)")
 	f.StringSliceVar(&poolLabelKeys, "pool-label-keys", configv1.DefaultPoolLabelKeys, "ordered node label keys naming a node's pool (without --scheduler-config)")
 	f.DurationVar(&holdWarningAfter, "hold-warning-after", 5*time.Minute, "a Warning event (NodeHeld) on a node that pool-scheduler's NodePoolReady has kept pods off this long; 0: none")
+	f.StringVar(&startupTaintKey, "startup-taint-key", pool.StartupTaintKey, "the taint lifted from a node of a pool with a NodePoolLabelSet once its labels are applied (docs/gate.md); empty: none")
 	f.BoolVar(&overwrite, "overwrite-conflicts", false, "apply desired labels over values set by someone else (default: report the conflict in status and events)")
 	f.BoolVar(&leaderElect, "leader-elect", true, "elect a leader on the Lease pool-labeler, so replicas can run side by side")
 	f.StringVar(&leaderElectNamespace, "leader-elect-namespace", "", "namespace of the Lease; empty: the pod's namespace")
