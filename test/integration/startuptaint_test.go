@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -33,8 +34,9 @@ var (
 
 // startInstalledLabeler runs the labeler controller as installed (its ServiceAccount, RBAC and
 // admission policy from manifests/labeler/controller, the shipped scheduler configuration) with
-// the default startup taint key, and returns the ServiceAccount's client.
-func startInstalledLabeler(tCtx ktesting.TContext, t *testing.T, cp *controlplane.ControlPlane) kubernetes.Interface {
+// the default startup taint key, and returns the ServiceAccount's client, a function stopping
+// the labeler and one starting it again (which returns its own stop).
+func startInstalledLabeler(tCtx ktesting.TContext, t *testing.T, cp *controlplane.ControlPlane) (kubernetes.Interface, func(), func() func()) {
 	t.Helper()
 	const ns = "pool-scheduler"
 	if _, err := cp.Client.CoreV1().Namespaces().Create(tCtx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -55,8 +57,13 @@ func startInstalledLabeler(tCtx ktesting.TContext, t *testing.T, cp *controlplan
 		t.Fatal(err)
 	}
 	waitLabelerPolicy(tCtx, t, cp.Client, sa)
-	util.StartLabelerAs(t, saCfg, labeler.Options{Gate: gate, Namespaces: namespaces, StartupTaintKey: pool.StartupTaintKey})
-	return sa
+	opts := labeler.Options{Gate: gate, Namespaces: namespaces, StartupTaintKey: pool.StartupTaintKey}
+	run := func() func() {
+		stop := util.RunLabelerAs(t, saCfg, opts)
+		t.Cleanup(stop)
+		return stop
+	}
+	return sa, run(), run
 }
 
 // waitLabelerPolicy waits until the labeler's admission policy is in force (the apiserver sees
@@ -123,6 +130,21 @@ func (nv *nodeVersions) until(t *testing.T, what string, done func(*v1.Node) boo
 	}
 }
 
+// condition is the node's PoolLabelsApplied condition, nil if none.
+func condition(n *v1.Node) *v1.NodeCondition {
+	for i := range n.Status.Conditions {
+		if n.Status.Conditions[i].Type == pool.ConditionPoolLabelsApplied {
+			return &n.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+func conditionIs(n *v1.Node, status v1.ConditionStatus, reason string) bool {
+	c := condition(n)
+	return c != nil && c.Status == status && c.Reason == reason
+}
+
 func hasTaint(n *v1.Node, key string) bool {
 	return slices.ContainsFunc(n.Spec.Taints, func(t v1.Taint) bool { return t.Key == key })
 }
@@ -156,6 +178,7 @@ func TestStartupTaintLifted(t *testing.T) {
 	want := map[string]string{"example.com/tier": "gold"}
 	startInstalledLabeler(tCtx, t, cp)
 	util.MustApplyLabelSet(tCtx, t, cp, util.LabelSet(ns, "spot", want))
+	applied := func(n *v1.Node) bool { return conditionIs(n, v1.ConditionTrue, "LabelsApplied") }
 
 	t.Run("labels and the taint in one patch, other taints kept", func(t *testing.T) {
 		nv := watchNode(tCtx, t, cs, "spot-0")
@@ -167,6 +190,7 @@ func TestStartupTaintLifted(t *testing.T) {
 		if diff := cmp.Diff([]string{otherTaint.Key}, taintKeys(n)); diff != "" {
 			t.Errorf("taints after the lift (-want +got):\n%s", diff)
 		}
+		waitNodeCheck(tCtx, t, cs, "spot-0", "condition PoolLabelsApplied True", applied)
 		// The creation, then the labeler's one write.
 		if len(nv.seen) != 2 {
 			t.Errorf("%d versions of the node, want 2 (created; labels and taint in one patch)", len(nv.seen))
@@ -188,8 +212,12 @@ func TestStartupTaintLifted(t *testing.T) {
 		if !hasTaint(n, pool.StartupTaintKey) {
 			t.Fatalf("startup taint lifted from a node whose label conflicts: %v", n.Labels)
 		}
+		waitNodeCheck(tCtx, t, cs, "spot-1", "condition PoolLabelsApplied False (WrongValue)", func(n *v1.Node) bool {
+			return conditionIs(n, v1.ConditionFalse, "WrongValue")
+		})
 		patchNode(tCtx, t, cs, "spot-1", `{"metadata":{"labels":{"example.com/tier":"gold"}}}`)
 		nv.until(t, "the startup taint lifted once the label is right", func(n *v1.Node) bool { return !hasTaint(n, pool.StartupTaintKey) })
+		waitNodeCheck(tCtx, t, cs, "spot-1", "condition PoolLabelsApplied True", applied)
 		for _, v := range nv.seen {
 			if !hasTaint(v, pool.StartupTaintKey) && !carries(v, want) {
 				t.Errorf("version %s: taint gone before the labels: %v", v.ResourceVersion, v.Labels)
@@ -209,6 +237,9 @@ func TestStartupTaintLifted(t *testing.T) {
 			}
 			if !hasTaint(n, pool.StartupTaintKey) {
 				t.Errorf("%s: startup taint lifted from a node of no pool with a set", name)
+			}
+			if c := condition(n); c != nil {
+				t.Errorf("%s: condition %+v on a node of no pool with a set", name, c)
 			}
 		}
 	})
@@ -299,5 +330,115 @@ func patchNode(tCtx ktesting.TContext, t *testing.T, cs kubernetes.Interface, na
 	t.Helper()
 	if _, err := cs.CoreV1().Nodes().Patch(tCtx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatalf("patching node %s: %v", name, err)
+	}
+}
+
+// TestStartupTaintNoDebris (#46): whatever happens to a node after it joined, the startup taint
+// and the condition PoolLabelsApplied end as its labels say: the taint, a startup taint, is never
+// put back (NodePoolReady holds the pods it places, the condition says False); the condition is
+// kept on nodes of pools with a set in view and removed from every other node.
+func TestStartupTaintNoDebris(t *testing.T) {
+	tCtx := ktesting.Init(t)
+	cp := util.StartControlPlane(t)
+	cs := cp.Client
+	const ns = "pool-scheduler"
+	_, stop, run := startInstalledLabeler(tCtx, t, cp)
+	gold := map[string]string{"example.com/tier": "gold"}
+	util.MustApplyLabelSet(tCtx, t, cp, util.LabelSet(ns, "other", map[string]string{"example.com/tier": "bronze"}))
+
+	tests := []struct {
+		name string
+		// extra labels the node joins with (someone else's); held: the node is held at first.
+		extra map[string]string
+		held  bool
+		// change is what happens once the node is judged.
+		change func(t *testing.T, pool, node string)
+		// the end: the condition's status and reason ("" status: no condition), and whether
+		// the startup taint is still there.
+		wantStatus v1.ConditionStatus
+		wantReason string
+		wantTaint  bool
+		// wantPool is the pool the condition names (default: the node's own), wantLabels labels
+		// the node must carry at the end.
+		wantPool   string
+		wantLabels map[string]string
+	}{
+		{name: "the set comes to want a value someone else holds",
+			change: func(t *testing.T, p, node string) {
+				patchNode(tCtx, t, cs, node, `{"metadata":{"labels":{"example.com/zone":"a"}}}`)
+				util.MustApplyLabelSet(tCtx, t, cp, util.LabelSet(ns, p, map[string]string{"example.com/tier": "gold", "example.com/zone": "b"}))
+			},
+			wantStatus: v1.ConditionFalse, wantReason: "WrongValue"},
+		{name: "the set changes a value: relabelled",
+			change: func(t *testing.T, p, node string) {
+				util.MustApplyLabelSet(tCtx, t, cp, util.LabelSet(ns, p, map[string]string{"example.com/tier": "silver"}))
+			},
+			wantStatus: v1.ConditionTrue, wantReason: "LabelsApplied", wantLabels: map[string]string{"example.com/tier": "silver"}},
+		{name: "the set is deleted while the node is held: released, condition removed",
+			extra: map[string]string{"example.com/tier": "iron"}, held: true,
+			change: func(t *testing.T, p, node string) { util.DeleteLabelSet(tCtx, t, cp, ns, p) }},
+		{name: "the set is deleted after the node joined: condition removed",
+			change: func(t *testing.T, p, node string) { util.DeleteLabelSet(tCtx, t, cp, ns, p) }},
+		{name: "the node moves to another pool with a set",
+			change: func(t *testing.T, p, node string) {
+				patchNode(tCtx, t, cs, node, `{"metadata":{"labels":{"`+poolKey+`":"other"}}}`)
+			},
+			wantStatus: v1.ConditionTrue, wantReason: "LabelsApplied", wantPool: "other", wantLabels: map[string]string{"example.com/tier": "bronze"}},
+		{name: "the node moves to a pool without a set: condition removed",
+			change: func(t *testing.T, p, node string) {
+				patchNode(tCtx, t, cs, node, `{"metadata":{"labels":{"`+poolKey+`":"no-set"}}}`)
+			}},
+		{name: "the node leaves every pool: condition removed",
+			change: func(t *testing.T, p, node string) {
+				patchNode(tCtx, t, cs, node, `{"metadata":{"labels":{"`+poolKey+`":null}}}`)
+			}},
+		{name: "the labeler is down when the node joins, and back",
+			change: func(t *testing.T, p, node string) {},
+			// The node joins below with the labeler stopped (see the loop).
+			wantStatus: v1.ConditionTrue, wantReason: "LabelsApplied"},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := fmt.Sprintf("debris-%d", i)
+			node := p + "-0"
+			util.MustApplyLabelSet(tCtx, t, cp, util.LabelSet(ns, p, gold))
+			labels := map[string]string{poolKey: p}
+			for k, v := range tt.extra {
+				labels[k] = v
+			}
+			down := strings.HasPrefix(tt.name, "the labeler is down")
+			if down {
+				stop()
+			}
+			util.CreateNode(tCtx, t, cs, util.Node(node, labels).Taints([]v1.Taint{startupTaint}).Obj())
+			if down {
+				stop = run()
+			}
+			if tt.held {
+				waitNodeCheck(tCtx, t, cs, node, "held: condition False, taint kept", func(n *v1.Node) bool {
+					return conditionIs(n, v1.ConditionFalse, "WrongValue") && hasTaint(n, pool.StartupTaintKey)
+				})
+			} else {
+				waitNodeCheck(tCtx, t, cs, node, "joined: condition True, taint lifted", func(n *v1.Node) bool {
+					return conditionIs(n, v1.ConditionTrue, "LabelsApplied") && !hasTaint(n, pool.StartupTaintKey)
+				})
+			}
+			tt.change(t, p, node)
+			wantPool := tt.wantPool
+			if wantPool == "" {
+				wantPool = p
+			}
+			n := waitNodeCheck(tCtx, t, cs, node, "the end the labels say", func(n *v1.Node) bool {
+				c := condition(n)
+				if hasTaint(n, pool.StartupTaintKey) != tt.wantTaint || !carries(n, tt.wantLabels) {
+					return false
+				}
+				if tt.wantStatus == "" {
+					return c == nil
+				}
+				return c != nil && c.Status == tt.wantStatus && c.Reason == tt.wantReason && strings.HasPrefix(c.Message, "pool "+wantPool+":")
+			})
+			t.Logf("end: taints %v condition %+v", taintKeys(n), condition(n))
+		})
 	}
 }
