@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -24,6 +25,7 @@ import (
 	"github.com/pool-scheduler/pool-scheduler/pkg/controlplane"
 	"github.com/pool-scheduler/pool-scheduler/pkg/labeler"
 	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
+	"github.com/pool-scheduler/pool-scheduler/pkg/simulate"
 	"github.com/pool-scheduler/pool-scheduler/test/util"
 )
 
@@ -439,6 +441,66 @@ func TestStartupTaintNoDebris(t *testing.T) {
 				return c != nil && c.Status == tt.wantStatus && c.Reason == tt.wantReason && strings.HasPrefix(c.Message, "pool "+wantPool+":")
 			})
 			t.Logf("end: taints %v condition %+v", taintKeys(n), condition(n))
+		})
+	}
+}
+
+// TestStartupTaintJoinRace (#46): pods of the default scheduler, pinned to a pool, stream in
+// while the pool's nodes join with the startup taint and get their labels a second later (the
+// labeler starts then): none binds to a node before its labels. Degraded mode keeps the gate:
+// the same with pool-scheduler down, the hand-off's admission policy (as shipped, switch off)
+// leaving the pods of an opted-in namespace to the default scheduler.
+func TestStartupTaintJoinRace(t *testing.T) {
+	modes, err := simulate.Modes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defaultProfile := modes[0].Profile
+	if defaultProfile.SchedulerName != v1.DefaultSchedulerName {
+		t.Fatalf("profile %s, want the default scheduler's", defaultProfile.SchedulerName)
+	}
+	want := map[string]string{"example.com/gpu": "a100"}
+	tests := []struct {
+		name     string
+		degraded bool
+	}{
+		{name: "the default scheduler's pods"},
+		{name: "degraded mode: pool-scheduler down, pods left to the default scheduler", degraded: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tCtx := ktesting.Init(t)
+			cp := util.StartControlPlane(t)
+			cs := cp.Client
+			const ns = "pool-scheduler"
+			if _, err := cs.CoreV1().Namespaces().Create(tCtx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			util.MustApplyLabelSet(tCtx, t, cp, util.LabelSet(ns, "gpu", want))
+			util.StartScheduler(t, cp, defaultProfile)
+			podNS := util.CreateNamespace(tCtx, t, cs, "race")
+			if tt.degraded {
+				objs := util.KustomizeObjects(t, filepath.Join(util.RepoRoot(), "manifests", "admission", "policy"))
+				for _, o := range util.KustomizeObjects(t, filepath.Join(util.RepoRoot(), "manifests", "handoff")) {
+					if o.GetKind() == "ConfigMap" {
+						objs = append(objs, o) // the switch, shipped "false": no healthy leader
+					}
+				}
+				if err := util.CreateObjects(tCtx, cp, objs); err != nil {
+					t.Fatal(err)
+				}
+				podNS, _ = createOptedInNamespaces(tCtx, t, cs)
+				waitForPolicy(tCtx, t, cs, podNS, func(p *v1.Pod) bool {
+					return p.Spec.Affinity != nil && p.Spec.SchedulerName == v1.DefaultSchedulerName
+				})
+			}
+			startLabeler := sync.OnceFunc(func() { startInstalledLabeler(tCtx, t, cp) })
+			r := util.JoinRaceWith(tCtx, t, cp, podNS, "gpu", 2, want, func(string) { startLabeler() },
+				util.JoinRaceOptions{SchedulerName: v1.DefaultSchedulerName, Taints: []v1.Taint{startupTaint}})
+			if len(r.Early) > 0 {
+				t.Errorf("pods bound to nodes before their labels: %q", r.Early)
+			}
+			t.Logf("%s", r)
 		})
 	}
 }
