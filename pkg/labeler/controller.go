@@ -2,6 +2,7 @@ package labeler
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -43,6 +45,10 @@ type Options struct {
 	// HoldWarningAfter: a node held by the gate this long gets a Warning event (once per
 	// hold); 0 sends none.
 	HoldWarningAfter time.Duration
+	// StartupTaintKey is the taint lifted from a node of a pool with a NodePoolLabelSet once
+	// the node, as the labeler's patch leaves it, is ready by Gate's rule; in the same patch as
+	// the labels (docs/gate.md). Empty: no taint is ever touched.
+	StartupTaintKey string
 }
 
 // maxHeldNodes bounds NodePoolLabelSetStatus.HeldNodes (the CRD's maxItems).
@@ -111,6 +117,11 @@ func (d *deletedPools) forget(pool string) {
 
 // SetupWithManager registers the node and the NodePoolLabelSet controllers with mgr.
 func SetupWithManager(mgr ctrl.Manager, opts Options) error {
+	if opts.StartupTaintKey != "" {
+		if errs := validation.IsQualifiedName(opts.StartupTaintKey); len(errs) > 0 {
+			return fmt.Errorf("startup taint key (--startup-taint-key) %q: %s", opts.StartupTaintKey, strings.Join(errs, "; "))
+		}
+	}
 	c := &Controller{client: mgr.GetClient(), recorder: mgr.GetEventRecorderFor("pool-labeler"), opts: opts, holds: newHolds(), now: time.Now,
 		deleted: &deletedPools{pools: map[string]time.Time{}}}
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &corev1.Node{}, labelledPoolIndex, func(obj client.Object) []string {
@@ -312,15 +323,16 @@ func (c *Controller) reconcileNode(ctx context.Context, req reconcile.Request) (
 	if known && desired == nil && !c.deleted.has(poolName, c.now()) {
 		// No set of the pool in view, and none seen deleted: the labels the annotation names
 		// may be wanted by a set in a namespace not read here (the nodepool-labels-operator's,
-		// say). Removing them would be a guess; leave the node alone.
-		return result, nil
+		// say). Removing them would be a guess; leave the node alone (but for the condition,
+		// which is ours and kept only on nodes of pools with a set).
+		return result, c.keepCondition(ctx, node, nil)
 	}
 	if desired != nil && desired.Unreadable {
 		// A set of the pool could not be read (its status and event say why): change nothing
 		// on a guess. The scheduler counts no managed label as stale meanwhile, for every node
 		// of the pool alike (pool.PoolLabels.Unreadable).
 		logger.V(1).Info("Leaving node alone: a NodePoolLabelSet of its pool cannot be read", "node", node.Name)
-		return result, nil
+		return result, c.keepCondition(ctx, node, c.verdictIn(desired, node.Labels, node.Annotations, compiled))
 	}
 	plan := PlanNodeForGate(&c.opts.Gate, node.Labels, node.Annotations, desired, c.opts.OverwriteConflicts)
 	if plan.MalformedAnnotation {
@@ -330,8 +342,18 @@ func (c *Controller) reconcileNode(ctx context.Context, req reconcile.Request) (
 	for _, conflict := range plan.Conflicts {
 		c.recorder.Eventf(node, corev1.EventTypeWarning, "LabelConflict", "not applied: %s", conflict)
 	}
+	if known && (desired != nil || c.deleted.has(poolName, c.now())) {
+		// The startup taint goes the moment the node is ready as this patch leaves it, never
+		// before: judged by the scheduler's rule on the labels after the patch. A pool whose set
+		// was deleted wants nothing, so its nodes are released too; a pool with no set in view
+		// (not yet created, or read elsewhere) keeps the taint.
+		labels, annotations := plan.Applied(node.Labels, node.Annotations)
+		if c.opts.Gate.Check(labels, annotations, compiled).Ready() {
+			plan.LiftStartupTaint(node.Spec.Taints, c.opts.StartupTaintKey)
+		}
+	}
 	if plan.Empty() {
-		return result, nil
+		return result, c.keepCondition(ctx, node, c.verdictIn(desired, node.Labels, node.Annotations, compiled))
 	}
 	patch, err := plan.MergePatch(node.ResourceVersion)
 	if err != nil {
@@ -346,8 +368,73 @@ func (c *Controller) reconcileNode(ctx context.Context, req reconcile.Request) (
 		c.recorder.Eventf(node, corev1.EventTypeWarning, "PatchFailed", "applying pool labels: %v", err)
 		return reconcile.Result{}, err
 	}
-	logger.V(1).Info("Applied pool labels", "node", node.Name, "set", plan.Set, "removed", plan.Remove)
-	return result, nil
+	logger.V(1).Info("Applied pool labels", "node", node.Name, "set", plan.Set, "removed", plan.Remove, "liftedStartupTaint", plan.TaintsChanged)
+	// The condition as the patch left the node: the update event that follows finds it right.
+	labels, annotations := plan.Applied(node.Labels, node.Annotations)
+	return result, c.keepCondition(ctx, node, c.verdictIn(desired, labels, annotations, compiled))
+}
+
+// verdictIn is the gate's verdict on a node of a pool with a set in view (desired), nil for a
+// node of any other (no condition is kept there).
+func (c *Controller) verdictIn(desired *pool.PoolLabels, labels, annotations map[string]string, compiled *pool.LabelSets) *pool.Verdict {
+	if desired == nil {
+		return nil
+	}
+	v := c.opts.Gate.Check(labels, annotations, compiled)
+	return &v
+}
+
+// keepCondition writes the node condition PoolLabelsApplied as v says (nil: the node is in no
+// pool with a set in view, and carries none), in one status patch and only when it changes.
+func (c *Controller) keepCondition(ctx context.Context, node *corev1.Node, v *pool.Verdict) error {
+	var current *corev1.NodeCondition
+	for i := range node.Status.Conditions {
+		if node.Status.Conditions[i].Type == pool.ConditionPoolLabelsApplied {
+			current = &node.Status.Conditions[i]
+		}
+	}
+	var patch map[string]any
+	switch {
+	case v == nil && current == nil:
+		return nil
+	case v == nil:
+		patch = map[string]any{"type": pool.ConditionPoolLabelsApplied, "$patch": "delete"}
+	default:
+		want := ConditionFor(*v)
+		if current != nil && current.Status == want.Status && current.Reason == want.Reason && current.Message == want.Message {
+			return nil
+		}
+		now := metav1.NewTime(c.now().Truncate(time.Second))
+		want.LastHeartbeatTime, want.LastTransitionTime = now, now
+		if current != nil && current.Status == want.Status {
+			want.LastTransitionTime = current.LastTransitionTime
+		}
+		patch = map[string]any{"type": want.Type, "status": want.Status, "reason": want.Reason, "message": want.Message,
+			"lastHeartbeatTime": want.LastHeartbeatTime, "lastTransitionTime": want.LastTransitionTime}
+	}
+	data, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": []any{patch}}})
+	if err != nil {
+		return err
+	}
+	if err := c.client.Status().Patch(ctx, node, client.RawPatch(types.StrategicMergePatchType, data)); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		patchErrors.Inc()
+		return fmt.Errorf("writing node condition %s: %w", pool.ConditionPoolLabelsApplied, err)
+	}
+	return nil
+}
+
+// ConditionFor is the PoolLabelsApplied condition for a node of a pool with a set, by the
+// gate's verdict: True once NodePoolReady accepts the node, else False with the held reason.
+func ConditionFor(v pool.Verdict) corev1.NodeCondition {
+	if v.Ready() {
+		return corev1.NodeCondition{Type: pool.ConditionPoolLabelsApplied, Status: corev1.ConditionTrue, Reason: "LabelsApplied",
+			Message: fmt.Sprintf("pool %s: the labels of its NodePoolLabelSet are applied", v.Pool)}
+	}
+	return corev1.NodeCondition{Type: pool.ConditionPoolLabelsApplied, Status: corev1.ConditionFalse, Reason: string(v.HeldReason()),
+		Message: fmt.Sprintf("pool %s: %s", v.Pool, v.Detail())}
 }
 
 // withLabelledPool returns compiled with poolName marked labelled if a labeler has labelled a

@@ -33,6 +33,7 @@ type Flags struct {
 	AllNamespaces      bool
 	OverwriteConflicts bool
 	HoldWarningAfter   time.Duration
+	StartupTaintKey    string
 }
 
 // Complete validates f and returns the controller's Options, and a warning to log (the
@@ -59,7 +60,7 @@ func (f Flags) Complete() (Options, string, error) {
 	if err != nil {
 		return Options{}, "", err
 	}
-	return Options{Gate: gate, Namespaces: namespaces, OverwriteConflicts: f.OverwriteConflicts, HoldWarningAfter: f.HoldWarningAfter}, warning, nil
+	return Options{Gate: gate, Namespaces: namespaces, OverwriteConflicts: f.OverwriteConflicts, HoldWarningAfter: f.HoldWarningAfter, StartupTaintKey: f.StartupTaintKey}, warning, nil
 }
 
 // CacheOptions are the manager's cache for o: every object resynced each resync period, and

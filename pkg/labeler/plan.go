@@ -7,7 +7,10 @@ package labeler
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"sort"
+
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
 )
@@ -35,11 +38,57 @@ type Plan struct {
 	Conflicts []Conflict
 	// MalformedAnnotation is set when the node's annotation could not be read; it is rewritten.
 	MalformedAnnotation bool
+	// Taints, when TaintsChanged, is the node's taint list without the startup taint
+	// (LiftStartupTaint), written in the same patch as the labels.
+	Taints        []corev1.Taint
+	TaintsChanged bool
 }
 
 // Empty reports whether the node needs no patch.
 func (p *Plan) Empty() bool {
-	return len(p.Set) == 0 && len(p.Remove) == 0 && !p.AnnotationChanged
+	return len(p.Set) == 0 && len(p.Remove) == 0 && !p.AnnotationChanged && !p.TaintsChanged
+}
+
+// Applied returns the node's labels and annotations as they are once the plan is applied, for
+// judging the node as it will be after the patch.
+func (p *Plan) Applied(labels, annotations map[string]string) (map[string]string, map[string]string) {
+	l := maps.Clone(labels)
+	if l == nil {
+		l = map[string]string{}
+	}
+	for k, v := range p.Set {
+		l[k] = v
+	}
+	for _, k := range p.Remove {
+		delete(l, k)
+	}
+	a := annotations
+	if p.AnnotationChanged {
+		a = maps.Clone(annotations)
+		if a == nil {
+			a = map[string]string{}
+		}
+		a[pool.ManagedLabelsAnnotation] = p.Annotation
+	}
+	return l, a
+}
+
+// LiftStartupTaint adds to the plan the removal of every taint with key from taints (and of no
+// other), if there is one. The caller decides when: once the node, as the plan leaves it, is
+// ready by the gate's rule.
+func (p *Plan) LiftStartupTaint(taints []corev1.Taint, key string) {
+	if key == "" {
+		return
+	}
+	kept := make([]corev1.Taint, 0, len(taints))
+	for _, t := range taints {
+		if t.Key != key {
+			kept = append(kept, t)
+		}
+	}
+	if len(kept) != len(taints) {
+		p.Taints, p.TaintsChanged = kept, true
+	}
 }
 
 // PlanNode computes the labels to apply to a node so that it carries its pool's desired labels
@@ -148,5 +197,11 @@ func (p *Plan) MergePatch(resourceVersion string) ([]byte, error) {
 	if p.AnnotationChanged {
 		meta["annotations"] = map[string]any{pool.ManagedLabelsAnnotation: p.Annotation}
 	}
-	return json.Marshal(map[string]any{"metadata": meta})
+	patch := map[string]any{"metadata": meta}
+	if p.TaintsChanged {
+		// A merge patch replaces the list whole; the resourceVersion above makes sure it is the
+		// list this plan was made from, less the startup taint.
+		patch["spec"] = map[string]any{"taints": p.Taints}
+	}
+	return json.Marshal(patch)
 }

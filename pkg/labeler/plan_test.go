@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	labelsv1alpha1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/labels/v1alpha1"
@@ -220,5 +221,45 @@ func TestMergePatch(t *testing.T) {
 	}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("patch (-want +got):\n%s", diff)
+	}
+}
+
+func TestLiftStartupTaint(t *testing.T) {
+	startup := corev1.Taint{Key: pool.StartupTaintKey, Effect: corev1.TaintEffectNoSchedule}
+	other := corev1.Taint{Key: "example.com/other", Value: "x", Effect: corev1.TaintEffectNoSchedule}
+	tests := []struct {
+		name   string
+		taints []corev1.Taint
+		key    string
+		// want is the patch's spec, "" for none.
+		want string
+	}{
+		{name: "only the startup taint goes, the others stay in order", taints: []corev1.Taint{other, startup, other}, key: pool.StartupTaintKey,
+			want: `{"taints":[{"key":"example.com/other","value":"x","effect":"NoSchedule"},{"key":"example.com/other","value":"x","effect":"NoSchedule"}]}`},
+		{name: "the only taint", taints: []corev1.Taint{startup}, key: pool.StartupTaintKey, want: `{"taints":[]}`},
+		{name: "not tainted: no write", taints: []corev1.Taint{other}, key: pool.StartupTaintKey},
+		{name: "no key configured: nothing lifted", taints: []corev1.Taint{startup}, key: ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var p Plan
+			p.LiftStartupTaint(tt.taints, tt.key)
+			if p.Empty() != (tt.want == "") {
+				t.Errorf("Empty() = %v, want %v", p.Empty(), tt.want == "")
+			}
+			patch, err := p.MergePatch("7")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got struct {
+				Spec json.RawMessage `json:"spec"`
+			}
+			if err := json.Unmarshal(patch, &got); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, string(got.Spec)); diff != "" {
+				t.Errorf("patch %s: spec (-want +got):\n%s", patch, diff)
+			}
+		})
 	}
 }

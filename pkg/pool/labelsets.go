@@ -109,6 +109,10 @@ type LabelSets struct {
 	labelled map[string]struct{}
 	// deleted are pools whose last set in view was seen deleted (WithDeletedPools).
 	deleted map[string]struct{}
+	// unread are the pools with a set in a namespace not read, and those namespaces; read the
+	// namespaces that are (WithUnreadSets).
+	unread map[string][]string
+	read   []string
 }
 
 // deletedPoolLabels is the desired state of a pool whose set was deleted in view: nothing, so
@@ -253,6 +257,19 @@ func (s *LabelSets) WithLabelledPools(pools []string) *LabelSets {
 	return &out
 }
 
+// WithUnreadSets returns the index with unread as the pools that have a NodePoolLabelSet in a
+// namespace outside read (the gate's labelSetNamespaces), and those namespaces. Such a pool is
+// held like a pool labelled from a set not in view, from its first node on: its nodes without a
+// labeler's annotation are held (LabelSetNotVisible) until labelled. Sets there are evidence to
+// hold, never to label or to judge stale: holding is the safe direction, and who may create
+// NodePoolLabelSets at all is cluster-admin's choice (the CRD grants no aggregated role).
+// s is not changed.
+func (s *LabelSets) WithUnreadSets(unread map[string][]string, read []string) *LabelSets {
+	out := *s
+	out.unread, out.read = unread, read
+	return &out
+}
+
 // WithDeletedPools returns the index with pools as the pools whose last NodePoolLabelSet in view
 // was seen deleted while their nodes still carry labels it applied: the set stopped wanting
 // them, so they are stale (not labelled from a set out of view). s is not changed.
@@ -288,7 +305,9 @@ func (s *LabelSets) desired(pool string) *PoolLabels {
 
 // labelledElsewhere reports whether pool is labelled by a labeler from a set not in view.
 func (s *LabelSets) labelledElsewhere(pool string) bool {
-	if _, ok := s.labelled[pool]; !ok {
+	_, labelled := s.labelled[pool]
+	_, unread := s.unread[pool]
+	if !labelled && !unread {
 		return false
 	}
 	return s.desired(pool) == nil

@@ -63,7 +63,9 @@ type Verdict struct {
 	// Pool is the node's pool ("" if unknown).
 	Pool string
 	// Key is the label key at fault, Want the desired value (LabelsNotApplied; for
-	// LabelSetConflict the values the sets give, joined by "|"), Got the node's value.
+	// LabelSetConflict the values the sets give, joined by "|"), Got the node's value. For
+	// LabelSetNotVisible from a set in an unread namespace: Want those namespaces, Got the
+	// namespaces read (LabelSets.WithUnreadSets).
 	Key, Want, Got string
 	// Missing is set when the node does not carry Key at all (Got is then "").
 	Missing bool
@@ -112,7 +114,8 @@ func (g *Gate) Check(nodeLabels, nodeAnnotations map[string]string, sets *LabelS
 		desired = sets.desired(poolName)
 	}
 	if desired == nil && known && sets.labelledElsewhere(poolName) && !Labelled(nodeAnnotations) {
-		return Verdict{Cause: LabelSetNotVisible, Pool: poolName}
+		// Want names the unread namespaces holding a set of the pool, Got the namespaces read.
+		return Verdict{Cause: LabelSetNotVisible, Pool: poolName, Want: strings.Join(sets.unread[poolName], ","), Got: strings.Join(sets.read, ",")}
 	}
 	if desired != nil {
 		for _, l := range desired.Labels {
@@ -235,6 +238,11 @@ func (v Verdict) Detail() string {
 	case MissingRequiredLabel:
 		return fmt.Sprintf("required label %s missing", v.Key)
 	case LabelSetNotVisible:
+		if v.Want != "" {
+			return fmt.Sprintf("NodePoolLabelSet %q is in namespace %s, which the scheduler does not read (labelSetNamespaces: %s): "+
+				"held until a labeler labels it; fix: helm upgrade pool-scheduler manifests/charts/pool-scheduler -n pool-scheduler --reuse-values --set 'labelSets.namespaces={%s}'",
+				v.Pool, v.Want, v.Got, strings.Trim(v.Got+","+v.Want, ","))
+		}
 		return fmt.Sprintf("no NodePoolLabelSet %q is read, but other nodes of the pool carry labels a labeler applied (%s) and this one none: "+
 			"its set lives in a namespace outside labelSetNamespaces", v.Pool, ManagedLabelsAnnotation)
 	case LabelSetConflict:

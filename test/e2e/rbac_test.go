@@ -38,6 +38,7 @@ import (
 	labelsv1alpha1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/labels/v1alpha1"
 	"github.com/pool-scheduler/pool-scheduler/pkg/controlplane"
 	"github.com/pool-scheduler/pool-scheduler/pkg/domainlabeler"
+	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
 	"github.com/pool-scheduler/pool-scheduler/test/util"
 )
 
@@ -286,7 +287,20 @@ func TestLeastPrivilege(t *testing.T) {
 			[]byte(`{"metadata":{"labels":{"`+configv1.AKSModeLabelKey+`":"system"},"annotations":{"nodepool.banzaicloud.io/managed-labels":"[\"example.com/tier\",\"`+configv1.AKSModeLabelKey+`\"]"}}}`)),
 			anyError, "the labeler may not change the labels that mark system nodes: " + configv1.AKSModeLabelKey},
 		{"labeler taints a node", nodePatch(labelerClient, "spot-0", []byte(`{"spec":{"taints":[{"key":"example.com/evict","effect":"NoExecute"}]}}`)),
-			anyError, "the labeler may not change the node's spec"},
+			anyError, "the labeler may remove only the startup taint " + pool.StartupTaintKey},
+		// #46: of a node's taints, it may lift the startup taint and nothing else.
+		{"labeler removes a taint other than the startup taint", func(ctx context.Context) error {
+			if err := taintedNode(ctx, admin, "tainted-0"); err != nil {
+				return err
+			}
+			return nodePatch(labelerClient, "tainted-0", []byte(`{"spec":{"taints":[{"key":"`+pool.StartupTaintKey+`","effect":"NoSchedule"}]}}`))(ctx)
+		}, anyError, "the labeler may remove only the startup taint " + pool.StartupTaintKey},
+		{"labeler adds a taint beside lifting the startup taint", func(ctx context.Context) error {
+			if err := taintedNode(ctx, admin, "tainted-0"); err != nil {
+				return err
+			}
+			return nodePatch(labelerClient, "tainted-0", []byte(`{"spec":{"taints":[{"key":"example.com/other","effect":"NoSchedule"},{"key":"example.com/evict","effect":"NoExecute"}]}}`))(ctx)
+		}, anyError, "the labeler may remove only the startup taint " + pool.StartupTaintKey},
 		{"labeler cordons a node", nodePatch(labelerClient, "spot-0", []byte(`{"spec":{"unschedulable":true}}`)),
 			anyError, "the labeler may not change the node's spec"},
 		{"labeler sets another annotation", nodePatch(labelerClient, "spot-0", []byte(`{"metadata":{"annotations":{"example.com/note":"x"}}}`)),
@@ -295,10 +309,19 @@ func TestLeastPrivilege(t *testing.T) {
 			anyError, "the labeler may not change the node's finalizers or ownerReferences"},
 		{"labeler adds an ownerReference", nodePatch(labelerClient, "spot-0", ownerPatch),
 			anyError, "the labeler may not change the node's finalizers or ownerReferences"},
-		{"labeler writes node status", func(ctx context.Context) error {
+		// #46: it may patch node status (the condition PoolLabelsApplied), and nothing else of it.
+		{"labeler writes node status beyond its condition", func(ctx context.Context) error {
 			_, err := labelerClient.CoreV1().Nodes().Patch(ctx, "spot-0", types.MergePatchType, []byte(`{"status":{"capacity":{"pods":"1"}}}`), metav1.PatchOptions{}, "status")
 			return err
-		}, apierrors.IsForbidden, ""},
+		}, anyError, "the labeler may change only the node condition " + pool.ConditionPoolLabelsApplied},
+		{"labeler changes another node condition", func(ctx context.Context) error {
+			_, err := labelerClient.CoreV1().Nodes().Patch(ctx, "spot-0", types.StrategicMergePatchType, []byte(`{"status":{"conditions":[{"type":"Ready","status":"False"}]}}`), metav1.PatchOptions{}, "status")
+			return err
+		}, anyError, "the labeler may change only the node condition " + pool.ConditionPoolLabelsApplied},
+		{"labeler sets its condition on a node of no pool", func(ctx context.Context) error {
+			_, err := labelerClient.CoreV1().Nodes().Patch(ctx, "az-1", types.StrategicMergePatchType, []byte(`{"status":{"conditions":[{"type":"`+pool.ConditionPoolLabelsApplied+`","status":"True"}]}}`), metav1.PatchOptions{}, "status")
+			return err
+		}, anyError, "only on a node of a pool"},
 		{"domain labeler labels another node", func(ctx context.Context) error {
 			_, err := domain.CoreV1().Nodes().Patch(ctx, "az-1", types.MergePatchType,
 				[]byte(`{"metadata":{"labels":{"topology.pool-scheduler.io/update-domain":"3"}}}`), metav1.PatchOptions{})
@@ -380,17 +403,17 @@ func TestLeastPrivilege(t *testing.T) {
 			t.Logf("%s: refused: %v", r.name, err)
 		}
 	}
-	// Defence in depth: were both labelers granted nodes/status (the shipped roles do not, see
-	// the refusals above), the admission policies would still refuse status writes.
-	grantNodeStatus(tCtx, t, admin, ns, "pool-labeler", "pool-labeler-domain")
-	waitAllowed(tCtx, t, labelerClient, "pool-labeler", []authorizationv1.ResourceAttributes{{Verb: "patch", Resource: "nodes", Subresource: "status"}})
+	// Defence in depth: were the domain labeler granted nodes/status (its shipped role does not,
+	// see the refusals above), its admission policy would still refuse status writes; the
+	// controller's role grants it, and its policy bounds it to one condition (#46).
+	grantNodeStatus(tCtx, t, admin, ns, "pool-labeler-domain")
 	waitAllowed(tCtx, t, domain, "pool-labeler-domain", []authorizationv1.ResourceAttributes{{Verb: "patch", Resource: "nodes", Subresource: "status"}})
 	for who, c := range map[string]struct {
 		cs   kubernetes.Interface
 		node string
 		want string
 	}{
-		"labeler":        {labelerClient, "spot-0", "the labeler may not write node status"},
+		"labeler":        {labelerClient, "spot-0", "the labeler may change only the node condition " + pool.ConditionPoolLabelsApplied},
 		"domain labeler": {domain, "az-0", "the domain labeler may not write node status"},
 	} {
 		_, err := c.cs.CoreV1().Nodes().Patch(tCtx, c.node, types.MergePatchType, []byte(`{"status":{"capacity":{"pods":"1"}}}`), metav1.PatchOptions{}, "status")
@@ -399,6 +422,10 @@ func TestLeastPrivilege(t *testing.T) {
 		}
 	}
 
+	// It may lift the startup taint from a node of a pool, leaving the others (#46).
+	if err := nodePatch(labelerClient, "tainted-0", []byte(`{"spec":{"taints":[{"key":"example.com/other","effect":"NoSchedule"}]}}`))(tCtx); err != nil {
+		t.Errorf("labeler lifting the startup taint: %v", err)
+	}
 	// The labeler may still remove a label it manages, dropping it from the annotation in the
 	// same write (the policy reads the annotation before and after).
 	if err := nodePatch(labelerClient, "spot-2", []byte(`{"metadata":{"labels":{"example.com/tier":null},"annotations":{"nodepool.banzaicloud.io/managed-labels":"[]"}}}`))(tCtx); err != nil {
@@ -611,6 +638,16 @@ func waitVolumeBinding(ctx context.Context, t *testing.T, admin kubernetes.Inter
 		t.Errorf("local-pv bound to %s/%s, want %s/data", pv.Spec.ClaimRef.Namespace, pv.Spec.ClaimRef.Name, ns)
 	}
 	t.Logf("VolumeBinding bound local-pv to %s/data and selected node %s for the provisioned claim", ns, pvc.Annotations["volume.kubernetes.io/selected-node"])
+}
+
+// taintedNode creates (once) a node of pool "spot" with another taint and the startup taint.
+func taintedNode(ctx context.Context, admin kubernetes.Interface, name string) error {
+	n := util.Node(name, map[string]string{poolKey: "spot"}).Taints([]v1.Taint{
+		{Key: "example.com/other", Effect: v1.TaintEffectNoSchedule}, {Key: pool.StartupTaintKey, Effect: v1.TaintEffectNoSchedule}}).Obj()
+	if _, err := admin.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("admin creating %s: %w", name, err)
+	}
+	return nil
 }
 
 // nodePatch is a JSON merge patch of a node by the client's identity.

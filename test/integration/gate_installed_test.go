@@ -231,6 +231,29 @@ func TestGateMisconfiguredNamespace(t *testing.T) {
 		waitForEvent(tCtx, t, cp, metav1.NamespaceDefault, nodepoolready.ReasonLabelSetNotVisible, "pool1", "labelSetNamespaces: pool-scheduler")
 	})
 
+	// #46: a set in the unread namespace holds its pool from the pool's first node, before any
+	// node of it was labelled (a GPU pool scaled up from zero), and the pod says where the set is
+	// and the command that reads it.
+	t.Run("the first node of a pool whose set is not read is held, and the pod says the fix", func(t *testing.T) {
+		node := "aks-pool9-12345678-vmss000000"
+		util.CreateNode(tCtx, t, cs, util.Node(node, map[string]string{util.AgentPoolKey: "pool9"}).Obj())
+		pin("on-first", node)
+		// The pod's message is the cause's fixed text (messages aggregate over nodes); the
+		// set's event names the namespace and the command.
+		util.WaitForPodUnschedulable(tCtx, t, cs, podNS, "on-first", pool.LabelSetNotVisible.String(), bindTimeout)
+		waitForEvent(tCtx, t, cp, operatorNS, nodepoolready.ReasonLabelSetNotRead, "pool9", "nodes of pool pool9 are held until a labeler labels them",
+			"helm upgrade pool-scheduler manifests/charts/pool-scheduler -n pool-scheduler --reuse-values --set 'labelSets.namespaces={pool-scheduler,pipeline-system}'")
+		util.OperatorLabels(tCtx, t, cp, node, util.BanzaiLabels("pool9"))
+		util.WaitForPodBound(tCtx, t, cs, podNS, "on-first", bindTimeout)
+		// Out of the way of the findings below, which count labelled pools.
+		if err := cs.CoreV1().Pods(podNS).Delete(tCtx, "on-first", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := cs.CoreV1().Nodes().Delete(tCtx, node, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	})
+
 	t.Run("poolctl status and audit name the sets, the pool and the fix", func(t *testing.T) {
 		// The chart's ConfigMap, as poolctl finds it in the cluster.
 		util.InstallConfigMap(tCtx, t, cs, chartNamespace, "pool-scheduler-config", map[string]string{"config.yaml": string(in.config)})

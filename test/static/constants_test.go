@@ -53,6 +53,11 @@ func TestConstantCopiesMatchTheGoDefinitions(t *testing.T) {
 		{file: chartValues, yamlPath: "scheduler.plugins.systemPoolGuard.args.poolLabelKeys", want: configv1.DefaultPoolLabelKeys},
 		{file: chartValues, yamlPath: "labeler.domain.updateDomainKey", want: []string{configv1.UpdateDomainLabelKey}},
 		{file: chartValues, yamlPath: "labeler.domain.faultDomainKey", want: []string{configv1.FaultDomainLabelKey}},
+		// The startup taint the labeler lifts (#46): the flag's default, the policy's key.
+		{file: chartValues, yamlPath: "labeler.controller.startupTaintKey", want: []string{pool.StartupTaintKey}},
+		{file: "manifests/labeler/controller/admission-policy.yaml", cel: `name: startupTaintKey\s+expression: "('[^']*')"`, want: []string{pool.StartupTaintKey}},
+		{file: "manifests/labeler/controller/admission-policy.yaml", cel: `name: conditionType\s+expression: "('[^']*')"`, want: []string{pool.ConditionPoolLabelsApplied}},
+		{file: "manifests/charts/pool-scheduler/templates/labeler-controller.yaml", cel: `name: conditionType\s+expression: "('[^']*')"`, want: []string{pool.ConditionPoolLabelsApplied}},
 		// The spread keeper's eviction bound: the namespace opt-in.
 		{file: "manifests/charts/pool-scheduler/templates/spread.yaml", cel: `name: optInLabel\s+expression: "('[^']*')"`, want: []string{profile.NamespaceLabel}},
 		// The hand-off deletion bound: only pods admission marked as handed over.

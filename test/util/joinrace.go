@@ -107,6 +107,20 @@ func (r RaceResult) String() string {
 // that carried every label of want.
 func JoinRace(tCtx context.Context, t *testing.T, cp *controlplane.ControlPlane, podNS, poolName string, n int, want map[string]string, label func(node string)) RaceResult {
 	t.Helper()
+	return JoinRaceWith(tCtx, t, cp, podNS, poolName, n, want, label, JoinRaceOptions{})
+}
+
+// JoinRaceOptions vary a join race.
+type JoinRaceOptions struct {
+	// SchedulerName of the pods (default: pool-scheduler's).
+	SchedulerName string
+	// Taints the nodes register with (a startup taint, say).
+	Taints []v1.Taint
+}
+
+// JoinRaceWith is JoinRace with options.
+func JoinRaceWith(tCtx context.Context, t *testing.T, cp *controlplane.ControlPlane, podNS, poolName string, n int, want map[string]string, label func(node string), opts JoinRaceOptions) RaceResult {
+	t.Helper()
 	cs := cp.Client
 	type seen struct {
 		rv uint64
@@ -167,7 +181,11 @@ func JoinRace(tCtx context.Context, t *testing.T, cp *controlplane.ControlPlane,
 	var pods []string
 	for i := range 2 * n {
 		name := fmt.Sprintf("%s-pod-%d", poolName, i)
-		CreatePod(tCtx, t, cs, Pod(podNS, name).NodeSelector(map[string]string{AgentPoolKey: poolName}).Obj())
+		p := Pod(podNS, name).NodeSelector(map[string]string{AgentPoolKey: poolName})
+		if opts.SchedulerName != "" {
+			p.SchedulerName(opts.SchedulerName)
+		}
+		CreatePod(tCtx, t, cs, p.Obj())
 		pods = append(pods, name)
 	}
 	// The pods have found no node, and their first backoff (1 s) has passed: from here on, how
@@ -180,7 +198,7 @@ func JoinRace(tCtx context.Context, t *testing.T, cp *controlplane.ControlPlane,
 	var nodes []string
 	for i := range n {
 		name := fmt.Sprintf("aks-%s-12345678-vmss%06d", poolName, i)
-		CreateNode(tCtx, t, cs, Node(name, map[string]string{AgentPoolKey: poolName, "kubernetes.azure.com/mode": "user"}).Obj())
+		CreateNode(tCtx, t, cs, Node(name, map[string]string{AgentPoolKey: poolName, "kubernetes.azure.com/mode": "user"}).Taints(opts.Taints).Obj())
 		nodes = append(nodes, name)
 	}
 	if label != nil {

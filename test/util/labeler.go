@@ -2,6 +2,7 @@ package util
 
 import (
 	"context"
+	"sync"
 	"testing"
 
 	"k8s.io/client-go/rest"
@@ -25,6 +26,14 @@ func StartLabeler(t *testing.T, cp *controlplane.ControlPlane, opts labeler.Opti
 // labeler as installed, under its RBAC and admission policy).
 func StartLabelerAs(t *testing.T, cfg *rest.Config, opts labeler.Options) {
 	t.Helper()
+	stop := RunLabelerAs(t, cfg, opts)
+	t.Cleanup(stop)
+}
+
+// RunLabelerAs is StartLabelerAs that returns a function stopping the labeler (a labeler down
+// and back, say); calling it more than once is harmless.
+func RunLabelerAs(t *testing.T, cfg *rest.Config, opts labeler.Options) (stop func()) {
+	t.Helper()
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 labeler.Scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
@@ -41,10 +50,13 @@ func StartLabelerAs(t *testing.T, cfg *rest.Config, opts labeler.Options) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("labeler stopped with: %v", err)
-		}
-	})
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("labeler stopped with: %v", err)
+			}
+		})
+	}
 }

@@ -11,6 +11,7 @@ import (
 
 	configv1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/config/v1"
 	"github.com/pool-scheduler/pool-scheduler/pkg/labeler"
+	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
 )
 
 var controllerMode = mode{
@@ -37,6 +38,7 @@ func controllerFlags(f *pflag.FlagSet, s *shared) runner {
 	f.BoolVar(&lf.AllNamespaces, "all-namespaces", false, "without --config: apply the NodePoolLabelSets of every namespace (whoever may write a set in any namespace then decides node labels)")
 	f.StringSliceVar(&lf.PoolLabelKeys, "pool-label-keys", configv1.DefaultPoolLabelKeys, "ordered node label keys naming a node's pool (without --config)")
 	f.DurationVar(&lf.HoldWarningAfter, "hold-warning-after", 5*time.Minute, "a Warning event (NodeHeld) on a node that pool-scheduler's NodePoolReady has kept pods off this long; 0: none")
+	f.StringVar(&lf.StartupTaintKey, "startup-taint-key", pool.StartupTaintKey, "the taint lifted from a node of a pool with a NodePoolLabelSet once its labels are applied (docs/gate.md); empty: none")
 	f.BoolVar(&lf.OverwriteConflicts, "overwrite-conflicts", false, "apply desired labels over values set by someone else (default: report the conflict in status and events)")
 	f.DurationVar(&resync, "resync-period", 10*time.Minute, "how often every node is reconciled again, to catch anything missed")
 	return runner{

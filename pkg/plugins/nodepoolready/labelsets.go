@@ -62,6 +62,8 @@ type labelSetIndex struct {
 	// pool were labelled: their managed labels are stale until the labeler has removed them
 	// (the pool's labelled count drops to 0) or a set of the pool is back.
 	deletedPools map[string]struct{}
+	// unread are the pools with sets in namespaces not read, and those namespaces (setUnread).
+	unread map[string][]string
 	// notVisible is compiled.NotVisible() as last published.
 	notVisible []string
 	// onNotVisible runs (under mu) with the pools that have just become labelled from sets not
@@ -241,7 +243,7 @@ func (x *labelSetIndex) publishLocked(node string) {
 	for p := range x.deletedPools {
 		deleted = append(deleted, p)
 	}
-	compiled := x.base.WithLabelledPools(pools).WithDeletedPools(deleted)
+	compiled := x.base.WithLabelledPools(pools).WithDeletedPools(deleted).WithUnreadSets(x.unread, x.namespaces)
 	x.compiled.Store(compiled)
 	notVisible := compiled.NotVisible()
 	poolsNotVisible.Set(float64(len(notVisible)))
@@ -254,6 +256,18 @@ func (x *labelSetIndex) publishLocked(node string) {
 	x.notVisible = notVisible
 	if len(added) > 0 && x.onNotVisible != nil {
 		x.onNotVisible(added, node)
+	}
+}
+
+// setUnread records the pools that have NodePoolLabelSets in namespaces not read (unreadSets):
+// their unlabelled nodes are held from the first (pool.LabelSets.WithUnreadSets).
+func (x *labelSetIndex) setUnread(unread map[string][]string) {
+	x.mu.Lock()
+	x.unread = unread
+	x.publishLocked("")
+	x.mu.Unlock()
+	if x.onInformerChange != nil {
+		x.onInformerChange()
 	}
 }
 

@@ -112,6 +112,7 @@ func newWithSystemArgs(ctx context.Context, obj runtime.Object, h framework.Hand
 	var unread *unreadSets
 	if len(args.LabelSetNamespaces) > 0 && h.KubeConfig() != nil {
 		unread = newUnreadSets(args.LabelSetNamespaces, idx.watches, recorder)
+		unread.onChange = func(pools map[string][]string) { idx.setUnread(pools) }
 	}
 	go func() {
 		if pl.census.hasSynced != nil {

@@ -3,6 +3,7 @@ package nodepoolready
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -27,14 +28,19 @@ const (
 )
 
 // unreadSets reports NodePoolLabelSets in namespaces outside labelSetNamespaces: the gate does
-// not judge nodes by them (whoever may create a set there would decide over a pool), so the
-// nodes of their pools are not held until labelled, which is exactly the mistake of an install
-// pointed at the wrong namespace. It watches the sets' metadata only, in every namespace, and
-// never changes a verdict: a Warning event on each such set, a gauge per namespace and a log line.
+// not judge nodes by their labels, but a set there is evidence its pool is labelled by someone
+// (the nodepool-labels-operator of an install pointed at the wrong namespace), so the pool's
+// unlabelled nodes are held from the first (onChange), never judged by the set's labels. It
+// watches the sets' metadata only, in every namespace: a Warning event on each such set naming
+// the command that reads it, a gauge per namespace and a log line.
 type unreadSets struct {
 	watches    func(namespace string) bool
 	namespaces []string
 	recorder   func() events.EventRecorder
+
+	// onChange gets, on every change, the pools with sets here and their namespaces: the gate
+	// holds such a pool's unlabelled nodes (pool.LabelSets.WithUnreadSets).
+	onChange func(map[string][]string)
 
 	mu     sync.Mutex
 	sets   map[types.UID]types.NamespacedName
@@ -89,8 +95,9 @@ func (u *unreadSets) put(logger klog.Logger, obj any) {
 	}
 	u.warned[m.UID] = struct{}{}
 	msg := fmt.Sprintf("pool-scheduler does not read NodePoolLabelSets of namespace %s (labelSetNamespaces: %s): "+
-		"nodes of pool %s are not held until these labels are applied; add %s to labelSetNamespaces (docs/gate.md)",
-		m.Namespace, strings.Join(u.namespaces, ","), m.Name, m.Namespace)
+		"nodes of pool %s are held until a labeler labels them (managed-labels annotation), never judged by these labels; "+
+		"to read them: helm upgrade pool-scheduler manifests/charts/pool-scheduler -n pool-scheduler --reuse-values --set 'labelSets.namespaces={%s,%s}' (docs/gate.md)",
+		m.Namespace, strings.Join(u.namespaces, ","), m.Name, strings.Join(u.namespaces, ","), m.Namespace)
 	logger.Error(nil, "NodePoolLabelSet outside labelSetNamespaces is not read", "plugin", Name,
 		"labelSet", klog.KObj(m), "labelSetNamespaces", u.namespaces)
 	if r := u.recorder(); r != nil {
@@ -112,8 +119,18 @@ func (u *unreadSets) remove(uid types.UID) {
 
 func (u *unreadSets) publishLocked() {
 	byNamespace := map[string]int{}
+	byPool := map[string][]string{}
 	for _, s := range u.sets {
 		byNamespace[s.Namespace]++
+		if !slices.Contains(byPool[s.Name], s.Namespace) {
+			byPool[s.Name] = append(byPool[s.Name], s.Namespace)
+		}
+	}
+	for _, ns := range byPool {
+		slices.Sort(ns)
+	}
+	if u.onChange != nil {
+		u.onChange(byPool)
 	}
 	unreadLabelSets.Reset()
 	for ns, n := range byNamespace {
