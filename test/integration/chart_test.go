@@ -659,7 +659,7 @@ func checkLabelSetNamespaces(t *testing.T, r *renderedChart, cfg *schedconfig.Ku
 	}
 	labeler := r.get(t, "Deployment", "pool-labeler")
 	args := containerArgs(t, labeler)
-	if !containsString(args, "--scheduler-config=/etc/pool-scheduler/config.yaml") {
+	if !containsString(args, "--config=/etc/pool-scheduler/config.yaml") {
 		t.Errorf("labeler args %q do not read the scheduler's configuration", args)
 	}
 	for _, a := range args {
