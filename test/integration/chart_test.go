@@ -134,8 +134,11 @@ func (r *renderedChart) schedulerDeploymentName(t *testing.T) string {
 		if o.GetKind() != "Deployment" {
 			continue
 		}
-		// The webhook and the hand-off controller read the same file.
-		if args := containerArgs(t, o); containsString(args, "--config=/etc/pool-scheduler/config.yaml") && !containsString(args, "webhook") && !containsString(args, "handoff") {
+		// pool-labeler's modes read the same file; the scheduler runs no subcommand.
+		if args := containerArgs(t, o); containsString(args, "--config=/etc/pool-scheduler/config.yaml") && !strings.HasPrefix(args[0], "--") {
+			continue
+		}
+		if args := containerArgs(t, o); containsString(args, "--config=/etc/pool-scheduler/config.yaml") {
 			return o.GetName()
 		}
 	}
@@ -422,6 +425,7 @@ admission: {mode: policy, namespaces: [team-a, kube-system]}
 					MaxSkew:                   2,
 					SpreadPodsWithConstraints: true,
 					RejectNodesMissingKeys:    true,
+					DeletionCostAtBind:        true,
 				},
 			}
 			var got []any
