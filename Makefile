@@ -190,9 +190,11 @@ image-test: binaries ## The image test: host-platform layout from bin/, config, 
 	  --platform linux/$(HOST_ARCH)=$(BIN)
 	$(MAKE) --no-print-directory image-test-layout IMAGE_LAYOUT=_output/image-test
 
+# TestRegistryRecipe (the README's install recipe: push, render the chart and the line's overlay
+# with the pushed digest, apply them) starts kube-apiserver and etcd: etcd from bin/.
 .PHONY: image-test-layout
-image-test-layout: ## Run test/image against the layout in IMAGE_LAYOUT (e.g. _output/image/k8s-1.36, one of make image's).
-	POOL_SCHEDULER_IMAGE_LAYOUT=$(abspath $(IMAGE_LAYOUT)) GOFLAGS="$(DEV_GOFLAGS)" $(GO) test $(GOTEST_FLAGS) -count=1 ./test/image/...
+image-test-layout: etcd ## Run test/image against the layout in IMAGE_LAYOUT (e.g. _output/image/k8s-1.36, one of make image's).
+	POOL_SCHEDULER_IMAGE_LAYOUT=$(abspath $(IMAGE_LAYOUT)) $(TEST_ENV) $(GO) test $(GOTEST_FLAGS) -count=1 ./test/image/...
 
 # A release: `make release VERSION=vX.Y.Z` writes _output/release/vX.Y.Z/ (each line's image
 # layout as an OCI archive, the chart with every line's digest, install YAMLs per line, kubectl
