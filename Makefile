@@ -50,9 +50,11 @@ test: unit alerts fuzz-smoke integration e2e image-test signing-test perf-smoke 
 
 # The release lines other than the default one (lines/k8s-<minor>/). make test runs the default
 # line's whole suite and, for each of these, the tests of the code that differs between lines
-# (the build-tagged shims and what uses them: plugins, commands) and the binary end-to-end suite
-# against kube-apiserver and etcd of the line's own Kubernetes (the e2e test binary compiles the
-# apiserver from the line's go.mod). docs/compatibility.md's matrix lists what this tests.
+# (the build-tagged shims and what uses them: plugins, commands), the integration suite, the
+# binary end-to-end suite against kube-apiserver and etcd of the line's own Kubernetes (the test
+# binaries compile the apiserver from the line's go.mod) and the fuzz smoke. Only the unit
+# tests of line-independent packages, scheduler_perf, the image and signing run on the default
+# line alone. docs/compatibility.md's matrix lists what this tests.
 OTHER_LINES := $(sort $(patsubst $(CURDIR)/lines/k8s-%/versions.env,%,$(wildcard $(CURDIR)/lines/k8s-*/versions.env)))
 
 .PHONY: lines
@@ -60,17 +62,32 @@ lines: ## Print the release lines, the default first (docs/compatibility.md).
 	@echo $(DEFAULT_LINE) $(OTHER_LINES)
 
 .PHONY: test-lines
-test-lines: ## Every other release line (lines/): line-dependent unit tests and the binary e2e suite against its own apiserver.
+test-lines: ## Every other release line (lines/): line-dependent unit tests, the integration suite beside the binary e2e suite against its own apiserver, fuzz smoke.
 	@for l in $(OTHER_LINES); do \
 	  echo "== release line $$l"; \
 	  $(MAKE) --no-print-directory line-test LINE=$$l; \
 	done
 
+# A line's integration suite runs without the race detector (the default line's runs with it:
+# the code is the same but for the shims, which the line's unit tests run) and beside its e2e
+# suite, in the background with its own log: both mostly wait on control planes, Leases and
+# polls, so on 2 cores the pair takes little more than the longer one (docs/compatibility.md has
+# the figures). LINE_RACE=-race gives the line's integration suite the race detector too.
+LINE_RACE ?=
+
 .PHONY: line-test
-line-test: ## One release line's tests, as make test-lines runs them (LINE=<minor>).
+line-test: ## One release line's tests, as make test-lines runs them (LINE=<minor>): line-dependent unit tests, integration beside e2e, fuzz smoke.
 	@[[ -n "$(LINE)" ]] || { echo "line-test: set LINE=<minor>; the default line's tests are make test" >&2; exit 2; }
 	$(TEST_ENV) $(GO) test $(GOTEST_FLAGS) ./internal/compat/... ./pkg/version/... ./pkg/plugins/... ./cmd/... ./manifests/...
-	$(MAKE) --no-print-directory e2e LINE=$(LINE)
+	@mkdir -p $(CURDIR)/_output
+	$(MAKE) --no-print-directory etcd
+	@echo "== release line $(LINE): integration (RACE=$(LINE_RACE), log _output/integration-k8s$(LINE).log) beside e2e"
+	@$(MAKE) --no-print-directory integration LINE=$(LINE) RACE=$(LINE_RACE) > $(CURDIR)/_output/integration-k8s$(LINE).out 2>&1 & ipid=$$!; \
+	  status=0; $(MAKE) --no-print-directory e2e LINE=$(LINE) || status=$$?; \
+	  istatus=0; wait $$ipid || istatus=$$?; \
+	  echo "== release line $(LINE): integration (exit $$istatus)"; tail -40 $(CURDIR)/_output/integration-k8s$(LINE).out; \
+	  [[ $$status -eq 0 && $$istatus -eq 0 ]]
+	$(MAKE) --no-print-directory fuzz-smoke LINE=$(LINE)
 
 .PHONY: unit
 unit: ## Unit tests (race detector on), static checks of shipped files (Dockerfile lint, metrics docs) and benchmarks compiled (run once).
@@ -115,8 +132,8 @@ fuzz-smoke: ## A short fuzz of every target (FUZZ_SMOKE_TIME, 500 inputs each), 
 .PHONY: integration
 integration: etcd ## Plugins in process against kube-apiserver + etcd (race detector on, but for one upstream package: see INTEGRATION_RACE).
 	@mkdir -p _output
-	status=0; $(TEST_ENV) $(GO) test $(INTEGRATION_RACE) $(GOTEST_FLAGS) -timeout=30m ./test/integration/... 2>&1 | tee _output/integration.log || status=$$?; \
-	  $(FAILURE_SUMMARY) _output/integration.log; exit $$status
+	status=0; $(TEST_ENV) $(GO) test $(INTEGRATION_RACE) $(GOTEST_FLAGS) -timeout=30m ./test/integration/... 2>&1 | tee _output/integration$(if $(LINE),-k8s$(LINE)).log || status=$$?; \
+	  $(FAILURE_SUMMARY) _output/integration$(if $(LINE),-k8s$(LINE)).log; exit $$status
 
 .PHONY: e2e
 e2e: etcd build kubectl ## bin/pool-scheduler as a child process against kube-apiserver + etcd; kubectl pool (bin/poolctl as a kubectl plugin).
@@ -190,9 +207,11 @@ image-test: binaries ## The image test: host-platform layout from bin/, config, 
 	  --platform linux/$(HOST_ARCH)=$(BIN)
 	$(MAKE) --no-print-directory image-test-layout IMAGE_LAYOUT=_output/image-test
 
+# TestRegistryRecipe (the README's install recipe: push, render the chart and the line's overlay
+# with the pushed digest, apply them) starts kube-apiserver and etcd: etcd from bin/.
 .PHONY: image-test-layout
-image-test-layout: ## Run test/image against the layout in IMAGE_LAYOUT (e.g. _output/image/k8s-1.36, one of make image's).
-	POOL_SCHEDULER_IMAGE_LAYOUT=$(abspath $(IMAGE_LAYOUT)) GOFLAGS="$(DEV_GOFLAGS)" $(GO) test $(GOTEST_FLAGS) -count=1 ./test/image/...
+image-test-layout: etcd ## Run test/image against the layout in IMAGE_LAYOUT (e.g. _output/image/k8s-1.36, one of make image's).
+	POOL_SCHEDULER_IMAGE_LAYOUT=$(abspath $(IMAGE_LAYOUT)) $(TEST_ENV) $(GO) test $(GOTEST_FLAGS) -count=1 ./test/image/...
 
 # A release: `make release VERSION=vX.Y.Z` writes _output/release/vX.Y.Z/ (each line's image
 # layout as an OCI archive, the chart with every line's digest, install YAMLs per line, kubectl

@@ -369,6 +369,11 @@ var Bundles = []Bundle{
 	{File: "install-system-pod-policy.yaml", Dirs: []string{"manifests/policies/system-pods"}},
 }
 
+// LineOverlay is the kustomize overlay (relative to the repository) that installs from a checkout
+// what install-k8s<line>.yaml holds, Bundles[0] with the line's image by tag: one per release
+// line, so `kubectl apply -k` gets an admission path and the image of the cluster's line.
+func LineOverlay(line string) string { return "manifests/overlays/k8s-" + line }
+
 // RenderRelease renders every bundle for the release: the per-line bundles once per line with
 // that line's image, the others once. It returns the files by name. A bundle that runs an image
 // without being per-line, or per-line without running one, is refused: its file name would

@@ -1,6 +1,7 @@
 // Package image checks the OCI image `make image` writes (hack/release, internal/ociimage) as a
-// user of it would: its config, the binaries it runs from its own layers, its SBOMs, and a push
-// to and pull from a registry (go-containerregistry's, in process on loopback).
+// user of it would: its config, the binaries it runs from its own layers, its SBOMs, a push to
+// and pull from a registry (go-containerregistry's, in process on loopback), and the README's
+// install recipe with it (TestRegistryRecipe: kube-apiserver and etcd from bin/).
 package image
 
 import (
@@ -36,8 +37,7 @@ import (
 	"github.com/pool-scheduler/pool-scheduler/test/util/releaselines"
 )
 
-// repoRoot is the repository checkout (this package does not import test/util, which links a
-// control plane it does not need).
+// repoRoot is the repository checkout.
 func repoRoot() string {
 	_, file, _, _ := runtime.Caller(0)
 	return filepath.Join(filepath.Dir(file), "..", "..")

@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -13,7 +12,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/prometheus/common/expfmt"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	admissionregistrationv1beta1 "k8s.io/api/admissionregistration/v1beta1"
 	v1 "k8s.io/api/core/v1"
@@ -23,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/component-base/metrics/testutil"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	"k8s.io/kubernetes/test/utils/ktesting"
 	"k8s.io/utils/ptr"
@@ -312,16 +311,16 @@ func failOpenCount(ctx context.Context, t *testing.T, cs kubernetes.Interface, w
 	if err != nil {
 		t.Fatal(err)
 	}
-	families, err := (&expfmt.TextParser{}).TextToMetricFamilies(bytes.NewReader(raw))
-	if err != nil {
+	// component-base's parser: expfmt's TextParser zero value panics with prometheus/common
+	// v0.67 (the 1.36 line's), which wants a name validation scheme its v0.62 lacks.
+	metrics := testutil.NewMetrics()
+	if err := testutil.ParseMetrics(string(raw), &metrics); err != nil {
 		t.Fatal(err)
 	}
 	total := 0.0
-	for _, m := range families["apiserver_admission_webhook_fail_open_count"].GetMetric() {
-		for _, l := range m.GetLabel() {
-			if l.GetName() == "name" && l.GetValue() == webhook {
-				total += m.GetCounter().GetValue()
-			}
+	for _, s := range metrics["apiserver_admission_webhook_fail_open_count"] {
+		if string(s.Metric["name"]) == webhook {
+			total += float64(s.Value)
 		}
 	}
 	return total

@@ -21,7 +21,7 @@ import (
 // its Kubernetes release, the clusters the skew policy lets it serve (its minor and the next),
 // whether it bundles scheduler-plugins, and what make test runs for it; and make test does run
 // every line: `make lines` names them all, and the test target runs test-lines, which runs
-// line-test for each of the others.
+// line-test for each of the others (its integration, e2e and fuzz smoke suites).
 func TestCompatibilityMatrix(t *testing.T) {
 	lines := releaselines.All(t)
 	root := releaselines.RepoRoot()
@@ -72,10 +72,12 @@ func TestCompatibilityMatrix(t *testing.T) {
 		`(?m)^test: .*\btest-lines\b`,
 		`(?m)^OTHER_LINES := .*\$\(wildcard \$\(CURDIR\)/lines/k8s-\*/versions\.env\)`,
 		`(?m)^\s+\$\(MAKE\) --no-print-directory line-test LINE=\$\$l`,
-		`(?m)^line-test:(.*\n\t.*)*\n\t\$\(MAKE\) --no-print-directory e2e LINE=\$\(LINE\)`,
+		`(?m)^line-test:(.*\n\t.*)*\$\(MAKE\) --no-print-directory e2e LINE=\$\(LINE\)`,
+		`(?m)^line-test:(.*\n\t.*)*\$\(MAKE\) --no-print-directory integration LINE=\$\(LINE\)`,
+		`(?m)^line-test:(.*\n\t.*)*\$\(MAKE\) --no-print-directory fuzz-smoke LINE=\$\(LINE\)`,
 	} {
 		if !regexp.MustCompile(re).Match(makefile) {
-			t.Errorf("Makefile: no match for %s: make test must test every release line (binary e2e included)", re)
+			t.Errorf("Makefile: no match for %s: make test must test every release line (binary e2e, integration and fuzz smoke included)", re)
 		}
 	}
 }
