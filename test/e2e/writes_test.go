@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -14,9 +13,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/component-base/metrics/testutil"
 	"k8s.io/kubernetes/test/utils/ktesting"
-
-	"github.com/prometheus/common/expfmt"
 
 	"github.com/pool-scheduler/pool-scheduler/pkg/controlplane"
 	"github.com/pool-scheduler/pool-scheduler/test/util"
@@ -37,25 +35,24 @@ func scrapeWrites(ctx context.Context, t *testing.T, cp *controlplane.ControlPla
 	if err != nil {
 		t.Fatalf("reading the API server's metrics: %v", err)
 	}
-	families, err := (&expfmt.TextParser{}).TextToMetricFamilies(bytes.NewReader(raw))
-	if err != nil {
+	// component-base's parser: the same on both release lines (prometheus/common's zero
+	// TextParser panics from v0.67, the 1.36 line's).
+	metrics := testutil.NewMetrics()
+	if err := testutil.ParseMetrics(string(raw), &metrics); err != nil {
 		t.Fatalf("parsing the API server's metrics: %v", err)
 	}
 	out := writeCounts{}
-	for _, m := range families["apiserver_request_total"].GetMetric() {
-		labels := map[string]string{}
-		for _, l := range m.GetLabel() {
-			labels[l.GetName()] = l.GetValue()
-		}
+	for _, sample := range metrics["apiserver_request_total"] {
+		labels := sample.Metric
 		switch labels["verb"] {
 		case "GET", "LIST", "WATCH", "CONNECT":
 			continue
 		}
-		key := labels["verb"] + " " + labels["resource"]
+		key := string(labels["verb"] + " " + labels["resource"])
 		if labels["subresource"] != "" {
-			key += "/" + labels["subresource"]
+			key += "/" + string(labels["subresource"])
 		}
-		out[key] += m.GetCounter().GetValue()
+		out[key] += float64(sample.Value)
 	}
 	return out
 }

@@ -16,6 +16,8 @@ import (
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	"k8s.io/kubernetes/test/utils/ktesting"
 	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
@@ -142,9 +144,14 @@ func TestKustomizeLineOverlayOptsNamespacesIn(t *testing.T) {
 	}
 	webhookCtx, stop := context.WithCancel(tCtx)
 	done := make(chan error, 1)
-	go func() {
-		done <- webhook.RunWebhook(webhookCtx, cp.Config, labeler.Scheme, m, webhook.WebhookOptions{Port: port, CertDir: certDir, MetricsAddr: "0", ProbeAddr: "0"})
-	}()
+	mgr, err := ctrl.NewManager(cp.Config, ctrl.Options{Scheme: labeler.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := webhook.SetupWithManager(mgr, webhook.WebhookOptions{Mutator: m, Port: port, CertDir: certDir}); err != nil {
+		t.Fatal(err)
+	}
+	go func() { done <- mgr.Start(webhookCtx) }()
 	t.Cleanup(func() {
 		stop()
 		if err := <-done; err != nil {
