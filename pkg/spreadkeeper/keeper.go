@@ -89,6 +89,9 @@ type Keeper struct {
 
 	mu      sync.Mutex
 	pending map[workloadKey]bool
+	// changed is when each workload last changed: its sync waits until it has been quiet for
+	// Settle (the queue alone would run it Settle after the first change of a burst).
+	changed map[workloadKey]time.Time
 	busy    int
 	patches atomic.Int64
 }
@@ -103,6 +106,7 @@ func NewKeeper(cs kubernetes.Interface, recorder record.EventRecorder, o KeeperO
 		queue:   workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[workloadKey](), workqueue.TypedRateLimitingQueueConfig[workloadKey]{Name: "deletion-cost"}),
 		limiter: flowcontrol.NewTokenBucketRateLimiter(float32(o.QPS), o.Burst),
 		pending: map[workloadKey]bool{},
+		changed: map[workloadKey]time.Time{},
 	}
 	// Only this profile's pods: the apiserver filters them (spec.schedulerName is a pod field selector).
 	k.factory = informers.NewSharedInformerFactory(cs, 0)
@@ -209,9 +213,38 @@ func (k *Keeper) domainList(node *v1.Node) []string {
 
 func (k *Keeper) enqueue(w workloadKey) {
 	k.mu.Lock()
+	k.changed[w] = time.Now()
+	k.mu.Unlock()
+	k.enqueueAfter(w, k.o.Settle)
+}
+
+func (k *Keeper) enqueueAfter(w workloadKey, d time.Duration) {
+	k.mu.Lock()
 	k.pending[w] = true
 	k.mu.Unlock()
-	k.queue.AddAfter(w, k.o.Settle)
+	k.queue.AddAfter(w, d)
+}
+
+// inFlightWait bounds how long the keeper leaves a workload alone while some of its pods are
+// being scheduled (see inFlight): past it, a scheduler that never judges them does not stop the
+// keeper.
+const inFlightWait = 30 * time.Second
+
+// inFlight reports, for a pod not on a node, how much longer the keeper waits for the scheduler
+// to place or judge it: 0 once it is judged unschedulable (PodScheduled False), terminating, or
+// older than inFlightWait. While a burst of replicas is bound, the bound ones are not a prefix of
+// the placement order, and removing them cheapest first need not keep the bound: judged then,
+// the costs DomainSpread's bindings give would be rewritten for nothing.
+func inFlight(pod *v1.Pod, now time.Time) time.Duration {
+	if pod.Spec.NodeName != "" || pod.DeletionTimestamp != nil {
+		return 0
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == v1.PodScheduled && c.Status == v1.ConditionFalse {
+			return 0
+		}
+	}
+	return max(0, inFlightWait-now.Sub(pod.CreationTimestamp.Time))
 }
 
 // Idle reports whether every change seen has been handled (for tests and logs).
@@ -275,9 +308,33 @@ func (k *Keeper) work(ctx context.Context) {
 
 // sync computes the workload's removal order and patches the pods whose cost must change.
 func (k *Keeper) sync(ctx context.Context, w workloadKey) error {
+	now := time.Now()
+	k.mu.Lock()
+	quiet := now.Sub(k.changed[w])
+	k.mu.Unlock()
+	if quiet < k.o.Settle {
+		// Changed again since it was queued (a scale event's pods come over a while).
+		k.enqueueAfter(w, k.o.Settle-quiet)
+		return nil
+	}
 	objs, err := k.pods.GetIndexer().ByIndex(byWorkload, w.namespace+"/"+string(w.uid))
 	if err != nil {
 		return err
+	}
+	if len(objs) == 0 {
+		k.mu.Lock()
+		delete(k.changed, w)
+		k.mu.Unlock()
+		return nil
+	}
+	var wait time.Duration
+	for _, obj := range objs {
+		wait = max(wait, inFlight(obj.(*v1.Pod), now))
+	}
+	if wait > 0 {
+		// Their bindings bring the workload back; the backstop is for a scheduler that is down.
+		k.enqueueAfter(w, wait)
+		return nil
 	}
 	var pods []*v1.Pod
 	var replicas []Replica
