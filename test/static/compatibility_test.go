@@ -73,8 +73,8 @@ func TestCompatibilityMatrix(t *testing.T) {
 		`(?m)^OTHER_LINES := .*\$\(wildcard \$\(CURDIR\)/lines/k8s-\*/versions\.env\)`,
 		`(?m)^\s+\$\(MAKE\) --no-print-directory line-test LINE=\$\$l`,
 		`(?m)^line-test:(.*\n\t.*)*\$\(MAKE\) --no-print-directory e2e LINE=\$\(LINE\)`,
-		`(?m)^line-test:(.*\n\t.*)*\$\(MAKE\) --no-print-directory integration LINE=\$\(LINE\)`,
-		`(?m)^line-test:(.*\n\t.*)*\$\(MAKE\) --no-print-directory fuzz-smoke LINE=\$\(LINE\)`,
+		`(?m)^line-deep:(.*\n\t.*)*\$\(MAKE\) --no-print-directory integration LINE=\$\(LINE\)`,
+		`(?m)^line-deep:(.*\n\t.*)*\$\(MAKE\) --no-print-directory fuzz-smoke LINE=\$\(LINE\)`,
 	} {
 		if !regexp.MustCompile(re).Match(makefile) {
 			t.Errorf("Makefile: no match for %s: make test must test every release line (binary e2e, integration and fuzz smoke included)", re)
