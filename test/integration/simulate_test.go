@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -120,17 +121,19 @@ func renderInChromium(t *testing.T, page, screenshot string, want ...string) str
 		t.Fatalf("chromium not found (apt-get install chromium; .ci/run installs it): %v", err)
 	}
 	flags := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-		"--disable-component-update", "--disable-sync", "--no-first-run", "--user-data-dir=" + t.TempDir()}
+		"--disable-component-update", "--disable-sync", "--no-first-run"}
+	// One render may be tried twice: a headless browser that hangs on a loaded machine is not
+	// the report's fault, and a second hang still fails the test, within minutes.
 	run := func(extra ...string) (string, string) {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		var stdout, stderr bytes.Buffer
-		cmd := exec.CommandContext(ctx, chromium, append(append(flags, extra...), "file://"+page)...)
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		if err := cmd.Run(); err != nil {
-			t.Fatalf("chromium %v: %v\n%s", extra, err, stderr.String())
+		out, logs, err := renderOnce(chromium, append(flags, "--user-data-dir="+t.TempDir()), page, extra)
+		if err != nil {
+			t.Logf("chromium %v: %v; trying once more", extra, err)
+			out, logs, err = renderOnce(chromium, append(flags, "--user-data-dir="+t.TempDir()), page, extra)
 		}
-		return stdout.String(), stderr.String()
+		if err != nil {
+			t.Fatalf("chromium %v: %v", extra, err)
+		}
+		return out, logs
 	}
 	dom, logs := run("--dump-dom", "--enable-logging=stderr", "--v=0")
 	for _, want := range append([]string{"<svg", "pool-scheduler", `class="axis y-axis"`, `class="axis x-axis"`, `class="legend"`}, want...) {
@@ -155,4 +158,28 @@ func renderInChromium(t *testing.T, page, screenshot string, want ...string) str
 	}
 	t.Logf("screenshot: %s (%dx%d)", screenshot, cfg.Width, cfg.Height)
 	return dom
+}
+
+// renderOnce runs headless Chromium once on page, for at most two minutes.
+func renderOnce(chromium string, flags []string, page string, extra []string) (string, string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, chromium, append(append(append([]string{}, flags...), extra...), "file://"+page)...)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	// Chromium forks helpers (zygote, renderer) that inherit its stdout and stderr: killing
+	// the browser alone at the timeout leaves them holding the pipes, and Wait would block
+	// until the suite's own timeout. So the browser gets a process group of its own, the
+	// timeout kills the group, and Wait stops reading the pipes soon after.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 10 * time.Second
+	err := cmd.Run()
+	if cmd.Process != nil {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // helpers left behind by a browser that exited
+	}
+	if err != nil {
+		return "", "", fmt.Errorf("%w (context: %v)\n%s", err, ctx.Err(), stderr.String())
+	}
+	return stdout.String(), stderr.String(), nil
 }
