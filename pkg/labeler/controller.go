@@ -145,7 +145,7 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 		Named("node").
 		// Every node update passes (a periodic resync arrives as an update without changes, and
 		// must be reconciled); unchanged nodes cost one cached read and no write.
-		For(&corev1.Node{}, builder.WithPredicates(predicate.Or(predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}, resync{}))).
+		For(&corev1.Node{}, builder.WithPredicates(predicate.Or(predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}, resync{}, startupTaintChanged{key: opts.StartupTaintKey}))).
 		Watches(&labelsv1alpha1.NodePoolLabelSet{}, handler.EnqueueRequestsFromMapFunc(c.nodesOfSet),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		// A deletion is remembered before the pool's nodes are reconciled: see reconcileNode.
@@ -182,6 +182,24 @@ type resync struct{ predicate.Funcs }
 
 func (resync) Update(e event.UpdateEvent) bool {
 	return e.ObjectOld.GetResourceVersion() == e.ObjectNew.GetResourceVersion()
+}
+
+// startupTaintChanged passes updates that put on or take off the startup taint (someone
+// else's kubectl taint), so the startup-taint metrics follow it.
+type startupTaintChanged struct {
+	predicate.Funcs
+	key string
+}
+
+func (p startupTaintChanged) Update(e event.UpdateEvent) bool {
+	o, ok1 := e.ObjectOld.(*corev1.Node)
+	n, ok2 := e.ObjectNew.(*corev1.Node)
+	if !ok1 || !ok2 {
+		return false
+	}
+	_, was := pool.StartupTaintedSince(o, p.key)
+	_, is := pool.StartupTaintedSince(n, p.key)
+	return was != is
 }
 
 // statusChanged passes updates of a NodePoolLabelSet's status.
@@ -301,6 +319,10 @@ func (c *Controller) reconcileNode(ctx context.Context, req reconcile.Request) (
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
+	// As the cache shows it; a patch below lifting the taint brings the node back here.
+	taintPool, _ := c.opts.Gate.Identity.PoolOf(node.Labels)
+	since, tainted := pool.StartupTaintedSince(node, c.opts.StartupTaintKey)
+	c.holds.observeTaint(node.Name, taintPool, since, tainted)
 	compiled, sets, err := c.labelSets(ctx)
 	if err != nil {
 		return reconcile.Result{}, err
@@ -367,6 +389,9 @@ func (c *Controller) reconcileNode(ctx context.Context, req reconcile.Request) (
 		patchErrors.Inc()
 		c.recorder.Eventf(node, corev1.EventTypeWarning, "PatchFailed", "applying pool labels: %v", err)
 		return reconcile.Result{}, err
+	}
+	if plan.TaintsChanged {
+		c.holds.observeTaint(node.Name, "", time.Time{}, false)
 	}
 	logger.V(1).Info("Applied pool labels", "node", node.Name, "set", plan.Set, "removed", plan.Remove, "liftedStartupTaint", plan.TaintsChanged)
 	// The condition as the patch left the node: the update event that follows finds it right.

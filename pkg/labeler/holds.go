@@ -16,6 +16,14 @@ import (
 type holds struct {
 	mu    sync.Mutex
 	nodes map[string]*hold
+	// tainted are the nodes carrying the startup taint, with their pool and since when (the
+	// startup-taint metrics: a taint the labeler does not lift is a node no pod may use).
+	tainted map[string]taintedNode
+}
+
+type taintedNode struct {
+	pool  string
+	since time.Time
 }
 
 type hold struct {
@@ -25,7 +33,7 @@ type hold struct {
 	warned bool
 }
 
-func newHolds() *holds { return &holds{nodes: map[string]*hold{}} }
+func newHolds() *holds { return &holds{nodes: map[string]*hold{}, tainted: map[string]taintedNode{}} }
 
 // observe records the verdict on node and returns since when it has been held (zero when it is
 // ready). A node first seen held is held since seed, when known (the time a set's status
@@ -70,12 +78,28 @@ func (h *holds) forget(node string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	delete(h.nodes, node)
+	delete(h.tainted, node)
+}
+
+// observeTaint records whether node (of pool) carries the startup taint, and since when.
+func (h *holds) observeTaint(node, pool string, since time.Time, tainted bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !tainted {
+		delete(h.tainted, node)
+		return
+	}
+	h.tainted[node] = taintedNode{pool: pool, since: since}
 }
 
 // poolHolds is what the metrics report for one pool.
 type poolHolds struct {
 	byReason map[string]int
 	oldest   time.Time
+	// tainted counts the pool's nodes carrying the startup taint, since taintedSince at the
+	// earliest.
+	tainted      int
+	taintedSince time.Time
 }
 
 func (h *holds) byPool() map[string]*poolHolds {
@@ -93,6 +117,17 @@ func (h *holds) byPool() map[string]*poolHolds {
 			p.oldest = cur.since
 		}
 	}
+	for _, t := range h.tainted {
+		p := out[t.pool]
+		if p == nil {
+			p = &poolHolds{byReason: map[string]int{}}
+			out[t.pool] = p
+		}
+		if p.tainted == 0 || t.since.Before(p.taintedSince) {
+			p.taintedSince = t.since
+		}
+		p.tainted++
+	}
 	return out
 }
 
@@ -102,6 +137,12 @@ var (
 		[]string{"pool", "reason"}, nil)
 	oldestHoldDesc = prometheus.NewDesc("pool_labeler_oldest_hold_seconds",
 		"How long the longest-held node of a pool has been held by NodePoolReady, in seconds.",
+		[]string{"pool"}, nil)
+	startupTaintedDesc = prometheus.NewDesc("pool_labeler_startup_tainted_nodes",
+		"Nodes carrying the startup taint (--startup-taint-key), by pool, as the labeler's cache last saw them.",
+		[]string{"pool"}, nil)
+	oldestStartupTaintDesc = prometheus.NewDesc("pool_labeler_oldest_startup_taint_seconds",
+		"How long the node of a pool that has carried the startup taint longest has carried it (since it joined), in seconds.",
 		[]string{"pool"}, nil)
 )
 
@@ -131,6 +172,8 @@ func (c *holdCollector) remove(h *holds) {
 func (c *holdCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- heldNodesDesc
 	ch <- oldestHoldDesc
+	ch <- startupTaintedDesc
+	ch <- oldestStartupTaintDesc
 }
 
 func (c *holdCollector) Collect(ch chan<- prometheus.Metric) {
@@ -140,7 +183,7 @@ func (c *holdCollector) Collect(ch chan<- prometheus.Metric) {
 		for name, p := range h.byPool() {
 			m := merged[name]
 			if m == nil {
-				m = &poolHolds{byReason: map[string]int{}, oldest: p.oldest}
+				m = &poolHolds{byReason: map[string]int{}, oldest: p.oldest, taintedSince: p.taintedSince}
 				merged[name] = m
 			}
 			for r, n := range p.byReason {
@@ -149,6 +192,10 @@ func (c *holdCollector) Collect(ch chan<- prometheus.Metric) {
 			if p.oldest.Before(m.oldest) {
 				m.oldest = p.oldest
 			}
+			if p.tainted > 0 && (m.tainted == 0 || p.taintedSince.Before(m.taintedSince)) {
+				m.taintedSince = p.taintedSince
+			}
+			m.tainted += p.tainted
 		}
 	}
 	c.mu.Unlock()
@@ -163,6 +210,12 @@ func (c *holdCollector) Collect(ch chan<- prometheus.Metric) {
 		for r, n := range p.byReason {
 			ch <- prometheus.MustNewConstMetric(heldNodesDesc, prometheus.GaugeValue, float64(n), name, r)
 		}
-		ch <- prometheus.MustNewConstMetric(oldestHoldDesc, prometheus.GaugeValue, now.Sub(p.oldest).Seconds(), name)
+		if len(p.byReason) > 0 {
+			ch <- prometheus.MustNewConstMetric(oldestHoldDesc, prometheus.GaugeValue, now.Sub(p.oldest).Seconds(), name)
+		}
+		if p.tainted > 0 {
+			ch <- prometheus.MustNewConstMetric(startupTaintedDesc, prometheus.GaugeValue, float64(p.tainted), name)
+			ch <- prometheus.MustNewConstMetric(oldestStartupTaintDesc, prometheus.GaugeValue, now.Sub(p.taintedSince).Seconds(), name)
+		}
 	}
 }

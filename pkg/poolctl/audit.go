@@ -52,6 +52,7 @@ type auditOptions struct {
 	optedInNamespaces []string
 	// maxSurge is the pools' upgrade surge, for the maintenance risks.
 	maxSurge string
+	startup  startupTaintFlags
 }
 
 func newAuditCommand() *cobra.Command {
@@ -67,6 +68,9 @@ func newAuditCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.output != "table" && o.output != "json" {
 				return fmt.Errorf("-o: %q is not table or json", o.output)
+			}
+			if err := o.startup.validate(); err != nil {
+				return err
 			}
 			r, err := audit(cmd.Context(), o)
 			if err != nil {
@@ -105,6 +109,7 @@ func newAuditCommand() *cobra.Command {
 	f.StringSliceVar(&o.optedInNamespaces, "opted-in-namespaces", nil, "namespaces opted in by name (the chart's admission.namespaces)")
 	f.StringVar(&o.maxSurge, "max-surge", report.DefaultMaxSurge.String(), "the node pools' upgrade maxSurge (a count or a percentage, as in az aks nodepool update --max-surge): "+
 		"an upgrade drains that many nodes of a pool at once; workloads such a batch can take below two thirds of their replicas are reported as maintenance risks (docs/maintenance.md)")
+	o.startup.addFlags(f)
 	return cmd
 }
 
@@ -232,6 +237,9 @@ func audit(ctx context.Context, o auditOptions) (*report.Report, error) {
 		}
 	}
 	r := report.Compute(in, policy)
+	now := time.Now()
+	_, r.StartupTaintLong = report.StartupTaints(report.StartupTaintInputs{Gate: policy.Gate, Sets: in.LabelSets, Unread: unread, Nodes: in.Nodes,
+		Key: o.startup.key, After: o.startup.after, Now: now, Labeler: o.startup.labelerState(ctx, cs, now)})
 	if unreadBudgets {
 		r.MaintenanceNote = "PodDisruptionBudgets could not be listed (forbidden): maintenance risks are judged as if there were none"
 	}
@@ -321,6 +329,7 @@ func writeAuditTable(w io.Writer, r *report.Report) {
 	section("LOADBALANCER SERVICES WHOSE PODS GET UNEVEN TRAFFIC (externalTrafficPolicy: Local balances per node)", r.LoadBalancerUnevenTraffic)
 	section("PODS OF OPTED-IN NAMESPACES NOT GIVEN TO THE SCHEDULER", r.NotAdmitted)
 	section("NODEPOOLLABELSETS THE SCHEDULER DOES NOT READ, AND POOLS LABELLED FROM THEM", r.LabelSetMismatches)
+	section("NODES HELD BY THE STARTUP TAINT LONGER THAN --startup-taint-after (pool-labeler has not lifted it)", r.StartupTaintLong)
 	if len(r.LoadBalancerUndetermined) > 0 {
 		section("LOADBALANCER BACKEND POOLS THAT CANNOT BE TOLD (not counted)", r.LoadBalancerUndetermined)
 	}

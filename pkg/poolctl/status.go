@@ -32,6 +32,7 @@ type statusOptions struct {
 	output    string
 	timeout   time.Duration
 	showNodes int
+	startup   startupTaintFlags
 }
 
 // Status is what `poolctl status` reports: per pool, the nodes NodePoolReady accepts and holds
@@ -58,6 +59,9 @@ type Status struct {
 	// the dimensions with one value for a whole pool, which nothing can spread over.
 	Domains           []report.PoolDomains `json:"domains"`
 	DegenerateDomains []report.Finding     `json:"degenerateDomains,omitempty"`
+	// StartupTaint: the pools whose nodes carry pool-labeler's startup taint, and the nodes
+	// carrying it longer than --startup-taint-after, with why.
+	StartupTaint StartupTaintStatus `json:"startupTaint"`
 }
 
 // SchedulerStatus is pool-scheduler's leader as the webhook's hand-off judges it
@@ -122,6 +126,9 @@ func newStatusCommand() *cobra.Command {
 			if o.showNodes < 0 {
 				return fmt.Errorf("--show-nodes must not be negative, got %d", o.showNodes)
 			}
+			if err := o.startup.validate(); err != nil {
+				return err
+			}
 			s, err := status(cmd.Context(), o)
 			if err != nil {
 				return err
@@ -141,6 +148,7 @@ func newStatusCommand() *cobra.Command {
 	f.StringVarP(&o.output, "output", "o", "table", "table or json")
 	f.IntVar(&o.showNodes, "show-nodes", 20, "list at most this many held nodes and waiting pods")
 	f.DurationVar(&o.timeout, "timeout", 30*time.Second, "timeout for reading the cluster")
+	o.startup.addFlags(f)
 	return cmd
 }
 
@@ -195,7 +203,9 @@ func status(ctx context.Context, o statusOptions) (*Status, error) {
 	s.LabelSetMismatches = report.LabelSetFindings(gate.Identity, s.LabelSetNamespaces, unread, compiled, nodePtrs)
 	s.Domains = report.PoolDomainsOf(gate.Identity, report.DimensionsOf(args.DomainSpread.Dimensions), nodePtrs)
 	s.DegenerateDomains = report.DegenerateDomains(s.Domains)
-	s.Scheduler = schedulerStatus(ctx, cs, schedCfg, time.Now())
+	now := time.Now()
+	s.Scheduler = schedulerStatus(ctx, cs, schedCfg, now)
+	s.StartupTaint = o.startup.status(ctx, cs, gate, compiled, unread, nodePtrs, now)
 	return s, nil
 }
 
@@ -336,6 +346,7 @@ func writeStatusTable(w io.Writer, s *Status) {
 		}
 		tw.Flush()
 	}
+	writeStartupTaint(w, s.StartupTaint)
 	fmt.Fprintln(w, "\nSPREAD DOMAINS PER POOL (distinct values of each DomainSpread dimension)")
 	writeDomains(w, s.Domains, s.DegenerateDomains)
 	fmt.Fprintf(w, "\nPODS WAITING: %d\n", s.PodsWaiting)

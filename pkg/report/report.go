@@ -107,9 +107,12 @@ type Report struct {
 	NotAdmitted []Finding `json:"notAdmitted,omitempty"`
 	// LabelSetMismatches are NodePoolLabelSets the gate does not read and pools labelled from
 	// sets it does not see (LabelSetFindings).
-	LabelSetMismatches []Finding  `json:"labelSetMismatches,omitempty"`
-	PendingPods        []Finding  `json:"pendingPods"`
-	Workloads          []Workload `json:"workloads"`
+	LabelSetMismatches []Finding `json:"labelSetMismatches,omitempty"`
+	// StartupTaintLong are nodes carrying pool-labeler's startup taint longer than they should
+	// (StartupTaints), with why; the caller fills them in (they need the labeler's Lease).
+	StartupTaintLong []Finding  `json:"startupTaintLong,omitempty"`
+	PendingPods      []Finding  `json:"pendingPods"`
+	Workloads        []Workload `json:"workloads"`
 	// Domains are each pool's distinct domains per dimension; DegenerateDomains the dimensions
 	// that cannot spread in a pool (one value for all its nodes): facts, not counted as findings.
 	Domains           []PoolDomains `json:"domains"`
@@ -124,7 +127,7 @@ type Report struct {
 // NumFindings counts every finding that is a violation (pending pods are not).
 func (r *Report) NumFindings() int {
 	return len(r.PodsOnNotReadyNodes) + len(r.UserPodsOnSystemNodes) + len(r.WeakSpread) + len(r.LoadBalancerMismatches) + len(r.NotAdmitted) +
-		len(r.LabelSetMismatches) + len(r.LoadBalancerUnevenTraffic)
+		len(r.LabelSetMismatches) + len(r.LoadBalancerUnevenTraffic) + len(r.StartupTaintLong)
 }
 
 // ConfinedWorkloads counts workloads confined to one domain of dimension d.

@@ -298,6 +298,34 @@ var cases = []alertCase{
 		end: 30 * time.Minute,
 	},
 
+	// PoolSchedulerNodesStartupTainted: > 600 s for 5m, by pool.
+	{
+		name:  "a node of one pool keeps the startup taint",
+		alert: "PoolSchedulerNodesStartupTainted",
+		series: `
+			pool_labeler_oldest_startup_taint_seconds{pool="gpu", pod="pool-labeler-0"} 0+60x30
+			pool_labeler_oldest_startup_taint_seconds{pool="general", pod="pool-labeler-0"} 0+60x5 _x25`,
+		end:        16 * time.Minute,
+		firingFrom: 16 * time.Minute,
+		want:       []firing{{Labels: map[string]string{"alertname": "PoolSchedulerNodesStartupTainted", "severity": "warning", "pool": "gpu"}, Summary: "A node of pool gpu has carried the startup taint for 16m 0s."}},
+	},
+	{
+		name:  "a node without a pool label keeps the startup taint",
+		alert: "PoolSchedulerNodesStartupTainted",
+		series: `
+			pool_labeler_oldest_startup_taint_seconds{pool="", pod="pool-labeler-0"} 700+60x20`,
+		end:        10 * time.Minute,
+		firingFrom: 5 * time.Minute,
+		want:       []firing{{Labels: map[string]string{"alertname": "PoolSchedulerNodesStartupTainted", "severity": "warning"}, Summary: "A node of no pool (no pool label) has carried the startup taint for 21m 40s."}},
+	},
+	{
+		name:  "nodes carry the taint for seconds as they join, then one for 9 minutes",
+		alert: "PoolSchedulerNodesStartupTainted",
+		series: `
+			pool_labeler_oldest_startup_taint_seconds{pool="gpu", pod="pool-labeler-0"} 2 _x5 3 _x5 0+60x9 _x10`,
+		end: 30 * time.Minute,
+	},
+
 	// PoolSchedulerVersionSkew: for 5m.
 	{
 		name:  "the scheduler finds kube-apiserver outside the line",

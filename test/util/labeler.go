@@ -32,7 +32,7 @@ func StartLabelerAs(t *testing.T, cfg *rest.Config, opts labeler.Options) {
 
 // RunLabelerAs is StartLabelerAs that returns a function stopping the labeler (a labeler down
 // and back, say); calling it more than once is harmless.
-func RunLabelerAs(t *testing.T, cfg *rest.Config, opts labeler.Options) (stop func()) {
+func RunLabelerAs(t testing.TB, cfg *rest.Config, opts labeler.Options) (stop func()) {
 	t.Helper()
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 labeler.Scheme,
