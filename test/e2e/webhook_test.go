@@ -221,6 +221,13 @@ type installedWebhook struct {
 // with the Deployment's arguments as its ServiceAccount.
 func installWebhook(tCtx context.Context, t *testing.T, cp *controlplane.ControlPlane) installedWebhook {
 	t.Helper()
+	return installWebhookWith(tCtx, t, cp, nil)
+}
+
+// installWebhookWith is installWebhook with the webhook's arguments taken from webhook (another
+// install's Deployment of it, the chart's), when not nil, instead of manifests/admission/webhook's.
+func installWebhookWith(tCtx context.Context, t *testing.T, cp *controlplane.ControlPlane, webhook *unstructured.Unstructured) installedWebhook {
+	t.Helper()
 	admin := cp.Client
 	const ns = "pool-scheduler"
 
@@ -304,12 +311,15 @@ func installWebhook(tCtx context.Context, t *testing.T, cp *controlplane.Control
 		// The pending pods handed to the scheduler: whether its leader schedules them.
 		{Verb: "watch", Resource: "pods"},
 	})
+	if webhook != nil {
+		deployment = webhook
+	}
 	// The Deployment's arguments, with what a pod has and a process here does not.
-	args := containerArgs(deployment, map[string]string{
+	webhookArgs := containerArgs(deployment, map[string]string{
 		"--config":   util.ShippedConfigPath(), // the ConfigMap's file
 		"--cert-dir": certDir,                  // the Secret's volume
 	})
-	args = append(args, "--kubeconfig="+kubeconfig, fmt.Sprintf("--port=%d", port),
+	webhookArgs = append(webhookArgs, "--kubeconfig="+kubeconfig, fmt.Sprintf("--port=%d", port),
 		"--metrics-bind-address=0", "--health-probe-bind-address=0", "-v=2")
-	return installedWebhook{proc: util.StartProcess(t, util.LabelerBinary(t), args...), keeper: keeper, addr: fmt.Sprintf("localhost:%d", port), sa: sa, config: cfg, secret: s}
+	return installedWebhook{proc: util.StartProcess(t, util.LabelerBinary(t), webhookArgs...), keeper: keeper, addr: fmt.Sprintf("localhost:%d", port), sa: sa, config: cfg, secret: s}
 }
