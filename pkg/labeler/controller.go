@@ -21,6 +21,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -115,6 +116,13 @@ func (d *deletedPools) forget(pool string) {
 	delete(d.pools, pool)
 }
 
+// nodeWorkers is how many nodes the node controller reconciles at once. A joining node costs two
+// API round trips in sequence (labels with the taint, then the condition), so with one worker a
+// pool scaled up by hundreds of nodes waits for its last node's lift one round trip pair per node
+// ahead of it (BenchmarkStartupTaintChurn, docs/gate.md). A node is never reconciled by two
+// workers at once (the work queue's guarantee); what they share is locked (holds, deleted).
+const nodeWorkers = 4
+
 // SetupWithManager registers the node and the NodePoolLabelSet controllers with mgr.
 func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 	if opts.StartupTaintKey != "" {
@@ -143,6 +151,7 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 	}
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named("node").
+		WithOptions(controller.Options{MaxConcurrentReconciles: nodeWorkers}).
 		// Every node update passes (a periodic resync arrives as an update without changes, and
 		// must be reconciled); unchanged nodes cost one cached read and no write.
 		For(&corev1.Node{}, builder.WithPredicates(predicate.Or(predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}, resync{}, startupTaintChanged{key: opts.StartupTaintKey}))).
