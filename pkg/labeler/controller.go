@@ -76,6 +76,9 @@ type Controller struct {
 	// deleted remembers the pools whose last set in view this controller saw deleted: only
 	// their managed labels are removed when no set of the pool is in view (see reconcileNode).
 	deleted *deletedPools
+	// conditions remembers the condition this controller last wrote on each node (see
+	// keepCondition).
+	conditions *conditionWrites
 }
 
 // labelledPoolIndex indexes nodes by the pool a labeler labelled them in (pool.Labelled), so a
@@ -131,7 +134,7 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 		}
 	}
 	c := &Controller{client: mgr.GetClient(), recorder: mgr.GetEventRecorderFor("pool-labeler"), opts: opts, holds: newHolds(), now: time.Now,
-		deleted: &deletedPools{pools: map[string]time.Time{}}}
+		deleted: &deletedPools{pools: map[string]time.Time{}}, conditions: newConditionWrites()}
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &corev1.Node{}, labelledPoolIndex, func(obj client.Object) []string {
 		if p, ok := opts.Gate.Identity.PoolOf(obj.GetLabels()); ok && pool.Labelled(obj.GetAnnotations()) {
 			return []string{p}
@@ -325,6 +328,7 @@ func (c *Controller) reconcileNode(ctx context.Context, req reconcile.Request) (
 	if err := c.client.Get(ctx, req.NamespacedName, node); err != nil {
 		if apierrors.IsNotFound(err) {
 			c.holds.forget(req.Name)
+			c.conditions.forget(req.Name)
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
@@ -428,14 +432,21 @@ func (c *Controller) keepCondition(ctx context.Context, node *corev1.Node, v *po
 		}
 	}
 	var patch map[string]any
+	var want corev1.NodeCondition // zero: no condition
 	switch {
 	case v == nil && current == nil:
 		return nil
 	case v == nil:
+		if c.conditions.wrote(node.Name, node.ResourceVersion, want) {
+			return nil
+		}
 		patch = map[string]any{"type": pool.ConditionPoolLabelsApplied, "$patch": "delete"}
 	default:
-		want := ConditionFor(*v)
+		want = ConditionFor(*v)
 		if current != nil && current.Status == want.Status && current.Reason == want.Reason && current.Message == want.Message {
+			return nil
+		}
+		if c.conditions.wrote(node.Name, node.ResourceVersion, want) {
 			return nil
 		}
 		now := metav1.NewTime(c.now().Truncate(time.Second))
@@ -450,6 +461,7 @@ func (c *Controller) keepCondition(ctx context.Context, node *corev1.Node, v *po
 	if err != nil {
 		return err
 	}
+	from := node.ResourceVersion
 	if err := c.client.Status().Patch(ctx, node, client.RawPatch(types.StrategicMergePatchType, data)); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil
@@ -457,7 +469,49 @@ func (c *Controller) keepCondition(ctx context.Context, node *corev1.Node, v *po
 		patchErrors.Inc()
 		return fmt.Errorf("writing node condition %s: %w", pool.ConditionPoolLabelsApplied, err)
 	}
+	c.conditions.record(node.Name, from, want)
 	return nil
+}
+
+// conditionWrites remembers, per node, the condition this controller last wrote and the node's
+// resourceVersion it wrote it on. A label patch and the condition's status patch are two writes:
+// the label patch's update event often reaches the cache before the status patch's, and the
+// reconcile it brings sees the node without the condition just written. The node at exactly that
+// version, wanting exactly that condition, needs no second write; any other change to the node
+// gives it another resourceVersion, and the condition is judged again.
+type conditionWrites struct {
+	mu    sync.Mutex
+	nodes map[string]conditionWrite
+}
+
+type conditionWrite struct {
+	from string // the node's resourceVersion the status patch was made on
+	cond corev1.NodeCondition
+}
+
+func newConditionWrites() *conditionWrites {
+	return &conditionWrites{nodes: map[string]conditionWrite{}}
+}
+
+func (w *conditionWrites) record(node, from string, cond corev1.NodeCondition) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.nodes[node] = conditionWrite{from: from, cond: cond}
+}
+
+// wrote reports whether cond was written on node when it was at resourceVersion rv (the zero
+// condition: removed).
+func (w *conditionWrites) wrote(node, rv string, cond corev1.NodeCondition) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	last, ok := w.nodes[node]
+	return ok && rv != "" && last.from == rv && last.cond.Status == cond.Status && last.cond.Reason == cond.Reason && last.cond.Message == cond.Message
+}
+
+func (w *conditionWrites) forget(node string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.nodes, node)
 }
 
 // ConditionFor is the PoolLabelsApplied condition for a node of a pool with a set, by the
