@@ -56,15 +56,7 @@ func TestPoolctlStatus(t *testing.T) {
 	}
 	run := func(t *testing.T, args ...string) poolctl.Status {
 		t.Helper()
-		stdout, stderr, err := runPoolctl(t, append([]string{"status", "--kubeconfig", kubeconfig, "-o", "json"}, args...)...)
-		if err != nil {
-			t.Fatalf("status: %v\n%s", err, stderr)
-		}
-		var s poolctl.Status
-		if err := json.Unmarshal([]byte(stdout), &s); err != nil {
-			t.Fatalf("status -o json is not JSON: %v\n%s", err, stdout)
-		}
-		return s
+		return statusJSON(t, kubeconfig, args...)
 	}
 
 	t.Run("the deployed ConfigMap: the release namespace's sets", func(t *testing.T) {
@@ -195,4 +187,18 @@ func TestPoolctlStatusScheduler(t *testing.T) {
 	if err != nil || !strings.Contains(stdout, "Hand-off switch (the MutatingAdmissionPolicy's): off (no healthy leader)") {
 		t.Errorf("status table lacks the switch (%v):\n%s", err, stdout)
 	}
+}
+
+// statusJSON runs `poolctl status -o json` against kubeconfig and decodes its output.
+func statusJSON(t *testing.T, kubeconfig string, args ...string) poolctl.Status {
+	t.Helper()
+	stdout, stderr, err := runPoolctl(t, append([]string{"status", "--kubeconfig", kubeconfig, "-o", "json"}, args...)...)
+	if err != nil {
+		t.Fatalf("status: %v\n%s", err, stderr)
+	}
+	var s poolctl.Status
+	if err := json.Unmarshal([]byte(stdout), &s); err != nil {
+		t.Fatalf("status -o json is not JSON: %v\n%s", err, stdout)
+	}
+	return s
 }

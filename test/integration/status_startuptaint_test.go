@@ -47,15 +47,7 @@ func TestPoolctlStartupTaint(t *testing.T) {
 	}
 	status := func(t *testing.T, args ...string) poolctl.StartupTaintStatus {
 		t.Helper()
-		stdout, stderr, err := runPoolctl(t, append([]string{"status", "--kubeconfig", kubeconfig, "-o", "json"}, args...)...)
-		if err != nil {
-			t.Fatalf("status: %v\n%s", err, stderr)
-		}
-		var s poolctl.Status
-		if err := json.Unmarshal([]byte(stdout), &s); err != nil {
-			t.Fatalf("status -o json is not JSON: %v\n%s", err, stdout)
-		}
-		return s.StartupTaint
+		return statusJSON(t, kubeconfig, args...).StartupTaint
 	}
 	// reasons maps each long-tainted node to the part of its detail after the age.
 	reasons := func(st poolctl.StartupTaintStatus) map[string]string {
