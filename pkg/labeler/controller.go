@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -126,6 +127,18 @@ func (d *deletedPools) forget(pool string) {
 // workers at once (the work queue's guarantee); what they share is locked (holds, deleted).
 const nodeWorkers = 4
 
+// queueOptions are both controllers' work-queue options: client-go's rate-limited queue, as
+// controller-runtime v0.22 (the default line) uses by default, and not the priority queue that
+// v0.23+ (the 1.36 line's v0.24) turns on. That queue can deadlock on shutdown
+// (kubernetes-sigs/controller-runtime#3538, fixed by #3540 after v0.24.1): a worker returns
+// through the closed done channel while handleReadyItems, holding the queue's lock, blocks
+// forever handing it an item. A stopping labeler then leaves goroutines behind and its manager
+// waits out the graceful-shutdown timeout, which delays the Lease's release to the next leader
+// (TestLabelerStopsCleanly).
+func queueOptions(workers int) controller.Options {
+	return controller.Options{MaxConcurrentReconciles: workers, UsePriorityQueue: ptr.To(false)}
+}
+
 // SetupWithManager registers the node and the NodePoolLabelSet controllers with mgr.
 func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 	if opts.StartupTaintKey != "" {
@@ -154,7 +167,7 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 	}
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named("node").
-		WithOptions(controller.Options{MaxConcurrentReconciles: nodeWorkers}).
+		WithOptions(queueOptions(nodeWorkers)).
 		// Every node update passes (a periodic resync arrives as an update without changes, and
 		// must be reconciled); unchanged nodes cost one cached read and no write.
 		For(&corev1.Node{}, builder.WithPredicates(predicate.Or(predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}, resync{}, startupTaintChanged{key: opts.StartupTaintKey}))).
@@ -177,6 +190,7 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("nodepoollabelset").
+		WithOptions(queueOptions(1)).
 		// Status changes too: the status is computed from the cache, so a write made while the
 		// cache held an older status (skipped as equal, or refused as stale below) is corrected
 		// when the newer one arrives. Its own writes cost one reconcile that writes nothing.

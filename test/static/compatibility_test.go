@@ -69,7 +69,8 @@ func TestCompatibilityMatrix(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, re := range []string{
-		`(?m)^test: .*\btest-lines\b`,
+		`(?m)^test:(.*\n\t.*)*\$\(MAKE\) --no-print-directory integration e2e image-test signing-test perf-smoke test-lines\b`,
+		`(?m)^test:(.*\n\t.*)*\$\(MAKE\) --no-print-directory line-deep LINE=\$\$l`,
 		`(?m)^OTHER_LINES := .*\$\(wildcard \$\(CURDIR\)/lines/k8s-\*/versions\.env\)`,
 		`(?m)^\s+\$\(MAKE\) --no-print-directory line-test LINE=\$\$l`,
 		`(?m)^line-test:(.*\n\t.*)*\$\(MAKE\) --no-print-directory e2e LINE=\$\(LINE\)`,
