@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand"
-	"os"
 	"runtime"
 	"strings"
 	"sync"
@@ -16,8 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/kubernetes/test/utils/ktesting"
 
-	"github.com/pool-scheduler/pool-scheduler/pkg/labeler"
-	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
 	"github.com/pool-scheduler/pool-scheduler/test/util"
 )
 
@@ -35,15 +32,7 @@ func TestLabelerStopsCleanly(t *testing.T) {
 	if _, err := cs.CoreV1().Namespaces().Create(tCtx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	data, err := os.ReadFile(util.ShippedConfigPath())
-	if err != nil {
-		t.Fatal(err)
-	}
-	gate, namespaces, err := labeler.GateFromSchedulerConfig(data, "pool-scheduler")
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts := labeler.Options{Gate: gate, Namespaces: namespaces, StartupTaintKey: pool.StartupTaintKey}
+	opts := util.ShippedLabelerOptions(t)
 	util.MustApplyLabelSet(tCtx, t, cp, util.LabelSet(ns, poolName, map[string]string{"example.com/tier": "one"}))
 
 	const nodes = 120

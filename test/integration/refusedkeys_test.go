@@ -2,7 +2,6 @@ package integration
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -58,17 +57,9 @@ func TestRefusedKeysAreNotObeyed(t *testing.T) {
 	}
 	util.CreateNode(tCtx, t, cs, util.Node("user-0", map[string]string{poolKey: "user"}).Obj())
 
-	data, err := os.ReadFile(util.ShippedConfigPath())
-	if err != nil {
-		t.Fatal(err)
-	}
-	gate, namespaces, err := labeler.GateFromSchedulerConfig(data, "pool-scheduler")
-	if err != nil {
-		t.Fatal(err)
-	}
 	util.StartScheduler(t, cp, util.LoadShippedConfigAsShipped(t).Profiles[0])
 	saCfg, _ := util.ServiceAccountConfig(tCtx, t, cp, ns, "pool-labeler", nil)
-	util.StartLabelerAs(t, saCfg, labeler.Options{Gate: gate, Namespaces: namespaces})
+	util.StartLabelerAs(t, saCfg, util.ShippedLabelerOptions(t))
 
 	util.CreatePod(tCtx, t, cs, util.Pod(podNS, "pinned").NodeSelector(map[string]string{v1.LabelHostname: "user-0"}).Obj())
 	util.WaitForPodBound(tCtx, t, cs, podNS, "pinned", bindTimeout)

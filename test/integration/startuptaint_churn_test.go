@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand"
-	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -26,7 +25,6 @@ import (
 
 	labelsv1alpha1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/labels/v1alpha1"
 	"github.com/pool-scheduler/pool-scheduler/pkg/controlplane"
-	"github.com/pool-scheduler/pool-scheduler/pkg/labeler"
 	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
 	"github.com/pool-scheduler/pool-scheduler/test/util"
 )
@@ -63,15 +61,7 @@ func runChurn(tCtx context.Context, tb testing.TB, cp *controlplane.ControlPlane
 	if _, err := cs.CoreV1().Namespaces().Create(tCtx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: churnNS}}, metav1.CreateOptions{}); err != nil {
 		tb.Fatal(err)
 	}
-	data, err := os.ReadFile(util.ShippedConfigPath())
-	if err != nil {
-		tb.Fatal(err)
-	}
-	gate, namespaces, err := labeler.GateFromSchedulerConfig(data, "pool-scheduler")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	opts := labeler.Options{Gate: gate, Namespaces: namespaces, StartupTaintKey: pool.StartupTaintKey}
+	opts := util.ShippedLabelerOptions(tb)
 	stop := util.RunLabelerAs(tb, cp.Config, opts)
 	defer func() { stop() }()
 	version := map[string]int{}
@@ -150,7 +140,7 @@ func runChurn(tCtx context.Context, tb testing.TB, cp *controlplane.ControlPlane
 	}
 	wg.Wait()
 	res := churnResult{}
-	if orphans := waitSettled(tCtx, cs, cp, gate, namespaces, timeout); len(orphans) > 0 {
+	if orphans := waitSettled(tCtx, cs, cp, opts.Gate, opts.Namespaces, timeout); len(orphans) > 0 {
 		tb.Errorf("after the joins: %d nodes whose taint or condition is not as their labels say: %s", len(orphans), summarizeNames(orphans))
 	}
 	after := nodeWrites(tCtx, tb, cs)
@@ -209,7 +199,7 @@ func runChurn(tCtx context.Context, tb testing.TB, cp *controlplane.ControlPlane
 			stop = util.RunLabelerAs(tb, cp.Config, opts)
 		}
 	}
-	res.orphans = waitSettled(tCtx, cs, cp, gate, namespaces, timeout)
+	res.orphans = waitSettled(tCtx, cs, cp, opts.Gate, opts.Namespaces, timeout)
 	// The labeler's startup-taint gauge counts, per pool, the nodes that still carry the taint.
 	var want, got map[string]float64
 	err = wait.PollUntilContextTimeout(tCtx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
@@ -220,7 +210,7 @@ func runChurn(tCtx context.Context, tb testing.TB, cp *controlplane.ControlPlane
 		want = map[string]float64{}
 		for i := range nodes.Items {
 			if hasTaint(&nodes.Items[i], pool.StartupTaintKey) {
-				p, _ := gate.Identity.PoolOf(nodes.Items[i].Labels)
+				p, _ := opts.Gate.Identity.PoolOf(nodes.Items[i].Labels)
 				want[p]++
 			}
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -23,7 +22,6 @@ import (
 	"k8s.io/kubernetes/test/utils/ktesting"
 
 	"github.com/pool-scheduler/pool-scheduler/pkg/controlplane"
-	"github.com/pool-scheduler/pool-scheduler/pkg/labeler"
 	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
 	"github.com/pool-scheduler/pool-scheduler/pkg/simulate"
 	"github.com/pool-scheduler/pool-scheduler/test/util"
@@ -45,21 +43,13 @@ func startInstalledLabeler(tCtx ktesting.TContext, t *testing.T, cp *controlplan
 		t.Fatal(err)
 	}
 	util.ApplyAccessObjects(tCtx, t, cp, util.KustomizeObjects(t, filepath.Join(util.RepoRoot(), "manifests", "labeler", "controller")))
-	data, err := os.ReadFile(util.ShippedConfigPath())
-	if err != nil {
-		t.Fatal(err)
-	}
-	gate, namespaces, err := labeler.GateFromSchedulerConfig(data, "pool-scheduler")
-	if err != nil {
-		t.Fatal(err)
-	}
 	saCfg, _ := util.ServiceAccountConfig(tCtx, t, cp, ns, "pool-labeler", nil)
 	sa, err := kubernetes.NewForConfig(saCfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	waitLabelerPolicy(tCtx, t, cp.Client, sa)
-	opts := labeler.Options{Gate: gate, Namespaces: namespaces, StartupTaintKey: pool.StartupTaintKey}
+	opts := util.ShippedLabelerOptions(t)
 	run := func() func() {
 		stop := util.RunLabelerAs(t, saCfg, opts)
 		t.Cleanup(stop)

@@ -2,6 +2,7 @@ package util
 
 import (
 	"context"
+	"os"
 	"sync"
 	"testing"
 
@@ -13,7 +14,24 @@ import (
 
 	"github.com/pool-scheduler/pool-scheduler/pkg/controlplane"
 	"github.com/pool-scheduler/pool-scheduler/pkg/labeler"
+	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
 )
+
+// ShippedLabelerOptions are the options pool-labeler's controller mode derives, with its flags'
+// defaults, from the shipped scheduler configuration (--config): the gate's rule, the namespaces
+// it reads sets from, the startup taint it lifts.
+func ShippedLabelerOptions(tb testing.TB) labeler.Options {
+	tb.Helper()
+	data, err := os.ReadFile(ShippedConfigPath())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	gate, namespaces, err := labeler.GateFromSchedulerConfig(data, "pool-scheduler")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return labeler.Options{Gate: gate, Namespaces: namespaces, StartupTaintKey: pool.StartupTaintKey}
+}
 
 // StartLabeler runs pool-labeler's controller mode in process against the control plane until
 // the test ends.
