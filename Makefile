@@ -52,10 +52,11 @@ $(ETCD_BIN): go.mod go.sum
 # the end): an integration suite keeps about one core busy and the suites after it mostly wait on
 # control planes, processes and Leases, so on 2 cores the two integration suites side by side
 # take little more than one; run serially the line's suite would add about 20 minutes to CI
-# (docs/compatibility.md has the figures). make test fails if any fails.
+# (docs/compatibility.md has the figures). make test fails if any fails. bin/etcd, which every
+# line's suites run, is built before, so that two makes never build it at once.
 .PHONY: test
 test: ## Unit, alert rules, fuzz smoke, integration (real apiserver), end-to-end (built binaries), the image, release signing, the scheduler_perf smoke test, and every other release line (test-lines, line-deep).
-	$(MAKE) --no-print-directory unit alerts fuzz-smoke
+	$(MAKE) --no-print-directory unit alerts fuzz-smoke etcd
 	@mkdir -p $(CURDIR)/_output
 	@pids=(); for l in $(OTHER_LINES); do \
 	  echo "== release line $$l: make line-deep in the background (log _output/line-deep-k8s$$l.log)"; \

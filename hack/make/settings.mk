@@ -17,9 +17,11 @@ DEFAULT_LINE := 1.$(word 2,$(subst ., ,$(KUBE_VERSION)))
 # after hack/versions.env: KUBE_VERSION, GO_TAGS, ...) and its build tags, into bin/k8s-<minor>/.
 # Exported, GOFLAGS reaches every go command of the recipes and the go commands that tests start;
 # -modfile is absolute because those may run in another directory. etcd is the default line's
-# (bin/etcd) for every line. Without LINE nothing here applies.
+# (bin/etcd) for every line: DEFAULT_GOFLAGS leave out the line's flags, which a make started
+# from a LINE recipe (make line-deep's integration) inherits in GOFLAGS. Without LINE nothing
+# here applies.
 LINE ?=
-DEFAULT_GOFLAGS := $(GOFLAGS)
+DEFAULT_GOFLAGS := $(strip $(filter-out -modfile=% -tags=%,$(GOFLAGS)))
 ETCD_BIN := $(CURDIR)/bin/etcd
 GOMOD_FILES := go.mod go.sum
 ifneq ($(LINE),)
