@@ -45,29 +45,30 @@ etcd: $(ETCD_BIN) ## Build etcd (for tests) from go.mod's tool directive (the de
 $(ETCD_BIN): go.mod go.sum
 	GOFLAGS="$(DEFAULT_GOFLAGS)" GOGC=$(BUILD_GOGC) $(GO) build -o $(ETCD_BIN) go.etcd.io/etcd/server/v3
 
-# The other lines' integration suites and fuzz smoke (line-deep) start in the background once the
-# unit tests and the default line's fuzz smoke are done, and run beside everything after them (the
-# default line's integration suite, end-to-end, the image, signing, scheduler_perf smoke, the
-# other lines' e2e), each with its own log (_output/line-deep-k8s<line>.log, its tail printed at
-# the end): an integration suite keeps about one core busy and the suites after it mostly wait on
-# control planes, processes and Leases, so on 2 cores the two integration suites side by side
-# take little more than one; run serially the line's suite would add about 20 minutes to CI
+# Every other line's part (line-all: its integration suite and fuzz smoke, then its line-dependent
+# unit tests and e2e suite) runs in the background once the unit tests and the default line's fuzz
+# smoke are done, beside everything after them (the default line's integration suite, end-to-end,
+# the image, signing, scheduler_perf smoke), with its own log (_output/line-k8s<line>.log; its
+# failures and tail printed at the end). An integration suite keeps about one core busy and the
+# e2e suites mostly wait on control planes, processes and Leases, so on 2 cores the two lines side
+# by side take little more than one; run serially the 1.36 line would add about 30 minutes to CI
 # (docs/compatibility.md has the figures). make test fails if any fails. bin/etcd, which every
-# line's suites run, is built before, so that two makes never build it at once.
+# line's suites run, is built before, so that two makes never build it at once; each line builds
+# its binaries into its own bin/k8s-<line>/.
 .PHONY: test
-test: ## Unit, alert rules, fuzz smoke, integration (real apiserver), end-to-end (built binaries), the image, release signing, the scheduler_perf smoke test, and every other release line (test-lines, line-deep).
+test: ## Unit, alert rules, fuzz smoke, integration (real apiserver), end-to-end (built binaries), the image, release signing, the scheduler_perf smoke test, and every other release line (line-all).
 	$(MAKE) --no-print-directory unit alerts fuzz-smoke etcd
 	@mkdir -p $(CURDIR)/_output
 	@pids=(); for l in $(OTHER_LINES); do \
-	  echo "== release line $$l: make line-deep in the background (log _output/line-deep-k8s$$l.log)"; \
-	  $(MAKE) --no-print-directory line-deep LINE=$$l > $(CURDIR)/_output/line-deep-k8s$$l.log 2>&1 & pids+=($$!); \
+	  echo "== release line $$l: make line-all in the background (log _output/line-k8s$$l.log)"; \
+	  $(MAKE) --no-print-directory line-all LINE=$$l > $(CURDIR)/_output/line-k8s$$l.log 2>&1 & pids+=($$!); \
 	done; \
-	status=0; $(MAKE) --no-print-directory integration e2e image-test signing-test perf-smoke test-lines || status=$$?; \
+	status=0; $(MAKE) --no-print-directory integration e2e image-test signing-test perf-smoke || status=$$?; \
 	i=0; for l in $(OTHER_LINES); do \
 	  lstatus=0; wait $${pids[$$i]} || lstatus=$$?; i=$$((i+1)); \
-	  echo "== release line $$l: make line-deep (exit $$lstatus; full log _output/line-deep-k8s$$l.log)"; \
-	  tail -40 $(CURDIR)/_output/line-deep-k8s$$l.log; \
-	  [[ $$lstatus -eq 0 ]] || status=$$lstatus; \
+	  echo "== release line $$l: make line-all (exit $$lstatus; full log _output/line-k8s$$l.log)"; \
+	  if [[ $$lstatus -ne 0 ]]; then grep -E -- '--- FAIL|^FAIL|^panic: |^make.*Error|^\s+[A-Za-z0-9_]+_test\.go:[0-9]+: ' $(CURDIR)/_output/line-k8s$$l.log | tail -60; status=$$lstatus; fi; \
+	  tail -15 $(CURDIR)/_output/line-k8s$$l.log; \
 	done; \
 	exit $$status
 
@@ -85,10 +86,10 @@ lines: ## Print the release lines, the default first (docs/compatibility.md).
 	@echo $(DEFAULT_LINE) $(OTHER_LINES)
 
 .PHONY: test-lines
-test-lines: ## Every other release line (lines/): line-dependent unit tests and the binary e2e suite against its own apiserver (make test runs line-deep beside it).
+test-lines: ## Every other release line's part of make test (lines/), one after the other in the foreground: make line-all LINE=<line> for each.
 	@for l in $(OTHER_LINES); do \
 	  echo "== release line $$l"; \
-	  $(MAKE) --no-print-directory line-test LINE=$$l; \
+	  $(MAKE) --no-print-directory line-all LINE=$$l || exit $$?; \
 	done
 
 # A line's integration suite runs without the race detector (the default line's runs with it:
@@ -97,16 +98,24 @@ test-lines: ## Every other release line (lines/): line-dependent unit tests and 
 LINE_RACE ?=
 
 .PHONY: line-test
-line-test: ## One release line's tests, as make test-lines runs them (LINE=<minor>): line-dependent unit tests and e2e.
+line-test: ## One release line's line-dependent unit tests and e2e suite (LINE=<minor>), as make line-all runs them.
 	@[[ -n "$(LINE)" ]] || { echo "line-test: set LINE=<minor>; the default line's tests are make test" >&2; exit 2; }
 	$(TEST_ENV) $(GO) test $(GOTEST_FLAGS) ./internal/compat/... ./pkg/version/... ./pkg/plugins/... ./cmd/... ./manifests/...
 	@mkdir -p $(CURDIR)/_output
 	$(MAKE) --no-print-directory etcd
 	$(MAKE) --no-print-directory e2e LINE=$(LINE)
 
-# make test runs it for every other line, in the background (see test).
+# make test runs line-all for every other line, in the background (see test): line-deep, then
+# line-test, the second even if the first fails.
+.PHONY: line-all
+line-all: ## One release line's whole part of make test (LINE=<minor>): line-deep, then line-test.
+	@[[ -n "$(LINE)" ]] || { echo "line-all: set LINE=<minor>" >&2; exit 2; }
+	@status=0; $(MAKE) --no-print-directory line-deep LINE=$(LINE) || status=$$?; \
+	  $(MAKE) --no-print-directory line-test LINE=$(LINE) || status=$$?; \
+	  exit $$status
+
 .PHONY: line-deep
-line-deep: ## Another line's integration suite (no race detector unless LINE_RACE=-race) and fuzz smoke (LINE=<minor>), as make test runs them.
+line-deep: ## Another line's integration suite (no race detector unless LINE_RACE=-race) and fuzz smoke (LINE=<minor>), as make test runs them (line-all).
 	@[[ -n "$(LINE)" ]] || { echo "line-deep: set LINE=<minor>" >&2; exit 2; }
 	$(MAKE) --no-print-directory integration LINE=$(LINE) RACE=$(LINE_RACE)
 	$(MAKE) --no-print-directory fuzz-smoke LINE=$(LINE)

@@ -20,8 +20,9 @@ import (
 // exactly the release lines the repository builds (hack/versions.env, lines/k8s-*/), each with
 // its Kubernetes release, the clusters the skew policy lets it serve (its minor and the next),
 // whether it bundles scheduler-plugins, and what make test runs for it; and make test does run
-// every line: `make lines` names them all, and the test target runs test-lines, which runs
-// line-test for each of the others (its integration, e2e and fuzz smoke suites).
+// every line: `make lines` names them all, and the test target runs line-all for each of the
+// others (line-deep: its integration suite and fuzz smoke; line-test: its line-dependent unit
+// tests and e2e suite).
 func TestCompatibilityMatrix(t *testing.T) {
 	lines := releaselines.All(t)
 	root := releaselines.RepoRoot()
@@ -32,7 +33,7 @@ func TestCompatibilityMatrix(t *testing.T) {
 	var want [][]string
 	var names []string
 	for _, l := range lines {
-		name, plugins, tested := l.Line, "none", "`make line-test LINE="+l.Line+"`"
+		name, plugins, tested := l.Line, "none", "`make line-all LINE="+l.Line+"`"
 		if l.Default {
 			// Only the default line builds scheduler-plugins (its releases are built against the
 			// 1.34 framework API); TestSchedulerPluginsMatchTheLine checks the binaries' side.
@@ -69,10 +70,12 @@ func TestCompatibilityMatrix(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, re := range []string{
-		`(?m)^test:(.*\n\t.*)*\$\(MAKE\) --no-print-directory integration e2e image-test signing-test perf-smoke test-lines\b`,
-		`(?m)^test:(.*\n\t.*)*\$\(MAKE\) --no-print-directory line-deep LINE=\$\$l`,
+		`(?m)^test:(.*\n\t.*)*\$\(MAKE\) --no-print-directory unit alerts fuzz-smoke etcd\b`,
+		`(?m)^test:(.*\n\t.*)*\$\(MAKE\) --no-print-directory line-all LINE=\$\$l`,
+		`(?m)^test:(.*\n\t.*)*\$\(MAKE\) --no-print-directory integration e2e image-test signing-test perf-smoke\b`,
 		`(?m)^OTHER_LINES := .*\$\(wildcard \$\(CURDIR\)/lines/k8s-\*/versions\.env\)`,
-		`(?m)^\s+\$\(MAKE\) --no-print-directory line-test LINE=\$\$l`,
+		`(?m)^line-all:(.*\n\t.*)*\$\(MAKE\) --no-print-directory line-deep LINE=\$\(LINE\)`,
+		`(?m)^line-all:(.*\n\t.*)*\$\(MAKE\) --no-print-directory line-test LINE=\$\(LINE\)`,
 		`(?m)^line-test:(.*\n\t.*)*\$\(MAKE\) --no-print-directory e2e LINE=\$\(LINE\)`,
 		`(?m)^line-deep:(.*\n\t.*)*\$\(MAKE\) --no-print-directory integration LINE=\$\(LINE\)`,
 		`(?m)^line-deep:(.*\n\t.*)*\$\(MAKE\) --no-print-directory fuzz-smoke LINE=\$\(LINE\)`,
