@@ -18,9 +18,9 @@ import (
 	"github.com/pool-scheduler/pool-scheduler/test/util"
 )
 
-// TestLabelerStopsCleanly stops the labeler again and again while its work queues are busy (nodes
-// joining and relabelled all the time) and fails if a stopped labeler leaves a work-queue
-// goroutine behind. controller-runtime's priority queue (on by default from v0.23, the 1.36
+// TestLabelerStopsCleanly stops the labeler again and again while its work queues are busy (each
+// start queues 120 pool nodes, relabelled all the time) and fails if a stopped labeler leaves a
+// work-queue goroutine behind. controller-runtime's priority queue (on by default from v0.23, the 1.36
 // line's v0.24.1) deadlocks on shutdown in this situation (kubernetes-sigs/controller-runtime
 // #3538): a goroutine blocked for good, the queue's lock held. Seen as the 1.36 integration suite
 // failing in EtcdMain's goroutine check after its tests had passed.
