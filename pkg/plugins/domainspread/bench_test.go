@@ -214,6 +214,47 @@ func benchmarkPerNode(b *testing.B, numNodes int) {
 	})
 }
 
+// BenchmarkPreScore times PreScore alone, per cluster size, with the default dimensions (zone,
+// update domain, host: cell layering) in Soft mode, on every node, in the steady state. It runs
+// on the scheduling goroutine, so its time lengthens every cycle; it reads the workload's
+// replicas, not the nodes scored.
+func BenchmarkPreScore(b *testing.B) {
+	for _, n := range perNodeCounts {
+		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) {
+			pods, nodes, pod := benchCluster(n)
+			ktesting.SetDefaultVerbosity(0)
+			ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), klogtesting.NewLogger(b, klogtesting.NewConfig(klogtesting.Verbosity(2)))))
+			b.Cleanup(cancel)
+			snapshot := cache.NewSnapshot(pods, nodes)
+			ds := newPlugin(b, ctx, defaultArgs(), pods, snapshot)
+			if !ds.layered() {
+				b.Fatal("the default dimensions no longer layer cells: this benchmark measures nothing it names")
+			}
+			infos, err := snapshot.NodeInfos().List()
+			if err != nil {
+				b.Fatal(err)
+			}
+			// Two cycles: the first resolves every node's domains, the second compacts them into
+			// the memo's read map.
+			for range 2 {
+				state := framework.NewCycleState()
+				if s := ds.PreScore(ctx, state, pod, infos); !s.IsSuccess() {
+					b.Fatal(s)
+				}
+				for _, ni := range infos {
+					ds.Score(ctx, state, pod, ni)
+				}
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if s := ds.PreScore(ctx, framework.NewCycleState(), pod, infos); !s.IsSuccess() {
+					b.Fatal(s)
+				}
+			}
+		})
+	}
+}
+
 // steadyState runs two cycles (the first resolves every node's domains, the second's PreFilter
 // compacts them into the memo's read map) and returns a third cycle's state after PreFilter and
 // PreScore: what Filter and Score see once a cluster has been scheduled on.

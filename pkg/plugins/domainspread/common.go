@@ -140,8 +140,9 @@ func (t *domainTable) len(d int) int {
 
 // currentEpoch returns the epoch node IDs are remembered under, first starting a new one if the
 // table holds far more domains than the cluster has nodes (hosts that left, values relabelled):
-// IDs then restart from 0 and every node is resolved again once. Called at the start of a cycle.
-func (t *domainTable) currentEpoch(liveNodes int) uint64 {
+// IDs then restart from 0 and every node is resolved again once (renumbered is true). Called at
+// the start of a cycle.
+func (t *domainTable) currentEpoch(liveNodes int) (epoch uint64, renumbered bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for d := range t.keys {
@@ -149,10 +150,10 @@ func (t *domainTable) currentEpoch(liveNodes int) uint64 {
 			t.epoch++
 			t.ids = [validation.MaxSpreadDimensions]map[domainKey]int32{}
 			t.keys = [validation.MaxSpreadDimensions][]domainKey{}
-			break
+			return t.epoch, true
 		}
 	}
-	return t.epoch
+	return t.epoch, false
 }
 
 // resolve computes a node's domain IDs (the nodememo.Memo's function).
@@ -169,6 +170,17 @@ func (pl *DomainSpread) resolve(node *v1.Node, _ uint64) nodeDomains {
 	return out
 }
 
+// numberDomains gives the node's domains their IDs (if new) as the node joins or changes, so
+// that the domains known (the update domains scoring's cell diagonals count) are the cluster's
+// before any cycle scores the node: no cycle has to look up every node it scores first.
+func (pl *DomainSpread) numberDomains(node *v1.Node) {
+	for d := range pl.dims {
+		if key, ok := pl.domainKeyOf(d, node.Labels); ok {
+			pl.domains.intern(d, key)
+		}
+	}
+}
+
 // domainIDs returns the node's domain IDs, resolved once per node version and epoch.
 func (pl *DomainSpread) domainIDs(node *v1.Node, epoch uint64) nodeDomains {
 	return pl.nodeDomains.Get(node, epoch)
@@ -182,13 +194,31 @@ type spreadState struct {
 	// have none. In Hard mode, domains the pod may not use hold ineligible, and minimum[d] is
 	// the replicas of the least loaded eligible domain.
 	perDomain [validation.MaxSpreadDimensions][]int32
-	minimum   [validation.MaxSpreadDimensions]int32
+	// few[d][:nFew[d]] holds them instead in Soft mode while perDomain[d] is nil: as long as
+	// the replicas are in at most fewDomains domains of the dimension (most workloads' hosts),
+	// a cycle allocates no slice as long as the highest ID among them (up to the cluster's hosts).
+	few     [validation.MaxSpreadDimensions][fewDomains]domainCount
+	nFew    [validation.MaxSpreadDimensions]int
+	minimum [validation.MaxSpreadDimensions]int32
 	// counted is the replicas counted on the snapshot's nodes: with none, every node scores alike.
 	counted int32
 }
 
+// fewDomains bounds spreadState.few: a linear scan of this many beats a cache miss in Score.
+const fewDomains = 8
+
+type domainCount struct{ id, replicas int32 }
+
 // inDomain is the workload's replicas in domain id of dimension d.
 func (s *spreadState) inDomain(d int, id int32) int32 {
+	if s.perDomain[d] == nil {
+		for _, c := range s.few[d][:s.nFew[d]] {
+			if c.id == id {
+				return c.replicas
+			}
+		}
+		return 0
+	}
 	if id < 0 || int(id) >= len(s.perDomain[d]) {
 		return 0
 	}
@@ -197,11 +227,11 @@ func (s *spreadState) inDomain(d int, id int32) int32 {
 
 // Clone copies the replica counts: preemption's AddPod/RemovePod change them on the copy.
 func (s *spreadState) Clone() fwk.StateData {
-	c := &spreadState{workload: s.workload, epoch: s.epoch, minimum: s.minimum, counted: s.counted}
+	c := *s
 	for d, replicas := range s.perDomain {
 		c.perDomain[d] = slices.Clone(replicas)
 	}
-	return c
+	return &c
 }
 
 // countReplicas builds the state for pod's workload: its replicas per domain, from the replica
@@ -219,8 +249,16 @@ func (pl *DomainSpread) countReplicas(ctx context.Context, pod *v1.Pod, w worklo
 	if err != nil {
 		return nil, err
 	}
-	s := &spreadState{workload: w, epoch: pl.domains.currentEpoch(len(nodes))}
+	epoch, renumbered := pl.domains.currentEpoch(len(nodes))
+	s := &spreadState{workload: w, epoch: epoch}
 	pl.nodeDomains.Compact(nodeInfos)
+	if renumbered {
+		// The IDs restarted: number every node's domains again now (O(nodes), as rare as the
+		// table's overflow), as the node handler did when they joined.
+		for _, ni := range nodes {
+			pl.domainIDs(ni.Node(), epoch)
+		}
+	}
 
 	// Soft mode starts from empty counts and grows them to the domains that hold replicas (most
 	// workloads have few): no slice as long as the cluster's hosts per cycle.
@@ -266,6 +304,9 @@ func (pl *DomainSpread) addReplicas(s *spreadState, ids nodeDomains, replicas, e
 		if id == noDomain {
 			continue
 		}
+		if s.perDomain[d] == nil && s.addFew(d, id, replicas) {
+			continue
+		}
 		if int(id) >= len(s.perDomain[d]) {
 			// A domain first seen in this cycle.
 			s.perDomain[d] = append(s.perDomain[d], filled(int(id)+1-len(s.perDomain[d]), empty)...)
@@ -273,6 +314,33 @@ func (pl *DomainSpread) addReplicas(s *spreadState, ids nodeDomains, replicas, e
 		s.perDomain[d][id] = max(s.perDomain[d][id], 0) + replicas
 	}
 	s.counted += replicas
+}
+
+// addFew adds replicas to domain id of dimension d in few; false once the domains are too
+// many, when it has moved them to perDomain[d] for the caller to add to.
+func (s *spreadState) addFew(d int, id, replicas int32) bool {
+	few := s.few[d][:s.nFew[d]]
+	for i := range few {
+		if few[i].id == id {
+			few[i].replicas += replicas
+			return true
+		}
+	}
+	if s.nFew[d] < fewDomains {
+		s.few[d][s.nFew[d]] = domainCount{id: id, replicas: replicas}
+		s.nFew[d]++
+		return true
+	}
+	highest := id
+	for _, c := range few {
+		highest = max(highest, c.id)
+	}
+	s.perDomain[d] = make([]int32, highest+1)
+	for _, c := range few {
+		s.perDomain[d][c.id] = c.replicas
+	}
+	s.nFew[d] = 0
+	return false
 }
 
 func filled(n int, v int32) []int32 {

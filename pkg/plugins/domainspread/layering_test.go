@@ -3,12 +3,16 @@ package domainspread
 import (
 	"fmt"
 	"math/rand"
+	"slices"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/test/utils/ktesting"
 
+	"github.com/pool-scheduler/pool-scheduler/internal/compat/framework"
 	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
 )
 
@@ -75,6 +79,85 @@ func TestBurstLayering(t *testing.T) {
 						t.Fatalf("seed %d, %d replicas: zones %v, update domains %v, host %s doubled while a host is empty; per host %v",
 							seed, i+1, zones, uds, doubled, perHost)
 					}
+				}
+			}
+		})
+	}
+}
+
+// TestScoreDoesNotDependOnTheNodesScored: a node's score is the same whether a cycle scores
+// every node or a few (percentageOfNodesToScore, a filter that leaves one update domain): the
+// cell diagonals count the cluster's update domains, numbered as nodes join, not those of the
+// nodes scored so far. Counted from the scored nodes, a burst's first cycles after a restart
+// saw fewer update domains than its later ones, and the diagonal being filled moved under it.
+func TestScoreDoesNotDependOnTheNodesScored(t *testing.T) {
+	var nodes, ud0 []*v1.Node
+	for z := range 3 {
+		for u := range 3 {
+			for h := range 2 {
+				n := node(fmt.Sprintf("z%d-ud%d-h%d", z, u, h), fmt.Sprint("zone-", z), fmt.Sprint(u))
+				nodes = append(nodes, n)
+				if u == 0 {
+					ud0 = append(ud0, n)
+				}
+			}
+		}
+	}
+	tests := []struct {
+		name string
+		// renumber fills the domain table past its bound before the cycles, so the first cycle
+		// starts a new epoch and numbers the domains again.
+		renumber bool
+	}{
+		{name: "domains numbered as the nodes joined"},
+		{name: "domains numbered again in a new epoch", renumber: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, ctx := ktesting.NewTestContext(t)
+			pl := newTestPlugin(t, ctx, defaultArgs(), nil, nodes)
+			w, _ := workloadOf(rsPod("r", "rs-a", ""))
+			for i, n := range []string{"z0-ud1-h0", "z1-ud1-h0", "z1-ud0-h1", "z2-ud0-h0"} {
+				pl.replicas.place(types.UID(fmt.Sprint("uid-", i)), w, n, true, 0)
+			}
+			if tt.renumber {
+				for i := range 2*len(nodes) + 65 {
+					pl.domains.intern(2, domainKey{2: fmt.Sprint("gone-", i)})
+				}
+			}
+			raw := func(scored []*v1.Node) map[string]int64 {
+				state := framework.NewCycleState()
+				pod := rsPod("incoming", "rs-a", "")
+				var infos []fwk.NodeInfo
+				for _, n := range scored {
+					ni, err := pl.sharedLister.NodeInfos().Get(n.Name)
+					if err != nil {
+						t.Fatal(err)
+					}
+					infos = append(infos, ni)
+				}
+				if s := pl.PreScore(ctx, state, pod, infos); !s.IsSuccess() {
+					t.Fatal(s)
+				}
+				out := map[string]int64{}
+				for _, ni := range infos {
+					score, s := pl.Score(ctx, state, pod, ni)
+					if !s.IsSuccess() {
+						t.Fatal(s)
+					}
+					if slices.Contains(ud0, ni.Node()) {
+						out[ni.Node().Name] = score
+					}
+				}
+				return out
+			}
+			// Few, all, few again: each cycle may be the one that first resolves a node.
+			before := raw(ud0)
+			all := raw(nodes)
+			after := raw(ud0)
+			for i, few := range [][]any{{"before", before}, {"after", after}} {
+				if diff := cmp.Diff(all, few[1]); diff != "" {
+					t.Errorf("%d: raw scores of update domain 0's nodes scored alone %s every node was (-every node scored +only they):\n%s", i, few[0], diff)
 				}
 			}
 		})

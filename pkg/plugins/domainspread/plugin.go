@@ -56,6 +56,7 @@ type DomainSpread struct {
 	handle  framework.Handle
 	// rollouts follows the pools' upgrades, fed by nodeInformer: while a pool upgrades, a
 	// replica is placed on a node that stays rather than one the upgrade drains (scoring.go).
+	// The same handler numbers each node's domains as it joins or changes (numberDomains).
 	rollouts     *pool.Rollouts
 	nodeInformer cache.SharedIndexInformer
 	nodeReg      cache.ResourceEventHandlerRegistration
@@ -120,23 +121,27 @@ func New(ctx context.Context, obj runtime.Object, h framework.Handle) (framework
 	pl.replicas.registration = reg
 	pl.rollouts = pool.NewRollouts(pool.Identity{})
 	pl.nodeInformer = h.SharedInformerFactory().Core().V1().Nodes().Informer()
-	if pl.nodeReg, err = pl.nodeInformer.AddEventHandler(rolloutHandler(pl.rollouts)); err != nil {
+	if pl.nodeReg, err = pl.nodeInformer.AddEventHandler(pl.nodeHandler()); err != nil {
 		return nil, fmt.Errorf("%s: watching nodes: %w", Name, err)
 	}
 	return pl, nil
 }
 
-// rolloutHandler feeds node events to the rollout tracker.
-func rolloutHandler(r *pool.Rollouts) cache.ResourceEventHandler {
+// nodeHandler feeds node events to the rollout tracker and numbers the domains of every node
+// that joins or changes.
+func (pl *DomainSpread) nodeHandler() cache.ResourceEventHandler {
+	r := pl.rollouts
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
 			if n, ok := obj.(*v1.Node); ok {
 				r.Upsert(n)
+				pl.numberDomains(n)
 			}
 		},
 		UpdateFunc: func(_, obj any) {
 			if n, ok := obj.(*v1.Node); ok {
 				r.Upsert(n)
+				pl.numberDomains(n)
 			}
 		},
 		DeleteFunc: func(obj any) {

@@ -110,12 +110,9 @@ func (pl *DomainSpread) countCells(s *scoreState) {
 	s.layered = true
 	s.bits = rawBits / (len(pl.dims) + 2)
 	s.cells = map[[2]int32]int32{}
-	// Every scored node's domains are numbered before the diagonals are: their count (the
-	// update domains known) must not change between the cycles of a burst. The memo makes this
-	// a lookup per node once a node version is known.
-	for _, ni := range s.nodes {
-		pl.domainIDs(ni.Node(), s.epoch)
-	}
+	// The diagonals' count (the update domains known) must not change between the cycles of a
+	// burst: every node's domains were numbered as it joined (numberDomains), so it is the
+	// cluster's, with no lookup per scored node here on the scheduling goroutine.
 	s.diags = make([]int32, max(pl.domains.len(1), 1))
 	nodeInfos := pl.sharedLister.NodeInfos()
 	pl.replicas.each(s.workload, func(nodeName string, replicas int32) {
