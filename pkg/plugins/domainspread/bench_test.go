@@ -216,8 +216,8 @@ func benchmarkPerNode(b *testing.B, numNodes int) {
 
 // BenchmarkPreScore times PreScore alone, per cluster size, with the default dimensions (zone,
 // update domain, host: cell layering) in Soft mode, on every node, in the steady state. It runs
-// on the scheduling goroutine, so its time lengthens every cycle; it reads the workload's
-// replicas, not the nodes scored.
+// on the scheduling goroutine, so its time lengthens every cycle; outside pool upgrades it reads
+// the workload's replicas, not the nodes scored.
 func BenchmarkPreScore(b *testing.B) {
 	for _, n := range perNodeCounts {
 		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) {

@@ -97,8 +97,9 @@ const ineligible int32 = math.MinInt32
 
 // domainTable interns each dimension's domains as small integers, so that a cycle's counts are
 // slices indexed by ID: no label lookups or key hashing per node once a node version is known.
-// IDs are assigned when a node version is first seen (under mu, off the hot path) and stay valid
-// until reset, which only happens at the start of a cycle.
+// IDs are assigned as the node handler sees a node join or change, or when a node version is
+// first resolved (under mu, off the hot path), and stay valid until reset, which only happens at
+// the start of a cycle.
 type domainTable struct {
 	mu    sync.Mutex
 	epoch uint64

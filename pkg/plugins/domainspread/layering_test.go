@@ -163,3 +163,52 @@ func TestScoreDoesNotDependOnTheNodesScored(t *testing.T) {
 		})
 	}
 }
+
+// TestLateNodeGetsNoDiagonal: a node the scheduler's snapshot holds before the node handler has
+// numbered its domains (each handler of the shared informer runs on its own goroutine) brings an
+// update domain the cycle's diagonals do not count. It gets no diagonal fill, as a node lacking
+// the dimension does, instead of the fill of whichever diagonal its ID wraps onto.
+func TestLateNodeGetsNoDiagonal(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	var nodes []*v1.Node
+	for z := range 3 {
+		for u := range 2 {
+			nodes = append(nodes, node(fmt.Sprintf("z%d-ud%d", z, u), fmt.Sprint("zone-", z), fmt.Sprint(u)))
+		}
+	}
+	pl := newTestPlugin(t, ctx, defaultArgs(), nil, nodes)
+	w, _ := workloadOf(rsPod("r", "rs-a", ""))
+	// Both diagonals hold replicas, so a wrapped ID would read a non-zero fill.
+	for i, n := range []string{"z0-ud0", "z0-ud1", "z1-ud0"} {
+		pl.replicas.place(types.UID(fmt.Sprint("uid-", i)), w, n, true, 0)
+	}
+	pod := rsPod("incoming", "rs-a", "")
+	infos, err := pl.sharedLister.NodeInfos().List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := framework.NewCycleState()
+	if s := pl.PreScore(ctx, state, pod, infos); !s.IsSuccess() {
+		t.Fatal(s)
+	}
+	c, err := state.Read(preScoreStateKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := c.(*scoreState)
+	late := framework.NewNodeInfo()
+	late.SetNode(node("late", "zone-0", "7"))
+	if _, st := pl.Score(ctx, state, pod, late); !st.IsSuccess() {
+		t.Fatal(st)
+	}
+	ids := pl.domainIDs(late.Node(), s.epoch)
+	if int(ids[1]) < len(s.diags) {
+		t.Fatalf("the late node's update domain has ID %d within the %d diagonals: the test no longer makes a late node", ids[1], len(s.diags))
+	}
+	if wrapped := s.diags[s.diagonal(ids)]; wrapped == 0 {
+		t.Fatalf("the diagonal the late node's ID wraps onto holds no replica: the test shows nothing (diagonals %v)", s.diags)
+	}
+	if fill := s.diagonalFill(ids); fill != 0 {
+		t.Errorf("late node's diagonal fill = %d, want 0 (diagonals %v, its IDs %v)", fill, s.diags, ids[:2])
+	}
+}

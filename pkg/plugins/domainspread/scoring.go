@@ -110,9 +110,11 @@ func (pl *DomainSpread) countCells(s *scoreState) {
 	s.layered = true
 	s.bits = rawBits / (len(pl.dims) + 2)
 	s.cells = map[[2]int32]int32{}
-	// The diagonals' count (the update domains known) must not change between the cycles of a
-	// burst: every node's domains were numbered as it joined (numberDomains), so it is the
-	// cluster's, with no lookup per scored node here on the scheduling goroutine.
+	// The diagonals' count (the update domains known) should not change between the cycles of
+	// a burst: the node handler numbers every node's domains as it joins (numberDomains), so it
+	// is every update domain seen since the table's last renumbering, whichever nodes a cycle
+	// scores, with no lookup per scored node here on the scheduling goroutine. It still grows
+	// when a node brings a new update domain (diagonalFill covers the cycle that meets it first).
 	s.diags = make([]int32, max(pl.domains.len(1), 1))
 	nodeInfos := pl.sharedLister.NodeInfos()
 	pl.replicas.each(s.workload, func(nodeName string, replicas int32) {
@@ -133,6 +135,17 @@ func (pl *DomainSpread) countCells(s *scoreState) {
 func (s *scoreState) diagonal(ids nodeDomains) int {
 	n := int32(len(s.diags))
 	return int(((ids[1]-ids[0])%n + n) % n)
+}
+
+// diagonalFill is the replicas on the node's cell diagonal; 0 for a node lacking either of the
+// first two dimensions, and for one whose update domain was numbered after countCells sized the
+// diagonals (its node joined the snapshot before the node handler numbered it): modulo a count
+// that lacks its update domain it would land on another domain's diagonal.
+func (s *scoreState) diagonalFill(ids nodeDomains) int32 {
+	if ids[0] == noDomain || ids[1] == noDomain || int(ids[1]) >= len(s.diags) {
+		return 0
+	}
+	return s.diags[s.diagonal(ids)]
 }
 
 // ignoredCount returns the count that stands in for dimension d on a node lacking its keys.
@@ -180,13 +193,11 @@ func (pl *DomainSpread) Score(_ context.Context, state fwk.CycleState, _ *v1.Pod
 		if d == 1 && s.layered {
 			// The cell's replicas, then the most filled diagonal first; a node lacking either
 			// of the first two dimensions scores as an empty cell on a full diagonal.
-			var cell, fill int32
+			var cell int32
 			if ids[0] != noDomain && ids[1] != noDomain {
 				cell = s.cells[[2]int32{ids[0], ids[1]}]
-				if i := s.diagonal(ids); i < len(s.diags) {
-					fill = s.diags[i]
-				}
 			}
+			fill := s.diagonalFill(ids)
 			raw = raw<<s.bits | int64(min(cell, limit))
 			raw = raw<<s.bits | int64(limit-min(fill, limit))
 		}
