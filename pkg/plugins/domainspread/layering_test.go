@@ -126,8 +126,6 @@ func TestScoreDoesNotDependOnTheNodesScored(t *testing.T) {
 				}
 			}
 			raw := func(scored []*v1.Node) map[string]int64 {
-				state := framework.NewCycleState()
-				pod := rsPod("incoming", "rs-a", "")
 				var infos []fwk.NodeInfo
 				for _, n := range scored {
 					ni, err := pl.sharedLister.NodeInfos().Get(n.Name)
@@ -136,17 +134,10 @@ func TestScoreDoesNotDependOnTheNodesScored(t *testing.T) {
 					}
 					infos = append(infos, ni)
 				}
-				if s := pl.PreScore(ctx, state, pod, infos); !s.IsSuccess() {
-					t.Fatal(s)
-				}
-				out := map[string]int64{}
-				for _, ni := range infos {
-					score, s := pl.Score(ctx, state, pod, ni)
-					if !s.IsSuccess() {
-						t.Fatal(s)
-					}
-					if slices.Contains(ud0, ni.Node()) {
-						out[ni.Node().Name] = score
+				out := rawScores(t, ctx, pl, rsPod("incoming", "rs-a", ""), infos)
+				for name := range out {
+					if !slices.ContainsFunc(ud0, func(n *v1.Node) bool { return n.Name == name }) {
+						delete(out, name)
 					}
 				}
 				return out

@@ -322,6 +322,12 @@ func scoreAll(t *testing.T, ctx context.Context, pl *DomainSpread, pod *v1.Pod) 
 	if err != nil {
 		t.Fatal(err)
 	}
+	return rawScores(t, ctx, pl, pod, infos)
+}
+
+// rawScores runs a scoring cycle for pod over infos and returns the raw score per node name.
+func rawScores(t *testing.T, ctx context.Context, pl *DomainSpread, pod *v1.Pod, infos []fwk.NodeInfo) map[string]int64 {
+	t.Helper()
 	state := framework.NewCycleState()
 	if s := pl.PreScore(ctx, state, pod, infos); !s.IsSuccess() {
 		t.Fatal(s)
