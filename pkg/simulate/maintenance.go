@@ -648,7 +648,9 @@ func (u *upgrader) drain(ctx context.Context, node string) (bool, error) {
 }
 
 // evict asks the Eviction API to evict p until it does or ctx ends; a refusal (429: a
-// PodDisruptionBudget) is counted and retried as AKS retries it.
+// PodDisruptionBudget) is counted and retried as AKS retries it. Any other error is retried
+// uncounted, a 429 without the budget's cause included (API Priority and Fairness shedding a
+// loaded API server's requests): counted, it would be a budget refusal of a workload without one.
 func (u *upgrader) evict(ctx context.Context, p *v1.Pod) {
 	owner := ownerName(p)
 	eviction := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name},
@@ -663,7 +665,7 @@ func (u *upgrader) evict(ctx context.Context, p *v1.Pod) {
 			return
 		case apierrors.IsNotFound(err), apierrors.IsConflict(err):
 			return // gone, or another pod of that name
-		case apierrors.IsTooManyRequests(err):
+		case budgetRefusal(err):
 			u.mu.Lock()
 			u.refusals[owner]++
 			u.mu.Unlock()
@@ -672,6 +674,13 @@ func (u *upgrader) evict(ctx context.Context, p *v1.Pod) {
 			return
 		}
 	}
+}
+
+// budgetRefusal reports whether the Eviction API refused because of a PodDisruptionBudget: 429
+// with the DisruptionBudget cause (k8s.io/kubernetes pkg/registry/core/pod/storage/eviction.go,
+// createTooManyRequestsError and the budget check, v1.34.10 and v1.36.3).
+func budgetRefusal(err error) bool {
+	return apierrors.IsTooManyRequests(err) && apierrors.HasStatusCause(err, policyv1.DisruptionBudgetCause)
 }
 
 // reimage rebuilds the node in place: the same Node object is NotReady (as the node lifecycle

@@ -2,6 +2,7 @@ package simulate
 
 import (
 	"bytes"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +10,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"golang.org/x/net/html"
 	v1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/pool-scheduler/pool-scheduler/pkg/report"
@@ -273,3 +276,33 @@ func TestWriteMaintenance(t *testing.T) {
 		t.Errorf("a goal not met is not marked bad: %v", badText)
 	}
 }
+
+// TestBudgetRefusal: only the Eviction API's budget refusals count as refusals; a 429 a loaded
+// API server sheds (no budget cause) and other errors are retried uncounted.
+func TestBudgetRefusal(t *testing.T) {
+	withCause := func(msg string) error {
+		err := apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0)
+		err.ErrStatus.Details.Causes = append(err.ErrStatus.Details.Causes, metav1.StatusCause{Type: policyv1.DisruptionBudgetCause, Message: msg})
+		return err
+	}
+	tests := []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{name: "budget refuses", err: withCause("The disruption budget web needs 11 healthy pods and has 11 currently"), want: true},
+		{name: "budget not yet processed", err: withCause("The disruption budget web is still being processed by the server."), want: true},
+		{name: "API Priority and Fairness sheds the request", err: apierrors.NewTooManyRequests("the server has received too many requests and has asked us to try again later", 1)},
+		{name: "server error", err: apierrors.NewInternalError(errTest)},
+		{name: "evicted", err: nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := budgetRefusal(tt.err); got != tt.want {
+				t.Errorf("budgetRefusal(%v) = %v, want %v", tt.err, got, tt.want)
+			}
+		})
+	}
+}
+
+var errTest = errors.New("etcd timeout")
