@@ -69,13 +69,19 @@ type filterer interface {
 	framework.FilterPlugin
 }
 
-func benchPlugins(b testing.TB, mode config.SpreadMode, pods []*v1.Pod, nodes []*v1.Node) (context.Context, *DomainSpread, framework.Plugin, []fwk.NodeInfo) {
-	b.Helper()
+// benchContext is a quiet context for benchmarks, cancelled at cleanup.
+func benchContext(tb testing.TB) context.Context {
 	// The replica index's informer logs through the global klog, which ktesting sets to -v=5 for
 	// tests; its lines would land in the benchmark output.
 	ktesting.SetDefaultVerbosity(0)
-	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), klogtesting.NewLogger(b, klogtesting.NewConfig(klogtesting.Verbosity(2)))))
-	b.Cleanup(cancel)
+	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), klogtesting.NewLogger(tb, klogtesting.NewConfig(klogtesting.Verbosity(2)))))
+	tb.Cleanup(cancel)
+	return ctx
+}
+
+func benchPlugins(b testing.TB, mode config.SpreadMode, pods []*v1.Pod, nodes []*v1.Node) (context.Context, *DomainSpread, framework.Plugin, []fwk.NodeInfo) {
+	b.Helper()
+	ctx := benchContext(b)
 	snapshot := cache.NewSnapshot(pods, nodes)
 	args := defaultArgs()
 	args.Mode = mode
@@ -222,9 +228,7 @@ func BenchmarkPreScore(b *testing.B) {
 	for _, n := range perNodeCounts {
 		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) {
 			pods, nodes, pod := benchCluster(n)
-			ktesting.SetDefaultVerbosity(0)
-			ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), klogtesting.NewLogger(b, klogtesting.NewConfig(klogtesting.Verbosity(2)))))
-			b.Cleanup(cancel)
+			ctx := benchContext(b)
 			snapshot := cache.NewSnapshot(pods, nodes)
 			ds := newPlugin(b, ctx, defaultArgs(), pods, snapshot)
 			if !ds.layered() {
@@ -312,5 +316,46 @@ func TestFilterAndScoreDoNotAllocate(t *testing.T) {
 	// Both paths were measured.
 	if accepted == 0 || refused == 0 {
 		t.Fatalf("accepted %d nodes, refused %d: the cluster no longer exercises both", accepted, refused)
+	}
+}
+
+// TestSoftScoreDoesNotAllocate: with the default dimensions (Soft mode, cell layering), once the
+// nodes' domains are memoised, scoring a node allocates nothing, whether the workload's replicas
+// sit in the few fixed slots or, past fewDomains hosts, in a slice by ID.
+func TestSoftScoreDoesNotAllocate(t *testing.T) {
+	for _, replicas := range []int{3, fewDomains + 4} {
+		t.Run(fmt.Sprintf("replicas=%d", replicas), func(t *testing.T) {
+			var nodes []*v1.Node
+			for i := range 24 {
+				nodes = append(nodes, node(fmt.Sprintf("n%d", i), fmt.Sprint(i%3), fmt.Sprint(i/3%2)))
+			}
+			var pods []*v1.Pod
+			for i := range replicas {
+				pods = append(pods, rsPod(fmt.Sprint("r", i), "rs-a", nodes[i*2%len(nodes)].Name))
+			}
+			_, ctx := ktesting.NewTestContext(t)
+			pl := newTestPlugin(t, ctx, defaultArgs(), pods, nodes)
+			pod := rsPod("incoming", "rs-a", "")
+			infos := nodeInfosOf(t, pl, nodes)
+			for range 2 {
+				rawScores(t, ctx, pl, pod, infos)
+			}
+			state := framework.NewCycleState()
+			if s := pl.PreScore(ctx, state, pod, infos); !s.IsSuccess() {
+				t.Fatal(s)
+			}
+			c, err := state.Read(preScoreStateKey)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s := c.(*scoreState); !s.layered || (s.perDomain[2] != nil) != (replicas > fewDomains) {
+				t.Fatalf("state: layered %v, hosts in a slice %v; want layered and a slice only past %d hosts", s.layered, s.perDomain[2] != nil, fewDomains)
+			}
+			for _, ni := range infos {
+				if n := testing.AllocsPerRun(50, func() { pl.Score(ctx, state, pod, ni) }); n != 0 {
+					t.Errorf("Score(%s) allocates %v times per call, want 0", ni.Node().Name, n)
+				}
+			}
+		})
 	}
 }

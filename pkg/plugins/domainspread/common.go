@@ -172,8 +172,9 @@ func (pl *DomainSpread) resolve(node *v1.Node, _ uint64) nodeDomains {
 }
 
 // numberDomains gives the node's domains their IDs (if new) as the node joins or changes, so
-// that the domains known (the update domains scoring's cell diagonals count) are the cluster's
-// before any cycle scores the node: no cycle has to look up every node it scores first.
+// that the domains known (the update domains scoring's cell diagonals count) include the node's
+// before a cycle normally scores it: no cycle has to look up every node it scores first (a node
+// the snapshot holds before this handler ran is covered by diagonalFill).
 func (pl *DomainSpread) numberDomains(node *v1.Node) {
 	for d := range pl.dims {
 		if key, ok := pl.domainKeyOf(d, node.Labels); ok {
@@ -261,8 +262,8 @@ func (pl *DomainSpread) countReplicas(ctx context.Context, pod *v1.Pod, w worklo
 		}
 	}
 
-	// Soft mode starts from empty counts and grows them to the domains that hold replicas (most
-	// workloads have few): no slice as long as the cluster's hosts per cycle.
+	// Soft mode starts from empty counts: a dimension's domains that hold replicas go in fixed
+	// slots (spreadState.few), a slice by ID only past fewDomains of them.
 	empty := int32(0)
 	if eligibleDomains {
 		empty = ineligible

@@ -9,7 +9,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/test/utils/ktesting"
 
 	"github.com/pool-scheduler/pool-scheduler/internal/compat/framework"
@@ -87,8 +86,8 @@ func TestBurstLayering(t *testing.T) {
 
 // TestScoreDoesNotDependOnTheNodesScored: a node's score is the same whether a cycle scores
 // every node or a few (percentageOfNodesToScore, a filter that leaves one update domain): the
-// cell diagonals count the cluster's update domains, numbered as nodes join, not those of the
-// nodes scored so far. Counted from the scored nodes, a burst's first cycles after a restart
+// cell diagonals count the update domains the node handler numbered as nodes joined, not those
+// of the nodes scored so far. Counted from the scored nodes, a burst's first cycles after a restart
 // saw fewer update domains than its later ones, and the diagonal being filled moved under it.
 func TestScoreDoesNotDependOnTheNodesScored(t *testing.T) {
 	var nodes, ud0 []*v1.Node
@@ -126,15 +125,7 @@ func TestScoreDoesNotDependOnTheNodesScored(t *testing.T) {
 				}
 			}
 			raw := func(scored []*v1.Node) map[string]int64 {
-				var infos []fwk.NodeInfo
-				for _, n := range scored {
-					ni, err := pl.sharedLister.NodeInfos().Get(n.Name)
-					if err != nil {
-						t.Fatal(err)
-					}
-					infos = append(infos, ni)
-				}
-				out := rawScores(t, ctx, pl, rsPod("incoming", "rs-a", ""), infos)
+				out := rawScores(t, ctx, pl, rsPod("incoming", "rs-a", ""), nodeInfosOf(t, pl, scored))
 				for name := range out {
 					if !slices.ContainsFunc(ud0, func(n *v1.Node) bool { return n.Name == name }) {
 						delete(out, name)

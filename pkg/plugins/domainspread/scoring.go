@@ -192,7 +192,7 @@ func (pl *DomainSpread) Score(_ context.Context, state fwk.CycleState, _ *v1.Pod
 		}
 		if d == 1 && s.layered {
 			// The cell's replicas, then the most filled diagonal first; a node lacking either
-			// of the first two dimensions scores as an empty cell on a full diagonal.
+			// of the first two dimensions scores as an empty cell on an empty diagonal.
 			var cell int32
 			if ids[0] != noDomain && ids[1] != noDomain {
 				cell = s.cells[[2]int32{ids[0], ids[1]}]

@@ -26,14 +26,7 @@ import (
 func scores(t *testing.T, ctx context.Context, pl *DomainSpread, pod *v1.Pod, nodes []*v1.Node) (map[string]int64, *fwk.Status) {
 	t.Helper()
 	state := framework.NewCycleState()
-	var infos []fwk.NodeInfo
-	for _, n := range nodes {
-		ni, err := pl.sharedLister.NodeInfos().Get(n.Name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		infos = append(infos, ni)
-	}
+	infos := nodeInfosOf(t, pl, nodes)
 	if st := pl.PreScore(ctx, state, pod, infos); st.IsSkip() {
 		// The framework then leaves the plugin out: it adds nothing to any node.
 		out := map[string]int64{}
@@ -61,6 +54,20 @@ func scores(t *testing.T, ctx context.Context, pl *DomainSpread, pod *v1.Pod, no
 		out[s.Name] = s.Score
 	}
 	return out, nil
+}
+
+// nodeInfosOf returns the snapshot's NodeInfos of nodes, in their order.
+func nodeInfosOf(t *testing.T, pl *DomainSpread, nodes []*v1.Node) []fwk.NodeInfo {
+	t.Helper()
+	infos := make([]fwk.NodeInfo, 0, len(nodes))
+	for _, n := range nodes {
+		ni, err := pl.sharedLister.NodeInfos().Get(n.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		infos = append(infos, ni)
+	}
+	return infos
 }
 
 // best returns the names of the nodes with the top score.
