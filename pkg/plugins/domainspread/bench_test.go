@@ -340,15 +340,8 @@ func TestSoftScoreDoesNotAllocate(t *testing.T) {
 			for range 2 {
 				rawScores(t, ctx, pl, pod, infos)
 			}
-			state := framework.NewCycleState()
-			if s := pl.PreScore(ctx, state, pod, infos); !s.IsSuccess() {
-				t.Fatal(s)
-			}
-			c, err := state.Read(preScoreStateKey)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if s := c.(*scoreState); !s.layered || (s.perDomain[2] != nil) != (replicas > fewDomains) {
+			state, s := preScored(t, ctx, pl, pod, infos)
+			if !s.layered || (s.perDomain[2] != nil) != (replicas > fewDomains) {
 				t.Fatalf("state: layered %v, hosts in a slice %v; want layered and a slice only past %d hosts", s.layered, s.perDomain[2] != nil, fewDomains)
 			}
 			for _, ni := range infos {

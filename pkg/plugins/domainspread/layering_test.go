@@ -169,15 +169,7 @@ func TestLateNodeGetsNoDiagonal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	state := framework.NewCycleState()
-	if s := pl.PreScore(ctx, state, pod, infos); !s.IsSuccess() {
-		t.Fatal(s)
-	}
-	c, err := state.Read(preScoreStateKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := c.(*scoreState)
+	state, s := preScored(t, ctx, pl, pod, infos)
 	late := framework.NewNodeInfo()
 	late.SetNode(node("late", "zone-0", "7"))
 	if _, st := pl.Score(ctx, state, pod, late); !st.IsSuccess() {

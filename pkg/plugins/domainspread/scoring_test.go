@@ -56,6 +56,20 @@ func scores(t *testing.T, ctx context.Context, pl *DomainSpread, pod *v1.Pod, no
 	return out, nil
 }
 
+// preScored runs PreScore for pod over infos and returns the cycle state and its scoring state.
+func preScored(t *testing.T, ctx context.Context, pl *DomainSpread, pod *v1.Pod, infos []fwk.NodeInfo) (fwk.CycleState, *scoreState) {
+	t.Helper()
+	state := framework.NewCycleState()
+	if s := pl.PreScore(ctx, state, pod, infos); !s.IsSuccess() {
+		t.Fatal(s)
+	}
+	c, err := state.Read(preScoreStateKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return state, c.(*scoreState)
+}
+
 // nodeInfosOf returns the snapshot's NodeInfos of nodes, in their order.
 func nodeInfosOf(t *testing.T, pl *DomainSpread, nodes []*v1.Node) []fwk.NodeInfo {
 	t.Helper()
