@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/scale"
 	"k8s.io/client-go/tools/cache"
@@ -52,7 +53,9 @@ func StartDisruptionController(ctx context.Context, cp *controlplane.ControlPlan
 	ctx = klog.NewContext(ctx, klog.FromContext(ctx))
 	factory := informers.NewSharedInformerFactory(cp.Client, 0)
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(cacheddiscovery.NewMemCacheClient(cp.Client.Discovery()))
-	scaleClient, err := scale.NewForConfig(cp.Config, mapper, dynamic.LegacyAPIPathResolverFunc, scale.NewDiscoveryScaleKindResolver(cp.Client.Discovery()))
+	// scale.NewForConfig sets fields of the config it is given: a copy, as InitDisruptionController
+	// makes, since the scheduler and its plugins read cp.Config at the same time.
+	scaleClient, err := scale.NewForConfig(rest.CopyConfig(cp.Config), mapper, dynamic.LegacyAPIPathResolverFunc, scale.NewDiscoveryScaleKindResolver(cp.Client.Discovery()))
 	if err != nil {
 		return fmt.Errorf("disruption controller: %w", err)
 	}
