@@ -52,7 +52,9 @@ $(ETCD_BIN): go.mod go.sum
 # failures and tail printed at the end). An integration suite keeps about one core busy and the
 # e2e suites mostly wait on control planes, processes and Leases, so on 2 cores the two lines side
 # by side take little more than one; run serially the 1.36 line would add about 30 minutes to CI
-# (docs/compatibility.md has the figures). make test fails if any fails. bin/etcd, which every
+# (docs/compatibility.md has the figures). make test fails if any fails, and then its last lines
+# name what failed in each log (a CI view that shows only the end of the output still names the
+# test; the default line's part is kept in _output/test-default-line.log). bin/etcd, which every
 # line's suites run, is built before, so that two makes never build it at once; each line builds
 # its binaries into its own bin/k8s-<line>/.
 .PHONY: test
@@ -63,13 +65,19 @@ test: ## Unit, alert rules, fuzz smoke, integration (real apiserver), end-to-end
 	  echo "== release line $$l: make line-all in the background (log _output/line-k8s$$l.log)"; \
 	  $(MAKE) --no-print-directory line-all LINE=$$l > $(CURDIR)/_output/line-k8s$$l.log 2>&1 & pids+=($$!); \
 	done; \
-	status=0; $(MAKE) --no-print-directory integration e2e image-test signing-test perf-smoke || status=$$?; \
+	status=0; $(MAKE) --no-print-directory integration e2e image-test signing-test perf-smoke 2>&1 | tee $(CURDIR)/_output/test-default-line.log || status=$$?; \
 	i=0; for l in $(OTHER_LINES); do \
 	  lstatus=0; wait $${pids[$$i]} || lstatus=$$?; i=$$((i+1)); \
 	  echo "== release line $$l: make line-all (exit $$lstatus; full log _output/line-k8s$$l.log)"; \
-	  if [[ $$lstatus -ne 0 ]]; then grep -E -- '--- FAIL|^FAIL|^panic: |^make.*Error|^\s+[A-Za-z0-9_]+_test\.go:[0-9]+: ' $(CURDIR)/_output/line-k8s$$l.log | tail -60; status=$$lstatus; fi; \
+	  if [[ $$lstatus -ne 0 ]]; then grep -E -- '--- FAIL|^FAIL|^panic: |^make.*Error|^\s+[A-Za-z0-9_]+_test\.go:[0-9]+: ' $(CURDIR)/_output/line-k8s$$l.log | tail -60 || true; status=$$lstatus; fi; \
 	  tail -15 $(CURDIR)/_output/line-k8s$$l.log; \
 	done; \
+	if [[ $$status -ne 0 ]]; then \
+	  echo "== make test failed; what failed, per log (full logs in _output/):"; \
+	  for f in $(CURDIR)/_output/test-default-line.log $(foreach l,$(OTHER_LINES),$(CURDIR)/_output/line-k8s$(l).log); do \
+	    grep -E -- '--- FAIL|^FAIL|^panic: |race detected|^make.*Error' "$$f" | sed "s|^|$${f##*/}: |" | tail -20 || true; \
+	  done; \
+	fi; \
 	exit $$status
 
 # The release lines other than the default one (lines/k8s-<minor>/). make test runs the default
