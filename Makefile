@@ -35,6 +35,12 @@ kubectl: $(BIN)/kubectl
 $(BIN)/kubectl: $(GOMOD_FILES)
 	GOFLAGS="$(DEV_GOFLAGS)" GOGC=$(BUILD_GOGC) $(GO) build -o $(BIN)/kubectl k8s.io/kubernetes/cmd/kubectl
 
+# helm, the real CLI, for the README test (test/readme), from go.mod's tool directive (pinned).
+.PHONY: helm
+helm: $(BIN)/helm
+$(BIN)/helm: $(GOMOD_FILES)
+	GOFLAGS="$(DEV_GOFLAGS)" GOGC=$(BUILD_GOGC) $(GO) build -o $(BIN)/helm helm.sh/helm/v3/cmd/helm
+
 .PHONY: demo
 # hack/demo.sh builds bin/poolctl (make poolctl) and runs it, one line per stage with the time.
 demo: ## Simulate the built-in scenarios: default scheduler vs pool-scheduler, side by side.
@@ -58,14 +64,14 @@ $(ETCD_BIN): go.mod go.sum
 # line's suites run, is built before, so that two makes never build it at once; each line builds
 # its binaries into its own bin/k8s-<line>/.
 .PHONY: test
-test: ## Unit, alert rules, fuzz smoke, integration (real apiserver), end-to-end (built binaries), the image, release signing, the scheduler_perf smoke test, and every other release line (line-all).
+test: ## Unit, alert rules, fuzz smoke, integration (real apiserver), end-to-end (built binaries), the image, the READMEs' blocks run verbatim, release signing, the scheduler_perf smoke test, and every other release line (line-all).
 	$(MAKE) --no-print-directory unit alerts fuzz-smoke etcd
 	@mkdir -p $(CURDIR)/_output
 	@pids=(); for l in $(OTHER_LINES); do \
 	  echo "== release line $$l: make line-all in the background (log _output/line-k8s$$l.log)"; \
 	  $(MAKE) --no-print-directory line-all LINE=$$l > $(CURDIR)/_output/line-k8s$$l.log 2>&1 & pids+=($$!); \
 	done; \
-	status=0; $(MAKE) --no-print-directory integration e2e image-test signing-test perf-smoke 2>&1 | tee $(CURDIR)/_output/test-default-line.log || status=$$?; \
+	status=0; $(MAKE) --no-print-directory integration e2e image-test readme-test signing-test perf-smoke 2>&1 | tee $(CURDIR)/_output/test-default-line.log || status=$$?; \
 	i=0; for l in $(OTHER_LINES); do \
 	  lstatus=0; wait $${pids[$$i]} || lstatus=$$?; i=$$((i+1)); \
 	  echo "== release line $$l: make line-all (exit $$lstatus; full log _output/line-k8s$$l.log)"; \
@@ -245,6 +251,15 @@ image-test: binaries ## The image test: host-platform layout from bin/, config, 
 	$(RELEASE_TOOL) image --out _output/image-test --version $(VERSION) --tag $(VERSION)-k8s1.$(KUBE_MINOR) --revision $(REVISION) --source-date-epoch $(SOURCE_DATE_EPOCH) \
 	  --platform linux/$(HOST_ARCH)=$(BIN)
 	$(MAKE) --no-print-directory image-test-layout IMAGE_LAYOUT=_output/image-test
+
+# The README test (test/readme): every marked shell block of README.md and the chart's README,
+# verbatim, in bash from the repository's root, against kube-apiservers and an OCI registry in
+# process: the recipe's `make image` and `go run ./hack/release`, helm and kubectl from bin/.
+# The blocks get the GOFLAGS a user's shell has (not the test build's), so make image reuses
+# the build cache of make binaries. The default line only, as the image (make image-test).
+.PHONY: readme-test
+readme-test: etcd helm kubectl binaries ## Run README.md's and the chart README's install, upgrade and opt-in blocks verbatim (test/readme).
+	$(TEST_ENV) README_TEST_GOFLAGS="$(DEFAULT_GOFLAGS)" $(GO) test $(GOTEST_FLAGS) -count=1 -timeout=30m ./test/readme/...
 
 # TestRegistryRecipe (the README's install recipe: push, render the chart and the line's overlay
 # with the pushed digest, apply them) starts kube-apiserver and etcd: etcd from bin/.

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"time"
 
+	"sigs.k8s.io/yaml"
+
 	"github.com/pool-scheduler/pool-scheduler/internal/ociimage"
 	"github.com/pool-scheduler/pool-scheduler/internal/release"
 )
@@ -26,6 +28,7 @@ func main() {
 	cmds := map[string]func([]string) error{
 		"image":      imageCmd,
 		"push":       pushCmd,
+		"digest":     digestCmd,
 		"dist":       distCmd,
 		"lint-chart": lintChartCmd,
 	}
@@ -43,6 +46,7 @@ func usage() {
 	fmt.Fprintln(os.Stderr, `usage: release <command> [flags]   (-h after a command lists its flags)
   image       assemble the OCI image layout from per-platform binaries
   push        push image layouts (index, tag and SBOM referrers) to a registry
+  digest      print an image layout's digest (its image index), as push pushes it
   dist        make the release directory: image layout tar per line, chart, install YAML per line, plugin archives, krew manifest, SHA256SUMS
   lint-chart  lint a chart with the Helm SDK (helm lint --strict)`)
 	os.Exit(2)
@@ -125,11 +129,15 @@ func pushCmd(args []string) error {
 	fs := flag.NewFlagSet("push", flag.ExitOnError)
 	var dirs stringList
 	fs.Var(&dirs, "layout", "OCI image layout written by `release image` (repeatable: one per release line)")
-	repo := fs.String("repository", "", "repository to push to, e.g. ghcr.io/pool-scheduler/pool-scheduler (credentials: docker login)")
+	repo := fs.String("repository", "", "repository to push to, e.g. ghcr.io/pool-scheduler/pool-scheduler (credentials: docker login or helm registry login)")
 	version := fs.String("version", "", "if set, each layout must be tagged <version>-k8s<line> (a release's layouts)")
+	valuesOut := fs.String("values-out", "", "if set, write the chart's image values for what was pushed to this file (helm install -f <file>): image.repository and image.digests.<line>")
 	_ = fs.Parse(args)
 	if *repo == "" || len(dirs) == 0 {
 		return fmt.Errorf("--repository and at least one --layout are required")
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q (a flag's value with a space in it needs quotes)", fs.Args())
 	}
 	// Every layout is read and checked before anything is pushed, so a bad one does not leave
 	// the registry with part of a release.
@@ -146,13 +154,60 @@ func pushCmd(args []string) error {
 		}
 		layouts = append(layouts, l)
 	}
+	digests := map[string]string{}
 	for _, l := range layouts {
+		line, err := layoutLine(l)
+		if err != nil && *valuesOut != "" {
+			return err
+		}
 		ref, err := ociimage.Push(l, *repo)
 		if err != nil {
 			return err
 		}
+		digests[line] = ref.DigestStr()
 		fmt.Printf("pushed %s:%s (%s)\n", *repo, l.Tag, ref)
 	}
+	if *valuesOut == "" {
+		return nil
+	}
+	values, err := yaml.Marshal(map[string]any{"image": map[string]any{"repository": *repo, "digests": digests}})
+	if err != nil {
+		return err
+	}
+	header := "# The chart's image values for the images `release push` pushed: helm install ... -f " + filepath.Base(*valuesOut) + "\n"
+	if err := os.WriteFile(*valuesOut, append([]byte(header), values...), 0o644); err != nil {
+		return err
+	}
+	fmt.Printf("wrote %s\n", *valuesOut)
+	return nil
+}
+
+// layoutLine is the release line a layout's tag names (<version>-k8s<line>).
+func layoutLine(l *ociimage.Layout) (string, error) {
+	i := strings.LastIndex(l.Tag, "-k8s")
+	line := l.Tag[i+len("-k8s"):]
+	if i < 0 || release.CheckLine(line) != nil {
+		return "", fmt.Errorf("the layout is tagged %q, not <version>-k8s<line>: no release line to name in the chart's values", l.Tag)
+	}
+	return line, nil
+}
+
+func digestCmd(args []string) error {
+	fs := flag.NewFlagSet("digest", flag.ExitOnError)
+	dir := fs.String("layout", "", "OCI image layout written by `release image`")
+	_ = fs.Parse(args)
+	if *dir == "" || fs.NArg() > 0 {
+		return fmt.Errorf("one --layout is required, and nothing else")
+	}
+	l, err := ociimage.ReadLayout(*dir)
+	if err != nil {
+		return err
+	}
+	d, err := l.Index.Digest()
+	if err != nil {
+		return err
+	}
+	fmt.Println(d.String())
 	return nil
 }
 

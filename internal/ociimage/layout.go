@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
@@ -121,8 +120,8 @@ func ReadLayout(dir string) (*Layout, error) {
 
 // Push writes the image index to repo:tag and each SBOM and Sigstore bundle by digest (the
 // registry links it to its subject: through the referrers API, or go-containerregistry updates
-// the referrers tag when the registry has none). Credentials come from the Docker config (docker login, or
-// docker/login-action in CI). It returns the pushed reference with its digest.
+// the referrers tag when the registry has none). Credentials come from Keychain (docker login,
+// docker/login-action in CI, or helm registry login). It returns the pushed reference with its digest.
 func Push(l *Layout, repo string, opts ...remote.Option) (name.Digest, error) {
 	if l.Tag == "" {
 		return name.Digest{}, fmt.Errorf("the layout's image index has no %s annotation to use as tag", AnnotationRefName)
@@ -131,7 +130,7 @@ func Push(l *Layout, repo string, opts ...remote.Option) (name.Digest, error) {
 	if err != nil {
 		return name.Digest{}, fmt.Errorf("repository %q: %w", repo, err)
 	}
-	opts = append([]remote.Option{remote.WithAuthFromKeychain(authn.DefaultKeychain)}, opts...)
+	opts = append([]remote.Option{remote.WithAuthFromKeychain(Keychain)}, opts...)
 	if err := remote.WriteIndex(r.Tag(l.Tag), l.Index, opts...); err != nil {
 		return name.Digest{}, fmt.Errorf("pushing %s: %w", r.Tag(l.Tag), err)
 	}
