@@ -296,6 +296,14 @@ push-image: ## Push the release's image layouts to IMAGE_REPO (tag VERSION-k8s<l
 	$(check-lines)
 	$(RELEASE_TOOL) push --version $(VERSION) --repository $(IMAGE_REPO) $(foreach l,$(LINES),--layout $(RELEASE_LAYOUT)/k8s-$(l))
 
+# The release's chart (values pinning every line's image by digest) as an OCI artifact, for
+# `helm install oci://...` and GitOps tools: CHART_REPO/pool-scheduler:<version without v>. Its
+# layer is the release's .tgz as is, whose sha256 the signed SHA256SUMS lists.
+CHART_REPO ?= oci://ghcr.io/pool-scheduler/charts
+.PHONY: push-chart
+push-chart: ## Push the release's chart (VERSION) to CHART_REPO as an OCI artifact; credentials from helm registry login or docker login.
+	$(RELEASE_TOOL) push-chart --chart $(RELEASE_DIR)/pool-scheduler-$(patsubst v%,%,$(VERSION)).tgz --repository $(CHART_REPO)
+
 # Signing a release (docs/security.md, "Verifying a release"): hack/signing, a module of its own
 # (sigstore-go's gRPC/OpenTelemetry/protobuf would fight go.mod's Kubernetes pins), built with
 # the test flags without LINE's -modfile and -tags, like test/alerts. make sign-release writes

@@ -29,6 +29,7 @@ func main() {
 		"image":      imageCmd,
 		"push":       pushCmd,
 		"digest":     digestCmd,
+		"push-chart": pushChartCmd,
 		"dist":       distCmd,
 		"lint-chart": lintChartCmd,
 	}
@@ -47,6 +48,7 @@ func usage() {
   image       assemble the OCI image layout from per-platform binaries
   push        push image layouts (index, tag and SBOM referrers) to a registry
   digest      print an image layout's digest (its image index), as push pushes it
+  push-chart  push a packaged chart to an OCI registry (helm push), for oci:// installs
   dist        make the release directory: image layout tar per line, chart, install YAML per line, plugin archives, krew manifest, SHA256SUMS
   lint-chart  lint a chart with the Helm SDK (helm lint --strict)`)
 	os.Exit(2)
@@ -190,6 +192,22 @@ func layoutLine(l *ociimage.Layout) (string, error) {
 		return "", fmt.Errorf("the layout is tagged %q, not <version>-k8s<line>: no release line to name in the chart's values", l.Tag)
 	}
 	return line, nil
+}
+
+func pushChartCmd(args []string) error {
+	fs := flag.NewFlagSet("push-chart", flag.ExitOnError)
+	tgz := fs.String("chart", "", "the packaged chart (.tgz), e.g. a release's pool-scheduler-X.Y.Z.tgz")
+	repo := fs.String("repository", "", "OCI repository the chart goes under, e.g. oci://ghcr.io/pool-scheduler/charts (credentials: helm registry login or docker login)")
+	_ = fs.Parse(args)
+	if *tgz == "" || *repo == "" || fs.NArg() > 0 {
+		return fmt.Errorf("--chart and --repository are required, and nothing else")
+	}
+	ref, err := release.PushChart(*tgz, *repo, false)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("pushed %s\n", ref)
+	return nil
 }
 
 func digestCmd(args []string) error {

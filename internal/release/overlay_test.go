@@ -32,7 +32,8 @@ func renderDir(t *testing.T, dir string) []byte {
 	return out
 }
 
-// TestLineOverlays: every release line has its overlay (LineOverlay), and only the lines do; it
+// TestLineOverlays: every release line has its overlay (LineOverlay) and its domain labeler's
+// (LineDomainLabelerOverlay), and only the lines do; each
 // runs the line's image of the chart's appVersion in every pool-scheduler container, and, given a
 // digest by an overlay of one's own (an images: entry, as the README's registry recipe does), it
 // is exactly the release's install-k8s<line>.yaml: the admission webhook included, so the
@@ -47,50 +48,59 @@ func TestLineOverlays(t *testing.T) {
 	lines := map[string]bool{}
 	for _, l := range releaselines.All(t) {
 		lines[l.Line] = true
-		t.Run(l.Line, func(t *testing.T) {
-			dir := filepath.Join(repoRoot(), LineOverlay(l.Line))
-			want := "ghcr.io/pool-scheduler/pool-scheduler:" + LineTag(app, l.Line)
-			var containers int
-			var kinds []string
-			for _, obj := range decodeAll(t, renderDir(t, dir)) {
-				kinds = append(kinds, fmt.Sprint(obj["kind"]))
-				for _, img := range ContainerImages(obj) {
-					containers++
-					if img != want {
-						t.Errorf("%s %v: image %s, want %s", obj["kind"], nested(obj, "metadata", "name"), img, want)
+		for _, o := range []struct {
+			dir     string
+			bundle  Bundle
+			webhook bool
+		}{
+			{dir: LineOverlay(l.Line), bundle: Bundles[0], webhook: true},
+			{dir: LineDomainLabelerOverlay(l.Line), bundle: domainLabelerBundle(t)},
+		} {
+			t.Run(o.dir, func(t *testing.T) {
+				dir := filepath.Join(repoRoot(), o.dir)
+				want := "ghcr.io/pool-scheduler/pool-scheduler:" + LineTag(app, l.Line)
+				var containers int
+				var kinds []string
+				for _, obj := range decodeAll(t, renderDir(t, dir)) {
+					kinds = append(kinds, fmt.Sprint(obj["kind"]))
+					for _, img := range ContainerImages(obj) {
+						containers++
+						if img != want {
+							t.Errorf("%s %v: image %s, want %s", obj["kind"], nested(obj, "metadata", "name"), img, want)
+						}
 					}
 				}
-			}
-			if containers == 0 {
-				t.Fatalf("%s runs no container", dir)
-			}
-			if !strings.Contains(strings.Join(kinds, " "), "MutatingWebhookConfiguration") {
-				t.Errorf("%s has no admission path (no MutatingWebhookConfiguration): labelling a namespace opts nothing in", dir)
-			}
+				if containers == 0 {
+					t.Fatalf("%s runs no container", dir)
+				}
+				if o.webhook && !strings.Contains(strings.Join(kinds, " "), "MutatingWebhookConfiguration") {
+					t.Errorf("%s has no admission path (no MutatingWebhookConfiguration): labelling a namespace opts nothing in", dir)
+				}
 
-			// Pinned to a digest by an overlay of one's own, it is the release's install YAML.
-			own := t.TempDir()
-			base, err := filepath.Rel(own, dir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			k := fmt.Sprintf("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- %s\nimages:\n- name: ghcr.io/pool-scheduler/pool-scheduler\n  newTag: %s\n  digest: %s\n", base, LineTag(app, l.Line), digest)
-			if err := os.WriteFile(filepath.Join(own, "kustomization.yaml"), []byte(k), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			got := renderDir(t, own)
-			release, err := RenderBundle(repoRoot(), Bundles[0].Dirs, Image{Repository: "ghcr.io/pool-scheduler/pool-scheduler", Version: app, Line: l.Line, Digest: digest})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if release, err = lineAPIVersions(release, l.Line); err != nil {
-				t.Fatal(err)
-			}
-			// Compared as objects: the release re-encodes the YAML of some lines (lineAPIVersions).
-			if diff := cmp.Diff(decodeAll(t, release), decodeAll(t, got)); diff != "" {
-				t.Errorf("%s with a digest differs from %s (-release +overlay):\n%s", dir, Bundles[0].FileName(l.Line), diff)
-			}
-		})
+				// Pinned to a digest by an overlay of one's own, it is the release's install YAML.
+				own := t.TempDir()
+				base, err := filepath.Rel(own, dir)
+				if err != nil {
+					t.Fatal(err)
+				}
+				k := fmt.Sprintf("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- %s\nimages:\n- name: ghcr.io/pool-scheduler/pool-scheduler\n  newTag: %s\n  digest: %s\n", base, LineTag(app, l.Line), digest)
+				if err := os.WriteFile(filepath.Join(own, "kustomization.yaml"), []byte(k), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				got := renderDir(t, own)
+				release, err := RenderBundle(repoRoot(), o.bundle.Dirs, Image{Repository: "ghcr.io/pool-scheduler/pool-scheduler", Version: app, Line: l.Line, Digest: digest})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if release, err = lineAPIVersions(release, l.Line); err != nil {
+					t.Fatal(err)
+				}
+				// Compared as objects: the release re-encodes the YAML of some lines (lineAPIVersions).
+				if diff := cmp.Diff(decodeAll(t, release), decodeAll(t, got)); diff != "" {
+					t.Errorf("%s with a digest differs from %s (-release +overlay):\n%s", dir, o.bundle.FileName(l.Line), diff)
+				}
+			})
+		}
 	}
 	dirs, err := filepath.Glob(filepath.Join(repoRoot(), "manifests", "overlays", "k8s-*"))
 	if err != nil {
@@ -101,4 +111,16 @@ func TestLineOverlays(t *testing.T) {
 			t.Errorf("%s: %s is not a release line (make lines)", d, line)
 		}
 	}
+}
+
+// domainLabelerBundle is the release's install-domain-labeler bundle.
+func domainLabelerBundle(t *testing.T) Bundle {
+	t.Helper()
+	for _, b := range Bundles {
+		if b.File == "install-domain-labeler.yaml" {
+			return b
+		}
+	}
+	t.Fatal("no install-domain-labeler.yaml in Bundles")
+	return Bundle{}
 }

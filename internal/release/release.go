@@ -31,6 +31,7 @@ import (
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/lint"
 	"helm.sh/helm/v3/pkg/lint/support"
+	"helm.sh/helm/v3/pkg/registry"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	sigsyaml "sigs.k8s.io/yaml"
@@ -374,6 +375,11 @@ var Bundles = []Bundle{
 // line, so `kubectl apply -k` gets an admission path and the image of the cluster's line.
 func LineOverlay(line string) string { return "manifests/overlays/k8s-" + line }
 
+// LineDomainLabelerOverlay is the overlay that installs from a checkout what
+// install-domain-labeler-k8s<line>.yaml holds: the Azure domain labeler at the line's image (the
+// chart installs it by default; kubectl apply -k it beside LineOverlay on AKS).
+func LineDomainLabelerOverlay(line string) string { return LineOverlay(line) + "/domain-labeler" }
+
 // RenderRelease renders every bundle for the release: the per-line bundles once per line with
 // that line's image, the others once. It returns the files by name. A bundle that runs an image
 // without being per-line, or per-line without running one, is refused: its file name would
@@ -683,4 +689,34 @@ func TarDir(dir, out string, modTime time.Time) error {
 		return err
 	}
 	return f.Close()
+}
+
+// PushChart pushes a packaged chart (.tgz) to an OCI registry as `helm push <tgz> oci://<repo>`
+// does: <repo>/<chart name>:<chart version>, the chart's layer the .tgz as is (so its digest is
+// the sha256 the release's signed SHA256SUMS lists for it). Credentials: Helm's registry config
+// (helm registry login), then Docker's. plainHTTP is for a registry without TLS (tests). It
+// returns the pushed reference with the manifest's digest.
+func PushChart(tgz, repo string, plainHTTP bool) (string, error) {
+	data, err := os.ReadFile(tgz)
+	if err != nil {
+		return "", err
+	}
+	ch, err := loader.LoadArchive(bytes.NewReader(data))
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", tgz, err)
+	}
+	opts := []registry.ClientOption{registry.ClientOptWriter(io.Discard)}
+	if plainHTTP {
+		opts = append(opts, registry.ClientOptPlainHTTP())
+	}
+	client, err := registry.NewClient(opts...)
+	if err != nil {
+		return "", err
+	}
+	ref := strings.TrimSuffix(strings.TrimPrefix(repo, "oci://"), "/") + "/" + ch.Metadata.Name + ":" + ch.Metadata.Version
+	res, err := client.Push(data, ref, registry.PushOptStrictMode(true))
+	if err != nil {
+		return "", fmt.Errorf("pushing %s to %s: %w", tgz, ref, err)
+	}
+	return ref + "@" + res.Manifest.Digest, nil
 }
