@@ -288,6 +288,14 @@ const WebhookPath = "/mutate-pods"
 // WebhookName is the webhook's name in its MutatingWebhookConfiguration.
 const WebhookName = "pods.pool-scheduler.io"
 
+// AKSEnforcerOptOut is the annotation by which AKS's admissions enforcer leaves a webhook
+// configuration alone. Without it the enforcer rewrites every webhook's namespaceSelector (adding
+// control-plane NotIn [true] and kubernetes.azure.com/managedby NotIn [aks]) and, as the field's
+// writer, shows as drift to GitOps tools and as a conflict to server-side apply. The webhook's own
+// namespaceSelector already keeps kube-system and pool-scheduler's namespace out, and every other
+// namespace is only opted in by name or label. Inert on other clusters. See docs/azure.md.
+const AKSEnforcerOptOut = "admissions.enforcer/disabled"
+
 // RenderWebhookConfiguration returns the MutatingWebhookConfiguration that sends pod creations
 // of the namespaces selected by namespaces to the webhook at clientConfig. Its caBundle is
 // left empty: the webhook's certificate rotation (or cert-manager's CA injector) fills it.
@@ -302,7 +310,7 @@ func RenderWebhookConfiguration(name, schedulerName string, clientConfig admissi
 	}
 	return &admissionv1.MutatingWebhookConfiguration{
 		TypeMeta:   metav1.TypeMeta{APIVersion: admissionv1.SchemeGroupVersion.String(), Kind: "MutatingWebhookConfiguration"},
-		ObjectMeta: metav1.ObjectMeta{Name: name},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{AKSEnforcerOptOut: "true"}},
 		Webhooks: []admissionv1.MutatingWebhook{{
 			Name:         WebhookName,
 			ClientConfig: clientConfig,
