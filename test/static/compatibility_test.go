@@ -72,7 +72,7 @@ func TestCompatibilityMatrix(t *testing.T) {
 	for _, re := range []string{
 		`(?m)^test:(.*\n\t.*)*\$\(MAKE\) --no-print-directory unit alerts fuzz-smoke etcd\b`,
 		`(?m)^test:(.*\n\t.*)*\$\(MAKE\) --no-print-directory line-all LINE=\$\$l`,
-		`(?m)^test:(.*\n\t.*)*\$\(MAKE\) --no-print-directory integration e2e image-test signing-test perf-smoke\b`,
+		`(?m)^test:(.*\n\t.*)*\$\(MAKE\) --no-print-directory integration e2e image-test readme-test signing-test perf-smoke\b`,
 		`(?m)^OTHER_LINES := .*\$\(wildcard \$\(CURDIR\)/lines/k8s-\*/versions\.env\)`,
 		`(?m)^line-all:(.*\n\t.*)*\$\(MAKE\) --no-print-directory line-deep LINE=\$\(LINE\)`,
 		`(?m)^line-all:(.*\n\t.*)*\$\(MAKE\) --no-print-directory line-test LINE=\$\(LINE\)`,
