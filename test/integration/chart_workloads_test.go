@@ -224,15 +224,18 @@ func TestHelmChartSystemPriorityQuota(t *testing.T) {
 		values string
 		pods   int64
 	}{
-		// scheduler, labeler, webhook, hand-off: 2 replicas each, twice; the hook's Job; the
-		// domain labeler on up to 5000 nodes. The spread keeper has no priority class.
-		{`systemPriorityQuota: {enabled: true}`, 2*8 + 1 + 5000},
-		{`{systemPriorityQuota: {enabled: true}, labeler: {domain: {enabled: false}}}`, 2*8 + 1},
-		{`{systemPriorityQuota: {enabled: true}, labeler: {domain: {enabled: false}}, scheduler: {replicaCount: 3}, spread: {priorityClassName: system-cluster-critical}}`, 2*11 + 1},
-		// The certificate keeper (one replica, counted twice) when it runs with a system class.
-		{`{systemPriorityQuota: {enabled: true}, labeler: {domain: {enabled: false}}, monitoring: {certKeeper: {priorityClassName: system-cluster-critical}}}`, 2*8 + 1 + 2},
-		{`{systemPriorityQuota: {enabled: true}, labeler: {domain: {enabled: false}}, monitoring: {serviceMonitor: {enabled: true}, certKeeper: {priorityClassName: system-node-critical}}, admission: {mode: policy}}`, 2*6 + 1 + 2},
-		{`{systemPriorityQuota: {enabled: true}, labeler: {domain: {enabled: false}}, monitoring: {certKeeper: {priorityClassName: system-cluster-critical}}, admission: {mode: policy}}`, 2*6 + 1},
+		// scheduler, labeler, webhook, hand-off, spread keeper: 2 replicas each, twice; the
+		// certificate keeper (one replica, counted twice); the hook's Job; the domain labeler on
+		// up to 5000 nodes.
+		{`systemPriorityQuota: {enabled: true}`, 2*10 + 2 + 1 + 5000},
+		{`{systemPriorityQuota: {enabled: true}, labeler: {domain: {enabled: false}}}`, 2*10 + 2 + 1},
+		// A workload without a system class is not counted.
+		{`{systemPriorityQuota: {enabled: true}, labeler: {domain: {enabled: false}}, scheduler: {replicaCount: 3}, spread: {priorityClassName: ""}}`, 2*9 + 2 + 1},
+		{`{systemPriorityQuota: {enabled: true}, labeler: {domain: {enabled: false}}, monitoring: {certKeeper: {priorityClassName: ""}}}`, 2*10 + 1},
+		// The certificate keeper runs for the ServiceMonitors' certificate without the webhook,
+		// and not at all with neither.
+		{`{systemPriorityQuota: {enabled: true}, labeler: {domain: {enabled: false}}, monitoring: {serviceMonitor: {enabled: true}, certKeeper: {priorityClassName: system-node-critical}}, admission: {mode: policy}}`, 2*8 + 2 + 1},
+		{`{systemPriorityQuota: {enabled: true}, labeler: {domain: {enabled: false}}, admission: {mode: policy}}`, 2*8 + 1},
 		{`systemPriorityQuota: {enabled: true, pods: 40}`, 40},
 	} {
 		q := quota(t, tt.values)
@@ -279,8 +282,8 @@ func TestHelmChartSystemPriorityQuota(t *testing.T) {
 		}
 		refused++
 	}
-	if refused < 5 {
-		t.Errorf("only %d workloads use a system priority class, want the scheduler, labeler, webhook, hand-off and domain labeler", refused)
+	if refused < 7 {
+		t.Errorf("only %d workloads use a system priority class, want the scheduler, labeler, webhook, hand-off, spread keeper, certificate keeper and domain labeler", refused)
 	}
 
 	var q v1.ResourceQuota

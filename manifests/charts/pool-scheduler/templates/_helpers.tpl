@@ -233,3 +233,29 @@ topologySpreadConstraints:
 {{- end }}
 {{- end }}
 {{- end -}}
+
+{{/* A pod's placement from its component's values (docs/operations.md, "Where the product's own
+pods run"): nodeSelector, affinity and tolerations as given (values.yaml's defaults: the system
+pool preferred, CriticalAddonsOnly tolerated), then the tolerations in extra that the list does not
+already hold by key (the labeler's own startup taint). Keys a user set to null are skipped.
+(dict "values" <component values> "extra" <list of tolerations>) */}}
+{{- define "pool-scheduler.placement" -}}
+{{- with get .values "nodeSelector" }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with get .values "affinity" }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- $tolerations := get .values "tolerations" | default list }}
+{{- $keys := list }}
+{{- range $tolerations }}{{ $keys = append $keys (get . "key" | default "") }}{{ end }}
+{{- range get . "extra" | default list }}
+{{- if not (has .key $keys) }}{{ $tolerations = append $tolerations . }}{{ end }}
+{{- end }}
+{{- with $tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
