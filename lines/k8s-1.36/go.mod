@@ -3,6 +3,7 @@ module github.com/pool-scheduler/pool-scheduler
 go 1.26.0
 
 require (
+	github.com/docker/cli v29.0.3+incompatible
 	github.com/google/cel-go v0.26.0
 	github.com/google/go-cmp v0.7.0
 	github.com/google/go-containerregistry v0.20.7
@@ -79,7 +80,6 @@ require (
 	github.com/diktyo-io/appgroup-api v1.0.1-alpha // indirect
 	github.com/diktyo-io/networktopology-api v1.0.1-alpha // indirect
 	github.com/distribution/reference v0.6.0 // indirect
-	github.com/docker/cli v29.0.3+incompatible // indirect
 	github.com/docker/distribution v2.8.3+incompatible // indirect
 	github.com/docker/docker-credential-helpers v0.9.5 // indirect
 	github.com/docker/go-units v0.5.0 // indirect
@@ -228,6 +228,7 @@ require (
 	k8s.io/mount-utils v0.36.3 // indirect
 	k8s.io/pod-security-admission v0.36.3 // indirect
 	k8s.io/streaming v0.36.3 // indirect
+	oras.land/oras-go/v2 v2.6.1 // indirect
 	sigs.k8s.io/apiserver-network-proxy/konnectivity-client v0.34.0 // indirect
 	sigs.k8s.io/json v0.0.0-20250730193827-2d320260d730 // indirect
 	sigs.k8s.io/kustomize/kustomize/v5 v5.8.1 // indirect
