@@ -259,7 +259,8 @@ image-test: binaries ## The image test: host-platform layout from bin/, config, 
 # the build cache of make binaries. The default line only, as the image (make image-test).
 .PHONY: readme-test
 readme-test: etcd helm kubectl binaries ## Run README.md's and the chart README's install, upgrade and opt-in blocks verbatim (test/readme).
-	$(TEST_ENV) README_TEST_GOFLAGS="$(DEFAULT_GOFLAGS)" $(GO) test $(GOTEST_FLAGS) -count=1 -timeout=30m ./test/readme/...
+	$(TEST_ENV) README_TEST_GOFLAGS="$(DEFAULT_GOFLAGS)" $(GO) test $(GOTEST_FLAGS) -count=1 -timeout=30m \
+	  -ldflags '$(KUBE_VERSION_LDFLAGS)' ./test/readme/...
 
 # TestRegistryRecipe (the README's install recipe: push, render the chart and the line's overlay
 # with the pushed digest, apply them) starts kube-apiserver and etcd: etcd from bin/.

@@ -39,12 +39,15 @@ endif
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo v0.0.0-dev)
 COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 KUBE_MINOR := $(word 2,$(subst ., ,$(KUBE_VERSION)))
+# The Kubernetes version a binary reports (a kube-apiserver linked into a test too: helm checks a
+# chart's kubeVersion against it).
+KUBE_VERSION_LDFLAGS := -X k8s.io/component-base/version.gitVersion=$(KUBE_VERSION) \
+  -X k8s.io/component-base/version.gitMajor=1 \
+  -X k8s.io/component-base/version.gitMinor=$(KUBE_MINOR)
 LDFLAGS := -s -w \
   -X $(MODULE)/pkg/version.Version=$(VERSION) \
   -X $(MODULE)/pkg/version.GitCommit=$(COMMIT) \
-  -X k8s.io/component-base/version.gitVersion=$(KUBE_VERSION) \
-  -X k8s.io/component-base/version.gitMajor=1 \
-  -X k8s.io/component-base/version.gitMinor=$(KUBE_MINOR)
+  $(KUBE_VERSION_LDFLAGS)
 IMAGE_REPO ?= ghcr.io/pool-scheduler/pool-scheduler
 # One image per release line, tagged <VERSION>-k8s<line> (the line LINE builds; make docker-image).
 IMAGE   ?= $(IMAGE_REPO):$(VERSION)-k8s1.$(KUBE_MINOR)

@@ -110,12 +110,12 @@ func Substitute(text string, vars map[string]string) (string, map[string]bool) {
 		if !ok || !want {
 			continue
 		}
-		value, comment, _ := strings.Cut(rest, " ")
-		_ = value
-		lines[i] = name + "=" + v
-		if comment != "" {
-			lines[i] += " " + comment
+		// Only the value is replaced: what follows it (a comment) keeps its spacing.
+		tail := ""
+		if j := strings.IndexAny(rest, " \t"); j >= 0 {
+			tail = rest[j:]
 		}
+		lines[i] = name + "=" + v + tail
 		done[name] = true
 	}
 	return strings.Join(lines, "\n"), done
