@@ -22,10 +22,14 @@ var (
 	}, []string{"result"})
 	skipped = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "pool_scheduler_rebalance_skipped_total",
-		Help: "Workloads beyond the skew the rebalancer left alone in a pass, by reason: system_critical, system_pod, local_storage, opted_out, no_fit, skew_not_lowered (these back off), limit_pass, limit_node, limit_namespace (the caps per pass).",
+		Help: "Workloads beyond the skew the rebalancer left alone in a pass, by reason: system_critical, system_pod, local_storage, opted_out, do_not_disrupt, no_fit, skew_not_lowered (these back off), limit_pass, limit_node, limit_namespace (the caps per pass), pool_upgrading (a pool it is on or may move to upgrades: judged again each pass).",
 	}, []string{"reason"})
+	pausedGauge = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "pool_scheduler_rebalance_paused",
+		Help: "1 while the rebalancer evicts nothing because pool-scheduler is degraded (the hand-off controller's switch says new pods keep the default scheduler, or cannot be read), 0 while it runs its passes.",
+	})
 )
 
 func init() {
-	ctrlmetrics.Registry.MustRegister(patchesTotal, syncs, evictions, skipped)
+	ctrlmetrics.Registry.MustRegister(patchesTotal, syncs, evictions, skipped, pausedGauge)
 }

@@ -41,6 +41,13 @@ type RebalanceOptions struct {
 	// System is SystemPoolGuard's policy (nil: none): its system pods are never evicted, and a
 	// node it keeps a pod off is no place for the pod's replacement.
 	System *pool.SystemPolicy
+	// Pools reads a node's pool (NodePoolReady's poolLabelKeys): a workload on, or able to move
+	// to, a node of a pool that upgrades is left alone until the upgrade ends.
+	Pools pool.Identity
+	// Degraded (nil: never) returns why pool-scheduler is degraded, or "" while it is healthy:
+	// a pass evicts nothing while it returns a reason (the hand-off controller's verdict,
+	// read from its switch: handoff.SwitchWatch).
+	Degraded func() string
 }
 
 // Validate reports the first option out of range, by its flag's name.
@@ -72,12 +79,25 @@ const PreventEvictionAnnotation = "pool-scheduler.io/prevent-eviction"
 // its DefaultEvictor makes binding with noEvictionPolicy Mandatory; the rebalancer always does.
 const DeschedulerNoEvictionAnnotation = "descheduler.alpha.kubernetes.io/prefer-no-eviction"
 
+// KarpenterDoNotDisruptAnnotation "true" on a pod keeps Karpenter from disrupting it
+// (sigs.k8s.io/karpenter pkg/apis/v1/labels.go DoNotDisruptAnnotationKey, compared with "true"
+// by pkg/utils/pod/scheduling.go HasDoNotDisrupt); the rebalancer does not evict it either.
+const KarpenterDoNotDisruptAnnotation = "karpenter.sh/do-not-disrupt"
+
+// SafeToEvictAnnotation "false" on a pod keeps cluster-autoscaler from draining its node
+// (k8s.io/autoscaler cluster-autoscaler/utils/drain/drain.go PodSafeToEvictKey,
+// hasNotSafeToEvictAnnotation); the rebalancer does not evict it either. "true" (which lifts
+// cluster-autoscaler's own local-storage and kube-system protections) changes nothing here.
+const SafeToEvictAnnotation = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+
 // Why a replica was not evicted (the reason label of pool_scheduler_rebalance_skipped_total).
 const (
 	SkipSystemCritical  = "system_critical"  // priority at or above system-cluster-critical's
 	SkipSystemPod       = "system_pod"       // a system pod by SystemPoolGuard's policy
 	SkipLocalStorage    = "local_storage"    // an emptyDir or hostPath volume
 	SkipOptedOut        = "opted_out"        // PreventEvictionAnnotation or the descheduler's
+	SkipDoNotDisrupt    = "do_not_disrupt"   // Karpenter's do-not-disrupt, cluster-autoscaler's safe-to-evict=false
+	SkipPoolUpgrading   = "pool_upgrading"   // a pool it is on or may move to upgrades
 	SkipNoFit           = "no_fit"           // no node in a less crowded domain would take it
 	SkipSkewNotLowered  = "skew_not_lowered" // the workload's last eviction did not lower its skew
 	SkipLimitPass       = "limit_pass"       // MaxPerPass reached
@@ -129,9 +149,14 @@ type Rebalancer struct {
 	all     cache.SharedIndexInformer
 	started sync.Once
 
+	// rollouts follows the pools' upgrades, fed by the keeper's node informer.
+	rollouts *pool.Rollouts
+
 	mu    sync.Mutex
 	state map[workloadKey]*workloadState
 	now   func() time.Time
+	// pausedWhy is the reason the last pass paused for ("" when it did not).
+	pausedWhy string
 }
 
 // NewRebalancer builds a rebalancer reading the keeper's informers (Keeper.Run starts them) and
@@ -162,7 +187,52 @@ func NewRebalancer(k *Keeper, o RebalanceOptions) (*Rebalancer, error) {
 	}}); err != nil {
 		return nil, err
 	}
-	return &Rebalancer{k: k, o: o, all: all, state: map[workloadKey]*workloadState{}, now: time.Now}, nil
+	r := &Rebalancer{k: k, o: o, all: all, rollouts: pool.NewRollouts(o.Pools), state: map[workloadKey]*workloadState{}, now: time.Now}
+	if _, err := k.nodes.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { r.nodeChanged(obj) },
+		UpdateFunc: func(_, obj any) { r.nodeChanged(obj) },
+		DeleteFunc: func(obj any) {
+			if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = tombstone.Obj
+			}
+			if n, ok := obj.(*v1.Node); ok {
+				r.rollouts.Delete(n.Name)
+			}
+		},
+	}); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func (r *Rebalancer) nodeChanged(obj any) {
+	if n, ok := obj.(*v1.Node); ok {
+		r.rollouts.Upsert(n)
+	}
+}
+
+// paused returns why the pass evicts nothing ("" if it may), and reports a change of it.
+func (r *Rebalancer) paused(logger klog.Logger) string {
+	why := ""
+	if r.o.Degraded != nil {
+		why = r.o.Degraded()
+	}
+	r.mu.Lock()
+	was := r.pausedWhy
+	r.pausedWhy = why
+	r.mu.Unlock()
+	if why != "" {
+		pausedGauge.Set(1)
+		if why != was {
+			logger.Info("Rebalancer paused: pool-scheduler is degraded; nothing is evicted until it is healthy again", "reason", why)
+		}
+		return why
+	}
+	pausedGauge.Set(0)
+	if was != "" {
+		logger.Info("Rebalancer resumed: pool-scheduler is healthy again")
+	}
+	return ""
 }
 
 // Start starts the rebalancer's informer of every pod and waits until it and the keeper's have
@@ -213,6 +283,9 @@ func (l *passLimits) count(pod *v1.Pod) {
 // Pass looks at every workload once and moves at most one replica of each, within the caps.
 func (r *Rebalancer) Pass(ctx context.Context) []Decision {
 	logger := klog.FromContext(ctx)
+	if r.paused(logger) != "" {
+		return nil
+	}
 	var out []Decision
 	limits := &passLimits{o: &r.o, byNode: map[string]int{}, byNamespace: map[string]int{}}
 	var nodes []*v1.Node
@@ -329,9 +402,10 @@ func (r *Rebalancer) Pass(ctx context.Context) []Decision {
 	return out
 }
 
-// backsOff: skips that a later pass would only repeat. The caps are per pass: not those.
+// backsOff: skips that a later pass would only repeat. The caps are per pass, and an upgrade
+// ends when its last node is replaced: not those.
 func backsOff(reason string) bool {
-	return reason != SkipLimitPass && reason != SkipLimitNode && reason != SkipLimitNamespace
+	return reason != SkipLimitPass && reason != SkipLimitNode && reason != SkipLimitNamespace && reason != SkipPoolUpgrading
 }
 
 func skipMessage(reason string) string {
@@ -344,6 +418,10 @@ func skipMessage(reason string) string {
 		return "its replicas use local storage (emptyDir or hostPath)"
 	case SkipOptedOut:
 		return "its replicas are annotated " + PreventEvictionAnnotation + " or " + DeschedulerNoEvictionAnnotation
+	case SkipDoNotDisrupt:
+		return "its replicas are annotated " + KarpenterDoNotDisruptAnnotation + "=true or " + SafeToEvictAnnotation + "=false"
+	case SkipPoolUpgrading:
+		return "a pool it is on or may move to is upgrading"
 	case SkipNoFit:
 		return "no node of a less crowded domain would take the replacement (taints, node affinity, cordon, allocatable, system pool)"
 	case SkipSkewNotLowered:
@@ -409,6 +487,7 @@ func (r *Rebalancer) decide(objs []*v1.Pod, nodes []*v1.Node, limits *passLimits
 	dims := r.k.o.Spread.Dimensions
 	var pods []*v1.Pod
 	var replicas []Replica
+	var onNodes []*v1.Node
 	for _, pod := range objs {
 		if pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed {
 			continue
@@ -422,6 +501,7 @@ func (r *Rebalancer) decide(objs []*v1.Pod, nodes []*v1.Node, limits *passLimits
 			return plan{}, false
 		}
 		pods = append(pods, pod)
+		onNodes = append(onNodes, nodeObj.(*v1.Node))
 		replicas = append(replicas, Replica{Name: pod.Name, Created: pod.CreationTimestamp.UnixNano(), Domains: r.k.domainList(nodeObj.(*v1.Node))})
 	}
 	if len(pods) < 2 {
@@ -437,11 +517,14 @@ func (r *Rebalancer) decide(objs []*v1.Pod, nodes []*v1.Node, limits *passLimits
 		counts[d] = map[string]int{}
 	}
 	nodeDomains := make([][]string, len(nodes))
+	// The pools the workload would act on: its replicas' and those it may move to.
+	var usable []*v1.Node
 	for i, node := range nodes {
 		nodeDomains[i] = r.k.domainList(node)
 		if match, _ := affinity.Match(node); !match || node.Spec.Unschedulable {
 			continue
 		}
+		usable = append(usable, node)
 		for d, v := range nodeDomains[i] {
 			if v != "" {
 				counts[d][v] += 0
@@ -467,6 +550,20 @@ func (r *Rebalancer) decide(objs []*v1.Pod, nodes []*v1.Node, limits *passLimits
 		return plan{balanced: true}, false
 	}
 	out := plan{dimension: dims[worstDim].Name, skew: worst}
+	// While a pool it would act on upgrades, the platform moves its replicas anyway (and the
+	// skew counts nodes on their way out): an eviction now would only add a move.
+	if view := r.rollouts.View(); view.Upgrading() {
+		upgrading := map[string]bool{}
+		for _, p := range view.UpgradingPools() {
+			upgrading[p] = true
+		}
+		for _, node := range append(usable, onNodes...) {
+			if p, ok := r.o.Pools.PoolOf(node.Labels); ok && upgrading[p] {
+				out.skip, out.about = SkipPoolUpgrading, pods[RemovalOrder(replicas, len(dims))[0]]
+				return out, true
+			}
+		}
+	}
 	hi := 0
 	for _, n := range counts[worstDim] {
 		hi = max(hi, n)
@@ -501,8 +598,10 @@ func (r *Rebalancer) decide(objs []*v1.Pod, nodes []*v1.Node, limits *passLimits
 }
 
 // protected returns why pod may not be evicted at all, or "" (the descheduler's DefaultEvictor
-// protections: system-critical, local storage, opted out; mirror, static and DaemonSet pods
-// never reach here: only ReplicaSet and ReplicationController replicas are workloads).
+// protections: system-critical, local storage, opted out; and what Karpenter and
+// cluster-autoscaler honour, which the descheduler does not: do-not-disrupt, safe-to-evict
+// false; mirror, static and DaemonSet pods never reach here: only ReplicaSet and
+// ReplicationController replicas are workloads).
 func (r *Rebalancer) protected(pod *v1.Pod) string {
 	switch {
 	case pod.Spec.Priority != nil && *pod.Spec.Priority >= systemCriticalValue:
@@ -515,6 +614,9 @@ func (r *Rebalancer) protected(pod *v1.Pod) string {
 	}
 	if _, ok := pod.Annotations[DeschedulerNoEvictionAnnotation]; ok {
 		return SkipOptedOut
+	}
+	if pod.Annotations[KarpenterDoNotDisruptAnnotation] == "true" || pod.Annotations[SafeToEvictAnnotation] == "false" {
+		return SkipDoNotDisrupt
 	}
 	for _, vol := range pod.Spec.Volumes {
 		if vol.EmptyDir != nil || vol.HostPath != nil {

@@ -104,6 +104,8 @@ func newTestRebalancer(t *testing.T, c rebalanceCluster, o RebalanceOptions) *Re
 		if err := k.nodes.GetIndexer().Add(n); err != nil {
 			t.Fatal(err)
 		}
+		// What the node informer's handler does once it runs.
+		r.nodeChanged(n)
 	}
 	for _, p := range c.pods {
 		if err := k.pods.GetIndexer().Add(p); err != nil {
@@ -147,6 +149,31 @@ func mustSystemPolicy(t *testing.T) *pool.SystemPolicy {
 		t.Fatal(err)
 	}
 	return &p
+}
+
+// pooled labels the named nodes with pools: pairs of node name and pool (agentpool, a default
+// pool label key).
+func pooled(nodes []*v1.Node, namePool ...string) []*v1.Node {
+	for i := 0; i < len(namePool); i += 2 {
+		for _, n := range nodes {
+			if n.Name == namePool[i] {
+				n.Labels["agentpool"] = namePool[i+1]
+			}
+		}
+	}
+	return nodes
+}
+
+// upgrading gives every node node image v1, and the named one v2: its pool (if it has one)
+// runs two generations, which is an upgrade under way.
+func upgrading(nodes []*v1.Node, newer string) []*v1.Node {
+	for _, n := range nodes {
+		n.Labels[pool.NodeImageVersionLabel] = "v1"
+		if n.Name == newer {
+			n.Labels[pool.NodeImageVersionLabel] = "v2"
+		}
+	}
+	return nodes
 }
 
 // TestRebalancerDecisions: which replica a pass moves, or why it moves none, for a workload
@@ -285,6 +312,71 @@ func TestRebalancerDecisions(t *testing.T) {
 				return p.Annotation(DeschedulerNoEvictionAnnotation, "true")
 			})},
 			want: []outcome{{Pod: "ns/web-2", Result: "skipped", Reason: SkipOptedOut, Backoff: 5 * time.Minute}},
+		},
+		{
+			name: "every replica karpenter.sh/do-not-disrupt=true",
+			cluster: rebalanceCluster{nodes: zones(nil), pods: skewed("ns", "web", func(p *st.PodWrapper) *st.PodWrapper {
+				return p.Annotation(KarpenterDoNotDisruptAnnotation, "true")
+			})},
+			want: []outcome{{Pod: "ns/web-2", Result: "skipped", Reason: SkipDoNotDisrupt, Backoff: 5 * time.Minute}},
+		},
+		{
+			name: "every replica cluster-autoscaler.kubernetes.io/safe-to-evict=false",
+			cluster: rebalanceCluster{nodes: zones(nil), pods: skewed("ns", "web", func(p *st.PodWrapper) *st.PodWrapper {
+				return p.Annotation(SafeToEvictAnnotation, "false")
+			})},
+			want: []outcome{{Pod: "ns/web-2", Result: "skipped", Reason: SkipDoNotDisrupt, Backoff: 5 * time.Minute}},
+		},
+		{
+			name: "one replica do-not-disrupt, one safe-to-evict=false: the next one in zone a moves",
+			cluster: rebalanceCluster{nodes: zones(nil), pods: func() []*v1.Pod {
+				pods := skewed("ns", "web", nil)
+				pods[2].Annotations = map[string]string{KarpenterDoNotDisruptAnnotation: "true"}
+				pods[1].Annotations = map[string]string{SafeToEvictAnnotation: "false"}
+				return pods
+			}()},
+			want: []outcome{{Pod: "ns/web-0", Result: "dry_run"}},
+		},
+		{
+			name: "do-not-disrupt other than true, safe-to-evict true: no protection (as Karpenter and cluster-autoscaler read them)",
+			cluster: rebalanceCluster{nodes: zones(nil), pods: skewed("ns", "web", func(p *st.PodWrapper) *st.PodWrapper {
+				return p.Annotation(KarpenterDoNotDisruptAnnotation, "false").Annotation(SafeToEvictAnnotation, "true")
+			})},
+			want: []outcome{{Pod: "ns/web-2", Result: "dry_run"}},
+		},
+		{
+			name: "zone c's pool upgrades (its nodes run two node images): the workload may move there, nothing evicted, no backoff",
+			cluster: rebalanceCluster{nodes: upgrading(zones(func(n *st.NodeWrapper) *st.NodeWrapper {
+				return n.Label("agentpool", "pc")
+			}), "nc1"), pods: skewed("ns", "web", nil)},
+			want: []outcome{{Pod: "ns/web-2", Result: "skipped", Reason: SkipPoolUpgrading}},
+		},
+		{
+			name: "zone a's pool upgrades: the workload is on it",
+			cluster: rebalanceCluster{nodes: upgrading(pooled(zones(nil), "na0", "pa", "na1", "pa"), "na1"),
+				pods: skewed("ns", "web", nil)},
+			want: []outcome{{Pod: "ns/web-2", Result: "skipped", Reason: SkipPoolUpgrading}},
+		},
+		{
+			name: "a pool the workload neither is on nor may move to upgrades: it moves",
+			cluster: rebalanceCluster{nodes: upgrading(append(pooled(zones(nil), "na0", "main", "na1", "main", "nb0", "main", "nb1", "main", "nc0", "main", "nc1", "main"),
+				node("nd0", "d").Label("agentpool", "batch").Label(pool.NodeImageVersionLabel, "v1").Obj(),
+				node("nd1", "d").Label("agentpool", "batch").Label(pool.NodeImageVersionLabel, "v1").Obj()), "nd1"),
+				pods: skewed("ns", "web", func(p *st.PodWrapper) *st.PodWrapper {
+					return p.NodeAffinityIn("agentpool", []string{"main"}, st.NodeSelectorTypeMatchExpressions)
+				})},
+			want: []outcome{{Pod: "ns/web-2", Result: "dry_run"}},
+		},
+		{
+			name:    "pool-scheduler degraded: the pass evicts nothing",
+			cluster: rebalanceCluster{nodes: zones(nil), pods: skewed("ns", "web", nil)},
+			edit:    func(o *RebalanceOptions) { o.Degraded = func() string { return "no healthy leader" } },
+		},
+		{
+			name:    "pool-scheduler healthy",
+			cluster: rebalanceCluster{nodes: zones(nil), pods: skewed("ns", "web", nil)},
+			edit:    func(o *RebalanceOptions) { o.Degraded = func() string { return "" } },
+			want:    []outcome{{Pod: "ns/web-2", Result: "dry_run"}},
 		},
 		{
 			name: "a replica not Ready: the workload waits",

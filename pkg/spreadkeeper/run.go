@@ -49,6 +49,7 @@ func (o *Options) Complete(path string, schedulerConfig []byte, deletionCost boo
 			return fmt.Errorf("--config %s: SystemPoolGuard: %w", path, err)
 		}
 		o.Rebalancer.System = &system
+		o.Rebalancer.Pools = pool.NewIdentity(args.NodePoolReady.PoolLabelKeys)
 		if err := o.Rebalancer.Validate(); err != nil {
 			return fmt.Errorf("rebalance: %w", err)
 		}

@@ -2,12 +2,18 @@ package app
 
 import (
 	"context"
+	"errors"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 
+	"github.com/pool-scheduler/pool-scheduler/pkg/handoff"
 	"github.com/pool-scheduler/pool-scheduler/pkg/spreadkeeper"
 )
 
@@ -42,13 +48,35 @@ func spreadFlags(f *pflag.FlagSet, s *shared) runner {
 	f.IntVar(&o.Rebalancer.MaxPerPass, "rebalance-max-per-pass", 5, "evictions per pass at most, in all")
 	f.IntVar(&o.Rebalancer.MaxPerNode, "rebalance-max-per-node", 1, "evictions per pass at most off one node")
 	f.IntVar(&o.Rebalancer.MaxPerNamespace, "rebalance-max-per-namespace", 2, "evictions per pass at most in one namespace")
+	var handoffSwitch types.NamespacedName
+	f.StringVar(&handoffSwitch.Name, "handoff-switch-configmap", "", "with --rebalance: the hand-off controller's switch (its --switch-configmap); the rebalancer evicts nothing while it does not say handoff \"true\" (pool-scheduler degraded), or cannot be read; empty: not read")
+	f.StringVar(&handoffSwitch.Namespace, "handoff-switch-namespace", os.Getenv("POD_NAMESPACE"), "namespace of --handoff-switch-configmap")
 	return runner{
 		complete: func(*cobra.Command) ([]any, error) {
+			if handoffSwitch.Name != "" && handoffSwitch.Namespace == "" {
+				return nil, errors.New("--handoff-switch-namespace: required with --handoff-switch-configmap (default: $POD_NAMESPACE)")
+			}
 			if err := o.Complete(s.config, s.configData, deletionCost); err != nil {
 				return nil, err
 			}
-			return []any{"schedulerName", o.Keeper.SchedulerName, "deletionCost", deletionCost, "rebalance", o.Rebalance, "rebalanceDryRun", o.Rebalancer.DryRun}, nil
+			return []any{"schedulerName", o.Keeper.SchedulerName, "deletionCost", deletionCost, "rebalance", o.Rebalance, "rebalanceDryRun", o.Rebalancer.DryRun,
+				"handoffSwitch", handoffSwitch.String()}, nil
 		},
-		setup: func(_ context.Context, mgr ctrl.Manager) error { return spreadkeeper.SetupWithManager(mgr, o) },
+		setup: func(_ context.Context, mgr ctrl.Manager) error {
+			if o.Rebalance && handoffSwitch.Name != "" {
+				// The hand-off controller's verdict, as it publishes it: the rebalancer pauses
+				// while pool-scheduler is degraded.
+				cs, err := kubernetes.NewForConfig(mgr.GetConfig())
+				if err != nil {
+					return err
+				}
+				w := handoff.NewSwitchWatch(cs, handoffSwitch)
+				if err := mgr.Add(manager.RunnableFunc(w.Run)); err != nil {
+					return err
+				}
+				o.Rebalancer.Degraded = w.Degraded
+			}
+			return spreadkeeper.SetupWithManager(mgr, o)
+		},
 	}
 }
