@@ -336,7 +336,7 @@ func TestKindWorkflow(t *testing.T) {
 		}, want: `runs the stages ["tools" "cluster" "install"]`},
 		{name: "no diagnostics on failure", change: func(wf *string, _ *kindFacts) func(*testing.T) {
 			return replace(wf, "        if: failure()\n", "")
-		}, want: "stage diagnose runs only if"},
+		}, want: "no hack/kind-smoke.sh diagnose step with if: failure()"},
 		{name: "install inline in the workflow", change: func(wf *string, _ *kindFacts) func(*testing.T) {
 			return replace(wf, "run: hack/kind-smoke.sh install", "run: helm install pool-scheduler manifests/charts/pool-scheduler")
 		}, want: `step "helm install pool-scheduler manifests/charts/pool-scheduler"`},
