@@ -62,9 +62,25 @@ func placedWorkloads(t *testing.T, objs []*unstructured.Unstructured) []placedWo
 	return out
 }
 
-// tolerates reports whether spec tolerates taint (wildcards included, as the scheduler judges).
+// tolerates reports whether spec tolerates taint (wildcards included), by the Exists and Equal
+// rules of Toleration.ToleratesTaint, written out because its signature differs between the
+// release lines (1.36 adds a logger and a feature flag).
 func tolerates(spec v1.PodSpec, taint v1.Taint) bool {
-	return slices.ContainsFunc(spec.Tolerations, func(tol v1.Toleration) bool { return tol.ToleratesTaint(&taint) })
+	return slices.ContainsFunc(spec.Tolerations, func(tol v1.Toleration) bool {
+		if tol.Effect != "" && tol.Effect != taint.Effect {
+			return false
+		}
+		if tol.Key != "" && tol.Key != taint.Key {
+			return false
+		}
+		switch tol.Operator {
+		case v1.TolerationOpExists:
+			return true
+		case "", v1.TolerationOpEqual:
+			return tol.Key != "" && tol.Value == taint.Value
+		}
+		return false
+	})
 }
 
 // prefersSystemPool reports whether spec has a preferred node-affinity term for the AKS system
