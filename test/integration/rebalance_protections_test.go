@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/kubernetes/test/utils/ktesting"
 
-	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
 	"github.com/pool-scheduler/pool-scheduler/pkg/spreadkeeper"
 	"github.com/pool-scheduler/pool-scheduler/test/util"
 )
@@ -29,21 +28,7 @@ func TestRebalancerHonoursDoNotDisrupt(t *testing.T) {
 	cp, topo := spreadCluster(t)
 	cs := cp.Client
 	ns := util.CreateNamespace(tCtx, t, cs, "protected")
-	cordon := func(on bool) {
-		for node, cell := range topo {
-			if cell.Zone != "zone-0" {
-				util.PatchNode(tCtx, t, cs, node, fmt.Sprintf(`{"spec":{"unschedulable":%t}}`, on))
-			}
-		}
-	}
-	cordon(true)
-	if _, err := cs.AppsV1().ReplicaSets(ns).Create(tCtx, util.ReplicaSet(ns, "web", 6), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	pods := util.WaitForReplicas(tCtx, t, cs, ns, "web", 6, 2*time.Minute)
-	if s := topo.SpreadOf(pods); pool.Skew(s.Zones) != 6 {
-		t.Fatalf("want every replica in zone-0 to start from: %s", s)
-	}
+	pods, uncordon := replicasInZone0(tCtx, t, cs, topo, ns, "web", 6)
 	sort.Slice(pods, func(i, j int) bool { return pods[i].Name < pods[j].Name })
 	annotations := []map[string]string{
 		{spreadkeeper.KarpenterDoNotDisruptAnnotation: "true"},
@@ -64,7 +49,7 @@ func TestRebalancerHonoursDoNotDisrupt(t *testing.T) {
 		}
 	}
 	bare := pods[len(pods)-1]
-	cordon(false)
+	uncordon()
 	// Started after the annotations and the uncordoning: its informers' first list holds both,
 	// so no pass can see the zones open and a replica not yet annotated.
 	keeper := util.StartDeletionCostKeeper(t, cp)

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/kubernetes/test/utils/ktesting"
 	"k8s.io/utils/ptr"
 
@@ -224,22 +225,8 @@ func TestRebalancer(t *testing.T) {
 	keeper := util.StartDeletionCostKeeper(t, cp)
 	ns := util.CreateNamespace(tCtx, t, cs, "drift")
 
-	cordon := func(on bool) {
-		for node, cell := range topo {
-			if cell.Zone != "zone-0" {
-				util.PatchNode(tCtx, t, cs, node, fmt.Sprintf(`{"spec":{"unschedulable":%t}}`, on))
-			}
-		}
-	}
-	cordon(true)
-	if _, err := cs.AppsV1().ReplicaSets(ns).Create(tCtx, util.ReplicaSet(ns, "web", 6), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	pods := util.WaitForReplicas(tCtx, t, cs, ns, "web", 6, 2*time.Minute)
-	cordon(false)
-	if s := topo.SpreadOf(pods); pool.Skew(s.Zones) != 6 {
-		t.Fatalf("want every replica in zone-0 to start from: %s", s)
-	}
+	pods, uncordon := replicasInZone0(tCtx, t, cs, topo, ns, "web", 6)
+	uncordon()
 	uids := func(pods []v1.Pod) []string {
 		var out []string
 		for _, p := range pods {
@@ -468,4 +455,27 @@ func waitBudget(tCtx ktesting.TContext, t *testing.T, cp *controlplane.ControlPl
 	if err != nil {
 		t.Fatalf("PodDisruptionBudget %s/%s does not allow %d disruptions within a minute", pdb.Namespace, pdb.Name, want)
 	}
+}
+
+// replicasInZone0 creates a ReplicaSet of n replicas with every zone but zone-0 cordoned, so that
+// all of them start in zone-0 (skew n), and returns its pods and the function that uncordons the
+// other zones again.
+func replicasInZone0(tCtx ktesting.TContext, t *testing.T, cs kubernetes.Interface, topo util.SpreadTopology, ns, name string, n int32) ([]v1.Pod, func()) {
+	t.Helper()
+	cordon := func(on bool) {
+		for node, cell := range topo {
+			if cell.Zone != "zone-0" {
+				util.PatchNode(tCtx, t, cs, node, fmt.Sprintf(`{"spec":{"unschedulable":%t}}`, on))
+			}
+		}
+	}
+	cordon(true)
+	if _, err := cs.AppsV1().ReplicaSets(ns).Create(tCtx, util.ReplicaSet(ns, name, n), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pods := util.WaitForReplicas(tCtx, t, cs, ns, name, int(n), 2*time.Minute)
+	if s := topo.SpreadOf(pods); pool.Skew(s.Zones) != int(n) {
+		t.Fatalf("want every replica in zone-0 to start from: %s", s)
+	}
+	return pods, func() { cordon(false) }
 }
