@@ -51,7 +51,7 @@ var (
 	}, nil)
 	leaderGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "pool_scheduler_handoff_leader_healthy",
-		Help: "1 while pool-scheduler's leader renews its Lease and schedules (progress within --progress-bound) as the hand-off controller sees it, 0 while no healthy leader exists. Reported by the controller's leader only.",
+		Help: "1 while pool-scheduler's leader renews its Lease and its heartbeat shows it scheduling (within --progress-bound) as the hand-off controller sees it, 0 while no healthy leader exists. Reported by the controller's leader only.",
 	}, nil)
 	waitingPods = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "pool_scheduler_handoff_waiting_pods",
@@ -107,8 +107,8 @@ type Options struct {
 	HandbackQPS float64
 	// Interval between syncs.
 	Interval time.Duration
-	// ProgressBound: a leader that leaves every pod handed to it undecided this long is down
-	// (Progress); 0: the Lease alone.
+	// ProgressBound: a leader whose heartbeat shows no progress this long is down (Progress);
+	// 0: the Lease alone.
 	ProgressBound time.Duration
 }
 
@@ -203,12 +203,14 @@ func New(cs kubernetes.Interface, dc discovery.ServerVersionInterface, recorder 
 			fields.OneTermEqualSelector("spec.schedulerName", o.SchedulerName),
 			fields.OneTermEqualSelector("spec.nodeName", "")).String()
 	}))
+	pods := factory.Core().V1().Pods().Informer()
 	leader := lw.Healthy
-	progress, err := controllerProgress(cs, o, now)
-	if err != nil {
-		return nil, err
-	}
-	if progress != nil {
+	var progress *Progress
+	if o.ProgressBound > 0 {
+		if progress, err = NewProgress(cs, lw, pods, o.ProgressBound, now); err != nil {
+			return nil, err
+		}
+		progress.WedgedGauge, progress.AgeGauge = wedgedGauge.WithLabelValues(), progressAge.WithLabelValues()
 		leader = progress.Leader(lw)
 	}
 	return &Controller{
@@ -217,7 +219,7 @@ func New(cs kubernetes.Interface, dc discovery.ServerVersionInterface, recorder 
 		Judge:    &Judge{Skew: skew, Leader: leader, Gauge: handoffGauge.WithLabelValues()},
 		lease:    lw,
 		skew:     skew,
-		pods:     factory.Core().V1().Pods().Informer(),
+		pods:     pods,
 		reported: sets.New[types.UID](),
 		owners:   newOwnerMemory(now, time.Time{}, ""),
 		progress: progress,

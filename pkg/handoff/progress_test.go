@@ -5,188 +5,172 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
-	v1 "k8s.io/api/core/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
+	"k8s.io/utils/ptr"
+
+	"github.com/pool-scheduler/pool-scheduler/pkg/heartbeat"
 )
 
-// TestProgressVerdict: the progress rule on an injected clock. A leader is wedged only when a
-// pod handed to it has waited undecided longer than the bound and nothing was bound or judged
-// within it; gated and Unschedulable pods do not count, SchedulerError does; a busy leader that
-// binds stays healthy; once wedged the verdict holds (hysteresis) until progress, a new leader,
-// or a probe after reprobeFactor bounds with nothing left waiting.
+// TestProgressVerdict: the heartbeat rule (loopState) on an injected clock. A leader is wedged
+// when pods wait in its queue and its loop finishes no attempt for longer than the bound, or
+// when a pod or node change seen here is not in its informers within the bound. An idle leader,
+// a busy one, and a tenant's undecidable pod (never in the active or backoff queue) are healthy;
+// once the loop is wedged the verdict holds while pods are handed back (its queue empties)
+// until an attempt finishes or a new leader holds the Lease; a Lease without this holder's
+// heartbeat is judged by the Lease alone.
 func TestProgressVerdict(t *testing.T) {
 	const bound = 30 * time.Second
-	const sched = "pool-scheduler"
-	t0 := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
-	pending := func(name string) *v1.Pod {
-		p := st.MakePod().Namespace("ns").Name(name).UID(name).SchedulerName(sched).Obj()
-		p.Status.Phase = v1.PodPending
-		return p
+	t0 := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
+	lease := func(holder string, s heartbeat.Sample) *coordinationv1.Lease {
+		return &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Name: "pool-scheduler", Namespace: "pool-scheduler", Labels: s.Labels(holder)},
+			Spec:       coordinationv1.LeaseSpec{HolderIdentity: ptr.To(holder)},
+		}
 	}
-	withCondition := func(p *v1.Pod, reason, msg string) *v1.Pod {
-		p = p.DeepCopy()
-		p.Status.Conditions = []v1.PodCondition{{Type: v1.PodScheduled, Status: v1.ConditionFalse, Reason: reason, Message: msg,
-			LastTransitionTime: metav1.NewTime(t0)}}
-		return p
+	beat := func(holder string, attempts, waiting, pods, nodes uint64) func(*loopState, time.Time) {
+		l := lease(holder, heartbeat.Sample{Attempts: attempts, Waiting: waiting, PodsRevision: pods, NodesRevision: nodes})
+		return func(s *loopState, now time.Time) { s.lease(l, now) }
 	}
-	bind := func(p *v1.Pod) *v1.Pod {
-		p = p.DeepCopy()
-		p.Spec.NodeName = "node-1"
-		return p
+	podAt := func(rv string) func(*loopState, time.Time) {
+		p := st.MakePod().Namespace("ns").Name("p-" + rv).Obj()
+		p.ResourceVersion = rv
+		return func(s *loopState, now time.Time) { s.seenPod(p, now) }
 	}
-	gated := func(p *v1.Pod) *v1.Pod {
-		p = p.DeepCopy()
-		p.Spec.SchedulingGates = []v1.PodSchedulingGate{{Name: "kueue.x-k8s.io/admission"}}
-		return p
+	nodeAt := func(rv string) func(*loopState, time.Time) {
+		n := st.MakeNode().Name("n-" + rv).Obj()
+		n.ResourceVersion = rv
+		return func(s *loopState, now time.Time) { s.seenNode(n, now) }
 	}
+	noHeartbeat := func(holder string) func(*loopState, time.Time) {
+		l := lease(holder, heartbeat.Sample{})
+		l.Labels = map[string]string{"unrelated": "x"}
+		return func(s *loopState, now time.Time) { s.lease(l, now) }
+	}
+	nothing := func(*loopState, time.Time) {}
 	type step struct {
 		at     time.Duration // since t0
-		do     func(s *progressState, now time.Time)
-		wedged bool // the verdict after the step
+		do     func(*loopState, time.Time)
+		wedged string // a substring of the reason after the step; "" healthy
 	}
-	add := func(p *v1.Pod) func(*progressState, time.Time) {
-		return func(s *progressState, now time.Time) { s.add(p, now) }
-	}
-	update := func(o, n *v1.Pod) func(*progressState, time.Time) {
-		return func(s *progressState, now time.Time) { s.update(o, n, now) }
-	}
-	remove := func(p *v1.Pod) func(*progressState, time.Time) {
-		return func(s *progressState, now time.Time) { s.remove(p.UID) }
-	}
-	leader := func(ok bool, holder string) func(*progressState, time.Time) {
-		return func(s *progressState, now time.Time) { s.lease(ok, holder, now) }
-	}
-	nothing := func(*progressState, time.Time) {}
-	a, b, c := pending("a"), pending("b"), pending("c")
 	tests := []struct {
 		name  string
 		steps []step
 	}{
-		{name: "a pod undecided past the bound with no progress: wedged", steps: []step{
-			{at: 0, do: add(a)},
-			{at: bound, do: nothing},
-			{at: bound + time.Second, do: nothing, wedged: true},
+		{name: "idle: nothing waits, nothing changes, for ten bounds: healthy", steps: []step{
+			{at: 0, do: beat("a", 5, 0, 100, 100)},
+			{at: 10 * bound, do: beat("a", 5, 0, 100, 100)},
 		}},
-		{name: "no pod handed over: an idle leader is healthy", steps: []step{
-			{at: 10 * bound, do: nothing},
+		{name: "a tenant's undecidable pod: not in the queue the heartbeat counts, so healthy", steps: []step{
+			// The pod's creation is seen here and reached by the leader's pod informer; it then
+			// waits in the unschedulable (or gated) queue: waiting stays 0.
+			{at: 0, do: podAt("120")},
+			{at: time.Second, do: beat("a", 7, 0, 120, 100)},
+			{at: 20 * bound, do: beat("a", 7, 0, 120, 100)},
 		}},
-		{name: "a pod seen late counts from when it was seen, not from its creation", steps: []step{
-			{at: 20 * time.Second, do: add(a)},
-			{at: 20*time.Second + bound, do: nothing},
-			{at: 21*time.Second + bound, do: nothing, wedged: true},
+		{name: "busy: pods always wait, attempts keep finishing: healthy", steps: []step{
+			{at: 0, do: beat("a", 1, 500, 100, 100)},
+			{at: 25 * time.Second, do: beat("a", 40, 480, 100, 100)},
+			{at: 50 * time.Second, do: beat("a", 90, 450, 100, 100)},
+			{at: 75 * time.Second, do: beat("a", 91, 449, 100, 100)},
 		}},
-		{name: "busy: a large backlog waits, but a bind within every bound keeps it healthy", steps: []step{
-			{at: 0, do: add(a)},
-			{at: 0, do: add(b)},
-			{at: 0, do: add(c)},
-			{at: 25 * time.Second, do: update(a, bind(a))},
-			{at: 50 * time.Second, do: update(b, bind(b))},
-			{at: 50*time.Second + bound, do: nothing},
-			{at: 51*time.Second + bound, do: nothing, wedged: true},
+		{name: "stuck loop: pods wait, no attempt for longer than the bound: wedged", steps: []step{
+			{at: 0, do: beat("a", 9, 0, 100, 100)},
+			{at: 5 * time.Second, do: beat("a", 9, 3, 100, 100)},
+			{at: 5*time.Second + bound, do: beat("a", 9, 3, 100, 100)},
+			{at: 6*time.Second + bound, do: nothing, wedged: "finished no attempt"},
 		}},
-		{name: "an Unschedulable verdict is progress, and the judged pod no longer waits undecided", steps: []step{
-			{at: 0, do: add(a)},
-			{at: 20 * time.Second, do: update(a, withCondition(a, v1.PodReasonUnschedulable, "0/3 nodes"))},
-			{at: 5 * bound, do: nothing},
+		{name: "stuck loop: the verdict holds while its queue empties (pods handed back), until an attempt finishes", steps: []step{
+			{at: 0, do: beat("a", 9, 2, 100, 100)},
+			{at: bound + time.Second, do: nothing, wedged: "finished no attempt"},
+			{at: bound + 2*time.Second, do: beat("a", 9, 0, 100, 100), wedged: "finished no attempt"},
+			{at: 100 * bound, do: beat("a", 9, 0, 100, 100), wedged: "finished no attempt"},
+			{at: 100*bound + time.Second, do: beat("a", 10, 0, 100, 100)},
 		}},
-		{name: "a SchedulerError is no progress", steps: []step{
-			{at: 0, do: add(a)},
-			{at: 20 * time.Second, do: update(a, withCondition(a, v1.PodReasonSchedulerError, "binding rejected"))},
-			{at: bound + time.Second, do: nothing, wedged: true},
+		{name: "stuck loop: a new holder starts afresh", steps: []step{
+			{at: 0, do: beat("a", 9, 2, 100, 100)},
+			{at: bound + time.Second, do: nothing, wedged: "finished no attempt"},
+			{at: bound + 2*time.Second, do: beat("b", 0, 2, 100, 100)},
+			{at: 2*bound + time.Second, do: beat("b", 0, 2, 100, 100)},
+			{at: 2*bound + 3*time.Second, do: nothing, wedged: "finished no attempt"},
 		}},
-		{name: "a gated pod is not waiting for a decision; its wait starts when the gate goes", steps: []step{
-			{at: 0, do: add(gated(a))},
-			{at: 3 * bound, do: nothing},
-			{at: 3 * bound, do: update(gated(a), a)},
-			{at: 4 * bound, do: nothing},
-			{at: 4*bound + time.Second, do: nothing, wedged: true},
+		{name: "the Lease healthy again after an outage starts afresh", steps: []step{
+			{at: 0, do: beat("a", 9, 2, 100, 100)},
+			{at: bound + time.Second, do: nothing, wedged: "finished no attempt"},
+			{at: bound + 2*time.Second, do: func(s *loopState, now time.Time) { s.healthyAgain(now) }},
+			{at: bound + 3*time.Second, do: beat("a", 9, 2, 100, 100)},
 		}},
-		{name: "a deleted pod no longer counts, and its deletion is no progress", steps: []step{
-			{at: 0, do: add(a)},
-			{at: 0, do: add(b)},
-			{at: 10 * time.Second, do: remove(a)},
-			{at: bound + time.Second, do: nothing, wedged: true},
+		{name: "stalled node watch: a node change not reached within the bound: wedged, until it catches up", steps: []step{
+			{at: 0, do: beat("a", 9, 0, 100, 100)},
+			{at: time.Second, do: nodeAt("150")},
+			{at: 2 * time.Second, do: beat("a", 12, 0, 160, 100)},
+			{at: time.Second + bound, do: beat("a", 12, 0, 160, 100)},
+			{at: 2*time.Second + bound, do: nothing, wedged: "node watch is behind"},
+			{at: 3*time.Second + bound, do: beat("a", 12, 0, 160, 151)},
 		}},
-		{name: "hysteresis: with the overdue pods gone the verdict holds until the probe", steps: []step{
-			{at: 0, do: add(a)},
-			{at: bound + time.Second, do: nothing, wedged: true},
-			{at: 2 * bound, do: nothing, wedged: true},
-			// Handed back: the last pod that showed the wedge goes.
-			{at: 2 * bound, do: remove(a), wedged: true},
-			{at: 2*bound + reprobeFactor*bound - time.Second, do: nothing, wedged: true},
-			{at: 2*bound + reprobeFactor*bound, do: nothing},
-			// The probe is a fresh start: what is handed over next gets a whole bound.
-			{at: 2*bound + reprobeFactor*bound, do: add(b)},
-			{at: 3*bound + reprobeFactor*bound, do: nothing},
-			{at: 3*bound + reprobeFactor*bound + time.Second, do: nothing, wedged: true},
+		{name: "stalled pod watch: pods handed over are never seen, the loop looks idle: wedged", steps: []step{
+			{at: 0, do: beat("a", 9, 0, 100, 100)},
+			{at: time.Second, do: podAt("130")},
+			{at: 2*time.Second + bound, do: beat("a", 9, 0, 100, 100), wedged: "pod watch is behind"},
 		}},
-		{name: "wedged, then a bind: healthy at once", steps: []step{
-			{at: 0, do: add(a)},
-			{at: 0, do: add(b)},
-			{at: bound + time.Second, do: nothing, wedged: true},
-			{at: 2 * bound, do: update(a, bind(a))},
+		{name: "watches that keep up: every change reached within the bound: healthy", steps: []step{
+			{at: 0, do: podAt("110")},
+			{at: time.Second, do: nodeAt("111")},
+			{at: 2 * time.Second, do: beat("a", 1, 0, 110, 111)},
+			{at: 10 * bound, do: beat("a", 1, 0, 110, 111)},
 		}},
-		{name: "wedged, then a new leader: a fresh bound for it", steps: []step{
-			{at: 0, do: leader(true, "one")},
-			{at: 0, do: add(a)},
-			{at: bound + time.Second, do: nothing, wedged: true},
-			{at: 2 * bound, do: leader(true, "two")},
-			{at: 3 * bound, do: nothing},
-			{at: 3*bound + time.Second, do: nothing, wedged: true},
-		}},
-		{name: "the Lease healthy again after an outage: a fresh bound", steps: []step{
-			{at: 0, do: leader(true, "one")},
-			{at: 0, do: add(a)},
-			{at: 20 * time.Second, do: leader(false, "one")},
-			{at: 2 * bound, do: leader(true, "one")},
-			{at: 3 * bound, do: nothing},
-			{at: 3*bound + time.Second, do: nothing, wedged: true},
+		{name: "no heartbeat from this holder (labels of another, or none): the Lease alone", steps: []step{
+			{at: 0, do: noHeartbeat("a")},
+			{at: time.Second, do: podAt("130")},
+			{at: 10 * bound, do: noHeartbeat("a")},
+			{at: 10*bound + time.Second, do: func(s *loopState, now time.Time) {
+				// An earlier holder's labels left on the Lease by a holder that publishes none.
+				l := lease("a", heartbeat.Sample{Attempts: 1, Waiting: 9})
+				l.Spec.HolderIdentity = ptr.To("c")
+				s.lease(l, now)
+			}},
+			{at: 20 * bound, do: nothing},
 		}},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			s := newProgressState(sched, bound, t0)
-			var want, got []bool
-			for _, st := range tt.steps {
-				now := t0.Add(st.at)
-				st.do(s, now)
-				wedged, why, _ := s.check(now)
-				if wedged && why == "" {
-					t.Errorf("at %s: wedged with no reason", st.at)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newLoopState(bound, t0)
+			for i, step := range tc.steps {
+				now := t0.Add(step.at)
+				step.do(s, now)
+				why, _ := s.check(now)
+				switch {
+				case step.wedged == "" && why != "":
+					t.Fatalf("step %d (at %s): wedged (%s), want healthy", i, step.at, why)
+				case step.wedged != "" && !strings.Contains(why, step.wedged):
+					t.Fatalf("step %d (at %s): verdict %q, want wedged with %q", i, step.at, why, step.wedged)
 				}
-				want, got = append(want, st.wedged), append(got, wedged)
-			}
-			if diff := cmp.Diff(want, got); diff != "" {
-				t.Errorf("wedged after each step (-want +got):\n%s", diff)
 			}
 		})
 	}
 }
 
-// TestTrimPod: the cache keeps what the verdict reads and nothing else.
-func TestTrimPod(t *testing.T) {
-	p := st.MakePod().Namespace("ns").Name("p").UID("u").SchedulerName("pool-scheduler").Node("n").
-		SchedulingGates([]string{"g"}).Container("c").Labels(map[string]string{"a": "b"}).Obj()
-	p.Status.Phase = v1.PodPending
-	p.Status.Conditions = []v1.PodCondition{{Type: v1.PodScheduled, Status: v1.ConditionFalse, Reason: v1.PodReasonUnschedulable}, {Type: v1.PodReady, Status: v1.ConditionFalse}}
-	got, err := trimPod(p)
-	if err != nil {
-		t.Fatal(err)
+// TestRevisionsBounded: however long a watch stalls, what is kept stays bounded, and the
+// oldest change not reached is the one kept.
+func TestRevisionsBounded(t *testing.T) {
+	var r revisions
+	t0 := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
+	for i := range 10000 {
+		r.add(uint64(1000+i), t0.Add(time.Duration(i)*time.Second))
 	}
-	want := &v1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "u"},
-		Spec:       v1.PodSpec{SchedulerName: "pool-scheduler", NodeName: "n", SchedulingGates: []v1.PodSchedulingGate{{Name: "g"}}},
-		Status: v1.PodStatus{Phase: v1.PodPending, Conditions: []v1.PodCondition{
-			{Type: v1.PodScheduled, Status: v1.ConditionFalse, Reason: v1.PodReasonUnschedulable}}},
+	if len(r.seen) > maxRevisions {
+		t.Errorf("kept %d revisions, want at most %d", len(r.seen), maxRevisions)
 	}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("(-want +got):\n%s", diff)
+	rev, at, ok := r.behind(500)
+	if !ok || rev != 1000 || !at.Equal(t0) {
+		t.Errorf("oldest not reached: %d at %s (%v), want 1000 at %s", rev, at, ok, t0)
+	}
+	if _, _, ok := r.behind(20000); ok {
+		t.Error("everything reached: still behind")
 	}
 }
 
-// TestValidateProgressBound: a negative bound is refused naming the flag; 0 turns it off.
 func TestValidateProgressBound(t *testing.T) {
 	if err := ValidateProgressBound(-time.Second); err == nil || !strings.Contains(err.Error(), "--progress-bound") {
 		t.Errorf("negative: %v, want an error naming --progress-bound", err)

@@ -57,3 +57,23 @@ func (w *SwitchWatch) Degraded() string {
 	}
 	return fmt.Sprintf("the hand-off switch %s says %s=%q", w.name, SwitchKey, cm.Data[SwitchKey])
 }
+
+// Following is the verdict of a way in that follows the hand-off controller (the webhook): the
+// Lease, judged here (it expires within its duration even while the controller is down), and
+// the controller's switch for whether the leader schedules (its heartbeat, Progress). wedged,
+// when set, is called with whether the switch holds pods back while the Lease is healthy.
+func Following(lease *LeaseWatch, sw *SwitchWatch, wedged func(bool)) func(context.Context) (bool, string) {
+	return func(ctx context.Context) (bool, string) {
+		ok, why := lease.Healthy(ctx)
+		if ok {
+			why = sw.Degraded()
+			ok = why == ""
+			if wedged != nil {
+				wedged(!ok)
+			}
+		} else if wedged != nil {
+			wedged(false)
+		}
+		return ok, why
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/cache"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/kubernetes/pkg/controller/replicaset"
@@ -30,21 +32,25 @@ import (
 
 	"github.com/pool-scheduler/pool-scheduler/pkg/admission"
 	"github.com/pool-scheduler/pool-scheduler/pkg/handoff"
+	"github.com/pool-scheduler/pool-scheduler/pkg/heartbeat"
 	"github.com/pool-scheduler/pool-scheduler/test/util"
 )
 
-// TestWedgedLeaderIsDown: health means scheduling. Against a real kube-apiserver, with the
-// shipped MutatingAdmissionPolicy following the hand-off controller's switch, the upstream
-// ReplicaSet controller in process, and a Lease renewed throughout by a leader stand-in; the
-// webhook's judge (the same Lease watch and progress check, in process) is asked beside it:
+// TestWedgedLeaderIsDown: health means scheduling, read from the leader's heartbeat. Against a
+// real kube-apiserver, with the shipped MutatingAdmissionPolicy following the hand-off
+// controller's switch, the upstream ReplicaSet controller in process, and a Lease renewed
+// throughout by a leader stand-in that publishes the heartbeat a pool-scheduler leader does
+// (pkg/heartbeat: its attempts, its queue, its informers' resource versions, from real
+// informers); the webhook's judge (the Lease and the switch, handoff.Following) is asked beside
+// it:
 //
 //  1. busy: while it binds a backlog of pods one at a time, slower than the progress bound lets
 //     any single pod wait, the leader stays healthy (the switch never turns off, the webhook's
 //     judge never stops handing over);
-//  2. wedged: it stops binding but keeps renewing. Once a pod handed to it has waited past the
-//     progress bound with nothing bound, the switch turns off and new pods go to the default
-//     scheduler; the stranded ReplicaSet pods are handed back and their replacements, too,
-//     keep the default scheduler (the verdict holds once the evidence is gone);
+//  2. wedged: it stops binding but keeps renewing. Once pods have waited in its queue past the
+//     progress bound with no attempt finished, the switch turns off and new pods go to the
+//     default scheduler; the stranded ReplicaSet pods are handed back and their replacements,
+//     too, keep the default scheduler (the verdict holds once its queue is empty);
 //  3. a new leader takes the Lease: pods are handed over again.
 func TestWedgedLeaderIsDown(t *testing.T) {
 	tCtx := ktesting.Init(t)
@@ -94,7 +100,9 @@ func TestWedgedLeaderIsDown(t *testing.T) {
 	goRun(func() { rsc.Run(ctx, 2) })
 
 	// The leader stand-in renews the Lease every 500ms for as long as the test runs.
-	leader := &leaseRenewer{cs: cs, namespace: ns, name: "pool-scheduler", holder: "leader-1"}
+	loop := newStandInLoop(cs, util.SchedulerName)
+	goRun(func() { loop.run(ctx) })
+	leader := &leaseRenewer{cs: cs, namespace: ns, name: "pool-scheduler", holder: "leader-1", sample: loop.sample}
 	goRun(func() { leader.run(ctx, t) })
 
 	// The hand-off controller with short bounds.
@@ -116,18 +124,16 @@ func TestWedgedLeaderIsDown(t *testing.T) {
 	}
 	goRun(func() { _ = c.Run(ctx) })
 
-	// The webhook's judge, as RunWebhook builds it, asked every 100ms: its verdicts in order.
+	// The webhook's judge, as webhook.SetupWithManager builds it, asked every 100ms: its
+	// verdicts in order.
 	lw, err := handoff.NewLeaseWatch(cs, handoff.Lease{Lease: types.NamespacedName{Namespace: ns, Name: "pool-scheduler"}, Duration: 5 * time.Second}, time.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
-	progress, err := handoff.NewProgress(cs, util.SchedulerName, progressBound, time.Now)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sw := handoff.NewSwitchWatch(cs, types.NamespacedName{Namespace: ns, Name: handoff.SwitchConfigMap})
 	goRun(func() { lw.Run(ctx) })
-	goRun(func() { progress.Run(ctx) })
-	webhookJudge := &handoff.Judge{Leader: progress.Leader(lw)}
+	goRun(func() { _ = sw.Run(ctx) })
+	webhookJudge := &handoff.Judge{Leader: handoff.Following(lw, sw, nil)}
 	verdicts := &switchLog{}
 	goRun(func() {
 		wait.UntilWithContext(ctx, func(ctx context.Context) {
@@ -137,8 +143,8 @@ func TestWedgedLeaderIsDown(t *testing.T) {
 	})
 
 	// Every value the switch takes, in order.
-	sw := &switchLog{}
-	goRun(func() { sw.watch(ctx, t, cs, ns) })
+	switches := &switchLog{}
+	goRun(func() { switches.watch(ctx, t, cs, ns) })
 	waitForHandOver(tCtx, t, cs, app, util.SchedulerName)
 	if err := wait.PollUntilContextTimeout(tCtx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
 		return verdicts.last() == "true", nil
@@ -175,7 +181,7 @@ func TestWedgedLeaderIsDown(t *testing.T) {
 	}
 
 	// 1. Busy: a backlog of 12 pods bound one per progressBound/4: the last waits three bounds.
-	busyFrom, busyVerdicts := sw.len(), verdicts.len()
+	busyFrom, busyVerdicts := switches.len(), verdicts.len()
 	createRS("backlog", 12)
 	if err := wait.PollUntilContextTimeout(tCtx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
 		return len(podsOf("backlog")) == 12, nil
@@ -187,8 +193,8 @@ func TestWedgedLeaderIsDown(t *testing.T) {
 			t.Fatalf("backlog pod %s: schedulerName %s, want it handed over", p.Name, p.Spec.SchedulerName)
 		}
 	}
-	bindOneAtATime(tCtx, t, cs, app, "app=backlog", "user-0", progressBound/4)
-	if got := sw.since(busyFrom); sets.New(got...).Has("false") {
+	bindOneAtATime(tCtx, t, cs, app, "app=backlog", "user-0", progressBound/4, func() { loop.attempts.Add(1) })
+	if got := switches.since(busyFrom); sets.New(got...).Has("false") {
 		t.Fatalf("the switch turned off while the leader was binding its backlog: %v", got)
 	}
 	if got := verdicts.since(busyVerdicts); sets.New(got...).Has("false") {
@@ -209,11 +215,11 @@ func TestWedgedLeaderIsDown(t *testing.T) {
 	}); err != nil {
 		t.Fatalf("%d pods of the ReplicaSet were handed over before the wedge showed, want 3: %v", strandedUIDs.Len(), err)
 	}
-	wedgedFrom := sw.len()
+	wedgedFrom := switches.len()
 	if err := wait.PollUntilContextTimeout(tCtx, 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-		return sw.last() == "false", nil
+		return switches.last() == "false", nil
 	}); err != nil {
-		t.Fatalf("the switch stayed on while the leader renewed its Lease and bound nothing: %v", sw.since(0))
+		t.Fatalf("the switch stayed on while the leader renewed its Lease and bound nothing: %v", switches.since(0))
 	}
 	if err := wait.PollUntilContextTimeout(tCtx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
 		return verdicts.last() == "false", nil
@@ -259,7 +265,7 @@ func TestWedgedLeaderIsDown(t *testing.T) {
 	}); err != nil {
 		t.Errorf("no HandedBack event on the ReplicaSet %s: %v", stranded.Name, err)
 	}
-	if got := sw.since(wedgedFrom); sets.New(got...).Has("true") {
+	if got := switches.since(wedgedFrom); sets.New(got...).Has("true") {
 		t.Errorf("the switch turned on again during the wedge: %v", got)
 	}
 	if got := verdicts.since(wedgedVerdicts); sets.New(got...).Has("true") {
@@ -301,9 +307,11 @@ func waitForHandOver(ctx context.Context, t *testing.T, cs kubernetes.Interface,
 }
 
 // leaseRenewer holds a Lease and renews it every 500ms: a leader that may schedule nothing.
+// With sample, each renewal publishes the heartbeat as pool-scheduler's leader does.
 type leaseRenewer struct {
 	cs              kubernetes.Interface
 	namespace, name string
+	sample          func() heartbeat.Sample
 
 	mu     sync.Mutex
 	holder string
@@ -322,16 +330,23 @@ func (l *leaseRenewer) run(ctx context.Context, t *testing.T) {
 		holder := l.holder
 		l.mu.Unlock()
 		now := metav1.NowMicro()
+		var labels map[string]string
+		if l.sample != nil {
+			labels = l.sample().Labels(holder)
+		}
 		lease, err := leases.Get(ctx, l.name, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):
 			_, err = leases.Create(ctx, &coordinationv1.Lease{
-				ObjectMeta: metav1.ObjectMeta{Namespace: l.namespace, Name: l.name},
+				ObjectMeta: metav1.ObjectMeta{Namespace: l.namespace, Name: l.name, Labels: labels},
 				Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: ptr.To[int32](5),
 					AcquireTime: &now, RenewTime: &now},
 			}, metav1.CreateOptions{})
 		case err == nil:
 			lease.Spec.HolderIdentity, lease.Spec.RenewTime = &holder, &now
+			if labels != nil {
+				lease.Labels = labels
+			}
 			_, err = leases.Update(ctx, lease, metav1.UpdateOptions{})
 		}
 		if err != nil && ctx.Err() == nil {
@@ -342,7 +357,7 @@ func (l *leaseRenewer) run(ctx context.Context, t *testing.T) {
 
 // bindOneAtATime binds the pods matching selector to node, oldest first, one per period, until
 // none is left unbound: a scheduler with a backlog that binds.
-func bindOneAtATime(ctx context.Context, t *testing.T, cs kubernetes.Interface, ns, selector, node string, period time.Duration) {
+func bindOneAtATime(ctx context.Context, t *testing.T, cs kubernetes.Interface, ns, selector, node string, period time.Duration, attempted func()) {
 	t.Helper()
 	for {
 		pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector, FieldSelector: "spec.nodeName="})
@@ -363,6 +378,7 @@ func bindOneAtATime(ctx context.Context, t *testing.T, cs kubernetes.Interface, 
 		if err != nil {
 			t.Fatalf("binding %s: %v", p.Name, err)
 		}
+		attempted()
 		select {
 		case <-ctx.Done():
 			t.Fatal(ctx.Err())
@@ -426,4 +442,36 @@ func hasReason(events []v1.Event, reason string) bool {
 		}
 	}
 	return false
+}
+
+// standInLoop is the stand-in leader's scheduling loop as its heartbeat shows it: attempts it
+// counts itself, its queue (the pods that name the scheduler, wait unbound and are not gated)
+// and its informers' resource versions, from real informers of every pod and node.
+type standInLoop struct {
+	schedulerName string
+	attempts      atomic.Uint64
+	pods, nodes   cache.SharedIndexInformer
+}
+
+func newStandInLoop(cs kubernetes.Interface, schedulerName string) *standInLoop {
+	f := informers.NewSharedInformerFactory(cs, 0)
+	return &standInLoop{schedulerName: schedulerName, pods: f.Core().V1().Pods().Informer(), nodes: f.Core().V1().Nodes().Informer()}
+}
+
+func (l *standInLoop) run(ctx context.Context) {
+	go l.nodes.Run(ctx.Done())
+	l.pods.Run(ctx.Done())
+}
+
+func (l *standInLoop) sample() heartbeat.Sample {
+	s := heartbeat.Sample{Attempts: l.attempts.Load()}
+	for _, obj := range l.pods.GetStore().List() {
+		p := obj.(*v1.Pod)
+		if p.Spec.SchedulerName == l.schedulerName && p.Spec.NodeName == "" && len(p.Spec.SchedulingGates) == 0 && p.DeletionTimestamp == nil {
+			s.Waiting++
+		}
+	}
+	s.PodsRevision, _ = heartbeat.Revision(l.pods.LastSyncResourceVersion())
+	s.NodesRevision, _ = heartbeat.Revision(l.nodes.LastSyncResourceVersion())
+	return s
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -28,7 +29,11 @@ func webhookFlags(f *pflag.FlagSet, s *shared) runner {
 	o := webhook.WebhookOptions{}
 	f.StringVar(&o.SchedulerName, "scheduler-name", "", "profile of --config to set on pods; empty: the first profile")
 	f.StringVar(&o.HandoffMode, "handoff", handoff.ModeLeader, "when pods are given to pool-scheduler: leader (only while its leader renews the Lease of --config's leaderElection, within its leaseDuration; otherwise they keep the default scheduler, with the system-node affinity) or always")
-	f.DurationVar(&o.ProgressBound, "progress-bound", handoff.DefaultProgressBound, "with --handoff=leader: a leader that renews its Lease but has bound or judged none of the pods handed to it for this long, while one of them waited undecided as long, is treated as down (docs/operations.md); 0: the Lease alone")
+	f.StringVar(&o.Switch.Name, "handoff-switch-configmap", "", "with --handoff=leader: the hand-off controller's switch (its --switch-configmap); pods are handed over only while it also says handoff \"true\" (the controller reads the leader's heartbeat: docs/operations.md); empty: the Lease alone")
+	f.StringVar(&o.Switch.Namespace, "handoff-switch-namespace", os.Getenv("POD_NAMESPACE"), "namespace of --handoff-switch-configmap")
+	var progressBound time.Duration
+	f.DurationVar(&progressBound, "progress-bound", 0, "no effect: the hand-off controller judges the leader's heartbeat (its --progress-bound), which the webhook follows through --handoff-switch-configmap")
+	_ = f.MarkDeprecated("progress-bound", "it does nothing: the hand-off controller judges whether the leader schedules; give the webhook --handoff-switch-configmap")
 	f.BoolVar(&o.SystemNodeAffinity, "system-node-affinity", true, "add a required node-affinity term keeping user pods off system nodes (visible to cluster-autoscaler and Karpenter)")
 	f.IntVar(&o.Port, "port", 10250, "HTTPS port of the webhook (10250: open from the control plane to nodes on GKE private clusters and others that firewall other ports, as for kubelets; cert-manager uses it too)")
 	f.StringVar(&o.CertDir, "cert-dir", filepath.Join(os.TempDir(), "pool-scheduler-webhook"), "directory of tls.crt and tls.key")
@@ -54,7 +59,7 @@ func webhookFlags(f *pflag.FlagSet, s *shared) runner {
 			if err := o.Complete(s.configData); err != nil {
 				return nil, err
 			}
-			return []any{"schedulerName", o.Mutator.SchedulerName(), "systemNodeAffinity", o.Mutator.AvoidSystem() != nil, "handoff", o.HandoffMode}, nil
+			return []any{"schedulerName", o.Mutator.SchedulerName(), "systemNodeAffinity", o.Mutator.AvoidSystem() != nil, "handoff", o.HandoffMode, "handoffSwitch", o.Switch.String()}, nil
 		},
 		setup: func(_ context.Context, mgr ctrl.Manager) error { return webhook.SetupWithManager(mgr, o) },
 	}

@@ -8,11 +8,11 @@ import (
 var (
 	handoffMode = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "pool_scheduler_webhook_handoff",
-		Help: "1 while the webhook hands pods to pool-scheduler (its leader renewed its Lease within the lease duration and schedules the pods handed to it, or --handoff=always), 0 while it leaves them with the default scheduler (degraded).",
+		Help: "1 while the webhook hands pods to pool-scheduler (its leader renewed its Lease within the lease duration and, with --handoff-switch-configmap, the hand-off controller's switch says it schedules; or --handoff=always), 0 while it leaves them with the default scheduler (degraded).",
 	})
 	leaderWedged = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "pool_scheduler_webhook_leader_wedged",
-		Help: "1 while pool-scheduler's leader renews its Lease but has bound or judged none of the pods handed to it within --progress-bound, as this webhook replica sees it (pods then keep the default scheduler), 0 otherwise.",
+		Help: "1 while pool-scheduler's leader renews its Lease but the hand-off controller's switch (--handoff-switch-configmap) says it does not schedule (its heartbeat shows it wedged), or cannot be read: pods then keep the default scheduler. 0 otherwise.",
 	})
 	apiserverSupported = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "pool_scheduler_webhook_apiserver_supported",
@@ -23,4 +23,12 @@ var (
 func init() {
 	ctrlmetrics.Registry.MustRegister(handoffMode, leaderWedged, apiserverSupported)
 	apiserverSupported.Set(1)
+}
+
+func setGauge(g prometheus.Gauge, on bool) {
+	if on {
+		g.Set(1)
+		return
+	}
+	g.Set(0)
 }

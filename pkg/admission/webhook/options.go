@@ -9,6 +9,7 @@ import (
 	"os"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes"
@@ -33,9 +34,10 @@ type WebhookOptions struct {
 	// Handoff, when set, is the Lease of pool-scheduler's leader: pods are handed over only
 	// while it is renewed (handoff.LeaseFromConfig); nil: always.
 	Handoff *handoff.Lease
-	// ProgressBound, with Handoff: pods are handed over only while the leader also schedules
-	// (handoff.Progress); 0: the Lease alone.
-	ProgressBound time.Duration
+	// Switch, with Handoff, is the hand-off controller's switch: pods are handed over only
+	// while it also says the leader schedules (the controller reads the leader's heartbeat;
+	// handoff.Progress), the one verdict every way in follows. Empty name: the Lease alone.
+	Switch types.NamespacedName
 
 	// HandoffMode is --handoff: ModeLeader or ModeAlways; Complete turns it into Handoff.
 	HandoffMode string
@@ -59,8 +61,8 @@ func (o *WebhookOptions) Validate() error {
 	if o.CertDir == "" {
 		errs = append(errs, errors.New("--cert-dir: required"))
 	}
-	if err := handoff.ValidateProgressBound(o.ProgressBound); err != nil {
-		errs = append(errs, err)
+	if o.Switch.Name != "" && o.Switch.Namespace == "" {
+		errs = append(errs, errors.New("--handoff-switch-namespace: required with --handoff-switch-configmap (default: $POD_NAMESPACE)"))
 	}
 	return errors.Join(errs...)
 }
@@ -156,18 +158,15 @@ func SetupWithManager(mgr ctrl.Manager, o WebhookOptions) error {
 			return err
 		}
 		leader = w.Healthy
-		if o.ProgressBound > 0 {
-			// The pods handed over tell whether the leader schedules them: an informer of
-			// the pending ones, not a request per admission.
-			p, err := handoff.NewProgress(cs, m.SchedulerName(), o.ProgressBound, time.Now)
-			if err != nil {
+		if o.Switch.Name != "" {
+			// Whether the leader schedules is the hand-off controller's verdict, read from its
+			// switch: the webhook judges the Lease itself (it expires within its duration even
+			// while the controller is down) and follows the controller for the rest.
+			sw := handoff.NewSwitchWatch(cs, o.Switch)
+			if err := mgr.Add(manager.RunnableFunc(sw.Run)); err != nil {
 				return err
 			}
-			p.WedgedGauge = leaderWedged
-			if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { p.Run(ctx); return nil })); err != nil {
-				return err
-			}
-			leader = p.Leader(w)
+			leader = handoff.Following(w, sw, func(wedged bool) { setGauge(leaderWedged, wedged) })
 		}
 		started, bound := time.Now(), o.Handoff.Duration
 		leaseRead = func() error {
