@@ -60,20 +60,30 @@ func (w *SwitchWatch) Degraded() string {
 
 // Following is the verdict of a way in that follows the hand-off controller (the webhook): the
 // Lease, judged here (it expires within its duration even while the controller is down), and
-// the controller's switch for whether the leader schedules (its heartbeat, Progress). wedged,
-// when set, is called with whether the switch holds pods back while the Lease is healthy.
+// the controller's switch for whether the leader schedules (its heartbeat, Progress). A switch
+// that is missing (no hand-off controller installed) or not read yet leaves the Lease alone to
+// tell, as without the controller. wedged, when set, is called with whether the switch holds
+// pods back while the Lease is healthy.
 func Following(lease *LeaseWatch, sw *SwitchWatch, wedged func(bool)) func(context.Context) (bool, string) {
 	return func(ctx context.Context) (bool, string) {
 		ok, why := lease.Healthy(ctx)
-		if ok {
+		held := false
+		if ok && sw.present() {
 			why = sw.Degraded()
-			ok = why == ""
-			if wedged != nil {
-				wedged(!ok)
-			}
-		} else if wedged != nil {
-			wedged(false)
+			ok, held = why == "", why != ""
+		}
+		if wedged != nil {
+			wedged(held)
 		}
 		return ok, why
 	}
+}
+
+// present reports whether the switch was read and exists.
+func (w *SwitchWatch) present() bool {
+	if !w.informer.HasSynced() {
+		return false
+	}
+	_, ok, err := w.informer.GetIndexer().GetByKey(w.name.String())
+	return err == nil && ok
 }

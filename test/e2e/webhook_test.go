@@ -23,6 +23,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/pool-scheduler/pool-scheduler/pkg/admission"
+	"github.com/pool-scheduler/pool-scheduler/pkg/handoff"
 	"github.com/pool-scheduler/pool-scheduler/pkg/controlplane"
 	"github.com/pool-scheduler/pool-scheduler/pkg/profile"
 	"github.com/pool-scheduler/pool-scheduler/test/util"
@@ -308,8 +309,8 @@ func installWebhookWith(tCtx context.Context, t *testing.T, cp *controlplane.Con
 	sa := clientFor(t, saCfg)
 	waitAllowed(tCtx, t, sa, "pool-scheduler-webhook", []authorizationv1.ResourceAttributes{
 		{Verb: "watch", Group: "coordination.k8s.io", Resource: "leases", Namespace: ns, Name: "pool-scheduler"},
-		// The pending pods handed to the scheduler: whether its leader schedules them.
-		{Verb: "watch", Resource: "pods"},
+		// The hand-off controller's switch: whether the leader schedules, as it judges.
+		{Verb: "watch", Resource: "configmaps", Namespace: ns, Name: handoff.SwitchConfigMap},
 	})
 	if webhook != nil {
 		deployment = webhook
@@ -319,7 +320,7 @@ func installWebhookWith(tCtx context.Context, t *testing.T, cp *controlplane.Con
 		"--config":   util.ShippedConfigPath(), // the ConfigMap's file
 		"--cert-dir": certDir,                  // the Secret's volume
 	})
-	webhookArgs = append(webhookArgs, "--kubeconfig="+kubeconfig, fmt.Sprintf("--port=%d", port),
+	webhookArgs = append(webhookArgs, "--kubeconfig="+kubeconfig, fmt.Sprintf("--port=%d", port), "--handoff-switch-namespace="+ns,
 		"--metrics-bind-address=0", "--health-probe-bind-address=0", "-v=2")
 	return installedWebhook{proc: util.StartProcess(t, util.LabelerBinary(t), webhookArgs...), keeper: keeper, addr: fmt.Sprintf("localhost:%d", port), sa: sa, config: cfg, secret: s}
 }
