@@ -185,8 +185,8 @@ type Controller struct {
 	leaderDown time.Time // since when no healthy leader exists; zero while one does
 	leaderUp   time.Time // since when a healthy leader exists; zero while none does
 	// owners handed back in this outage: a replacement that waits again is reported, never
-	// deleted again, so no owner's pods loop. Forgotten once a leader has been healthy for
-	// HandbackAfter (the outage is over).
+	// deleted again, so no owner's pods loop. Scoped to the outage (a healthy verdict ends it),
+	// and forgotten once a leader has been healthy for HandbackAfter.
 	owners *ownerMemory
 }
 
@@ -289,6 +289,11 @@ func (c *Controller) Sync(ctx context.Context) error {
 	c.mu.Lock()
 	switch {
 	case leaderOK:
+		if !c.leaderDown.IsZero() {
+			// The outage is over, however briefly: pods handed over from now on are handed
+			// back like any other if the leader fails again.
+			c.owners.recovered()
+		}
 		c.leaderDown = time.Time{}
 		if c.leaderUp.IsZero() {
 			c.leaderUp = now

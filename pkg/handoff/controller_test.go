@@ -434,3 +434,87 @@ func TestControllerHandsBackOncePerOwner(t *testing.T) {
 		t.Error("a new outage: web-3 was not handed back (the owner was never forgotten)")
 	}
 }
+
+// TestControllerOwnerMemoryPerOutage: the owner memory is scoped to an outage. A pod handed over
+// while the leader was judged healthy again, however briefly (a leader back for one sync, a
+// watch that caught up), and stranded when it fails again, is handed back like any other; a
+// replacement that waits again within one outage is still only reported.
+func TestControllerOwnerMemoryPerOutage(t *testing.T) {
+	ctx := context.Background()
+	clock := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
+	after := 2 * time.Minute
+	pod := func(name string) *v1.Pod {
+		p := st.MakePod().Namespace("app").Name(name).UID(name).SchedulerName("pool-scheduler").Phase(v1.PodPending).
+			Annotation(profile.HandedOverAnnotation, "pool-scheduler").
+			OwnerReference("web", schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "ReplicaSet"}).Obj()
+		p.OwnerReferences[0].UID = "web-uid"
+		p.CreationTimestamp = metav1.Time{Time: clock.Add(-time.Hour)}
+		return p
+	}
+	cs := fake.NewClientset()
+	c, err := New(cs, &fakediscovery.FakeDiscovery{Fake: &clienttesting.Fake{}}, record.NewFakeRecorder(100), Options{
+		Lease:         Lease{Lease: types.NamespacedName{Namespace: "ns", Name: "none"}, Duration: 15 * time.Second},
+		SchedulerName: "pool-scheduler", Handback: true, HandbackAfter: after, HandbackQPS: 100, Interval: time.Second,
+	}, func() time.Time { return clock })
+	if err != nil {
+		t.Fatal(err)
+	}
+	leader := false
+	c.Judge.Leader = func(context.Context) (bool, string) { return leader, "down" }
+	add := func(p *v1.Pod) {
+		t.Helper()
+		if _, err := cs.CoreV1().Pods(p.Namespace).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.pods.GetStore().Add(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sync := func() {
+		t.Helper()
+		if err := c.Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for _, obj := range c.pods.GetStore().List() {
+			p := obj.(*v1.Pod)
+			if _, err := cs.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{}); err != nil {
+				_ = c.pods.GetStore().Delete(p)
+			}
+		}
+	}
+	exists := func(name string) bool {
+		_, err := cs.CoreV1().Pods("app").Get(ctx, name, metav1.GetOptions{})
+		return err == nil
+	}
+	// Outage 1: web-1 is handed back; web-2, a replacement that waits again, is only reported.
+	add(pod("web-1"))
+	sync()
+	clock = clock.Add(after)
+	sync()
+	add(pod("web-2"))
+	clock = clock.Add(time.Minute)
+	sync()
+	if exists("web-1") || !exists("web-2") {
+		t.Fatalf("outage 1: web-1 exists %v (want handed back), web-2 exists %v (want reported only)", exists("web-1"), exists("web-2"))
+	}
+	// The leader judged healthy for one sync (far less than HandbackAfter): web-3 is handed
+	// over then; the leader fails again and web-3 strands.
+	leader = true
+	sync()
+	add(pod("web-3"))
+	leader = false
+	clock = clock.Add(time.Second)
+	sync()
+	clock = clock.Add(after)
+	sync()
+	if exists("web-3") {
+		t.Error("outage 2: web-3, handed over while the leader was healthy, was not handed back (the owner memory outlived the outage)")
+	}
+	// Within outage 2, a replacement that waits again is still held.
+	add(pod("web-4"))
+	clock = clock.Add(time.Minute)
+	sync()
+	if !exists("web-4") {
+		t.Error("outage 2: web-4, a replacement that waits again in the same outage, was deleted: the hand-back loops")
+	}
+}

@@ -119,10 +119,15 @@ func HandedOver(p *v1.Pod, schedulerName string) bool {
 
 // ownerMemory holds the owners (controllers) whose pods were handed back, and their pods known
 // then (those that waited when the first was handed back, and those deleted): any other pod of
-// such an owner is a replacement that waits again, and is reported, not deleted.
+// such an owner is a replacement that waits again, and is reported, not deleted. The memory is
+// scoped to an outage (an epoch): once the leader is judged healthy again, even briefly, pods
+// handed over then are handed back like any other if it fails again; only a replacement that
+// waits again within the same outage is held (it can only have been handed over by a way in that
+// judged differently, and deleting it again could loop).
 type ownerMemory struct {
 	mu    sync.Mutex
-	known map[types.UID]sets.Set[types.UID]
+	known map[types.UID]ownerEntry
+	epoch int
 	now   func() time.Time
 	// againUntil: a replacement is handed back again only before this (zero: never).
 	againUntil time.Time
@@ -130,27 +135,35 @@ type ownerMemory struct {
 	detail string
 }
 
-func newOwnerMemory(now func() time.Time, againUntil time.Time, detail string) *ownerMemory {
-	return &ownerMemory{known: map[types.UID]sets.Set[types.UID]{}, now: now, againUntil: againUntil, detail: detail}
+type ownerEntry struct {
+	epoch int
+	pods  sets.Set[types.UID]
 }
 
-// record notes that pod, of owner, was handed back; at owner's first, waiting are its pods that
-// wait now: they are not replacements (later ones are).
+func newOwnerMemory(now func() time.Time, againUntil time.Time, detail string) *ownerMemory {
+	return &ownerMemory{known: map[types.UID]ownerEntry{}, now: now, againUntil: againUntil, detail: detail}
+}
+
+// record notes that pod, of owner, was handed back; at owner's first in this outage, waiting
+// are its pods that wait now: they are not replacements (later ones are).
 func (m *ownerMemory) record(owner, pod types.UID, waiting []types.UID) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.known[owner] == nil {
-		m.known[owner] = sets.New(waiting...)
+	e, ok := m.known[owner]
+	if !ok || e.epoch != m.epoch {
+		e = ownerEntry{epoch: m.epoch, pods: sets.New(waiting...)}
+		m.known[owner] = e
 	}
-	m.known[owner].Insert(pod)
+	e.pods.Insert(pod)
 }
 
-// replacement reports whether pod is a replacement: a pod of an owner handed back, not known then.
+// replacement reports whether pod is a replacement: a pod of an owner handed back in this
+// outage, not known then.
 func (m *ownerMemory) replacement(owner, pod types.UID) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	known, ok := m.known[owner]
-	return ok && !known.Has(pod)
+	e, ok := m.known[owner]
+	return ok && e.epoch == m.epoch && !e.pods.Has(pod)
 }
 
 // again reports whether p, of owner, is handed back: yes unless it is a replacement past
@@ -160,6 +173,13 @@ func (m *ownerMemory) again(p *v1.Pod, owner types.UID) (bool, string) {
 		return true, ""
 	}
 	return false, m.detail
+}
+
+// recovered ends the outage: the leader was judged healthy again.
+func (m *ownerMemory) recovered() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.epoch++
 }
 
 func (m *ownerMemory) forget() {
