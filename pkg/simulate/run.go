@@ -309,10 +309,14 @@ func Run(ctx context.Context, sc *Scenario, mode Mode, opts Options) (*Result, e
 	created := make(chan struct{})
 	go func() { wg.Wait(); close(created) }()
 
-	// Settle: every generator done, and no new binding for opts.Settle.
+	// Settle: every generator done (pods created, nodes joined and labelled), and no new
+	// binding for opts.Settle since then: quiet counts from the last binding or from the last
+	// generator's end, whichever is later, so a slow machine's wait for the last labels' pods
+	// is not taken for the end.
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	done := false
+	var createdAt time.Time
 	for !done {
 		select {
 		case err := <-errs:
@@ -322,9 +326,15 @@ func Run(ctx context.Context, sc *Scenario, mode Mode, opts Options) (*Result, e
 		case <-tick.C:
 			select {
 			case <-created:
+				if createdAt.IsZero() {
+					createdAt = time.Now()
+				}
 				rec.mu.Lock()
 				bound, last := len(rec.bindings), rec.lastSeen
 				rec.mu.Unlock()
+				if last.Before(createdAt) {
+					last = createdAt
+				}
 				if bound >= total || time.Since(last) > opts.Settle {
 					done = true
 				}
