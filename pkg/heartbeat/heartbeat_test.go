@@ -42,7 +42,7 @@ func TestParse(t *testing.T) {
 }
 
 func without(m map[string]string, k string) map[string]string { delete(m, k); return m }
-func with(m map[string]string, k, v string) map[string]string   { m[k] = v; return m }
+func with(m map[string]string, k, v string) map[string]string { m[k] = v; return m }
 
 // TestLockWritesTheHeartbeat: acquiring and renewing the Lease write the sample of the moment
 // as labels, beside the labels the Lease already carries.

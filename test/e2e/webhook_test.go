@@ -23,8 +23,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/pool-scheduler/pool-scheduler/pkg/admission"
-	"github.com/pool-scheduler/pool-scheduler/pkg/handoff"
 	"github.com/pool-scheduler/pool-scheduler/pkg/controlplane"
+	"github.com/pool-scheduler/pool-scheduler/pkg/handoff"
 	"github.com/pool-scheduler/pool-scheduler/pkg/profile"
 	"github.com/pool-scheduler/pool-scheduler/test/util"
 )
