@@ -35,7 +35,7 @@ func handoffFlags(f *pflag.FlagSet, s *shared) runner {
 	f.DurationVar(&o.HandbackAfter, "handback-after", 2*time.Minute, "how long pool-scheduler must have had no healthy leader, and a pod must have waited, before the pod is handed back")
 	f.Float64Var(&o.HandbackQPS, "handback-rate", 5, "pod deletions per second at most")
 	f.DurationVar(&o.Interval, "sync-interval", 5*time.Second, "how often the verdict, the switch and the waiting pods are brought up to date")
-	f.DurationVar(&o.ProgressBound, "progress-bound", handoff.DefaultProgressBound, "a leader that renews its Lease but has bound or judged none of the pods handed to it for this long, while one of them waited undecided as long, is treated as down (docs/operations.md); 0: the Lease alone")
+	f.DurationVar(&o.ProgressBound, "progress-bound", handoff.DefaultProgressBound, "a leader that renews its Lease but whose heartbeat shows pods waiting in its queue and no scheduling attempt finished for this long, or a pod or node change not reached by its informers within it, is treated as down (docs/operations.md); 0: the Lease alone")
 	return runner{
 		complete: func(*cobra.Command) ([]any, error) {
 			if err := o.Complete(s.config, s.configData); err != nil {
