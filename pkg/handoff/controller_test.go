@@ -347,65 +347,20 @@ func TestControllerStopsOnVersionSkew(t *testing.T) {
 // deleted. Once a leader has been healthy for HandbackAfter the outage is over, and in the next
 // one that pod is handed back.
 func TestControllerHandsBackOncePerOwner(t *testing.T) {
-	ctx := context.Background()
-	clock := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
 	after := 2 * time.Minute
-	pod := func(name string) *v1.Pod {
-		p := st.MakePod().Namespace("app").Name(name).UID(name).SchedulerName("pool-scheduler").Phase(v1.PodPending).
-			Annotation(profile.HandedOverAnnotation, "pool-scheduler").
-			OwnerReference("web", schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "ReplicaSet"}).Obj()
-		p.OwnerReferences[0].UID = "web-uid"
-		p.CreationTimestamp = metav1.Time{Time: clock.Add(-time.Hour)}
-		return p
-	}
-	cs := fake.NewClientset()
-	recorder := record.NewFakeRecorder(100)
-	c, err := New(cs, &fakediscovery.FakeDiscovery{Fake: &clienttesting.Fake{}}, recorder, Options{
-		Lease:         Lease{Lease: types.NamespacedName{Namespace: "ns", Name: "none"}, Duration: 15 * time.Second},
-		SchedulerName: "pool-scheduler", Handback: true, HandbackAfter: after, HandbackQPS: 100, Interval: time.Second,
-	}, func() time.Time { return clock })
-	if err != nil {
-		t.Fatal(err)
-	}
-	leader := false
-	c.Judge.Leader = func(context.Context) (bool, string) { return leader, "down" }
-	add := func(p *v1.Pod) {
-		t.Helper()
-		if _, err := cs.CoreV1().Pods(p.Namespace).Create(ctx, p, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		if err := c.pods.GetStore().Add(p); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// The store follows the API, as the informer does.
-	sync := func() {
-		t.Helper()
-		if err := c.Sync(ctx); err != nil {
-			t.Fatal(err)
-		}
-		for _, obj := range c.pods.GetStore().List() {
-			p := obj.(*v1.Pod)
-			if _, err := cs.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{}); err != nil {
-				_ = c.pods.GetStore().Delete(p)
-			}
-		}
-	}
-	exists := func(name string) bool {
-		_, err := cs.CoreV1().Pods("app").Get(ctx, name, metav1.GetOptions{})
-		return err == nil
-	}
-	add(pod("web-1"))
-	add(pod("web-2"))
+	f := newOwnerFixture(t, time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC), after)
+	add, sync, exists, recorder := f.add, f.sync, f.exists, f.recorder
+	add("web-1")
+	add("web-2")
 	sync() // the outage starts
-	clock = clock.Add(after)
+	f.clock = f.clock.Add(after)
 	sync()
 	if exists("web-1") || exists("web-2") {
 		t.Fatalf("the owner's two stranded pods: web-1 %v, web-2 %v; want both handed back", exists("web-1"), exists("web-2"))
 	}
 	before := testutil.ToFloat64(strandedReported.WithLabelValues("replacement-waits"))
-	add(pod("web-3")) // the replacement, handed over again
-	clock = clock.Add(time.Hour)
+	add("web-3") // the replacement, handed over again
+	f.clock = f.clock.Add(time.Hour)
 	sync()
 	sync()
 	if !exists("web-3") {
@@ -422,13 +377,13 @@ func TestControllerHandsBackOncePerOwner(t *testing.T) {
 		t.Errorf("events %q: want 2 HandedBack and one StrandedPod for the replacement", events)
 	}
 	// The leader returns for HandbackAfter: the outage is over. In the next one, web-3 goes.
-	leader = true
+	f.leader = true
 	sync()
-	clock = clock.Add(after)
+	f.clock = f.clock.Add(after)
 	sync()
-	leader = false
+	f.leader = false
 	sync()
-	clock = clock.Add(after)
+	f.clock = f.clock.Add(after)
 	sync()
 	if exists("web-3") {
 		t.Error("a new outage: web-3 was not handed back (the owner was never forgotten)")
@@ -440,81 +395,104 @@ func TestControllerHandsBackOncePerOwner(t *testing.T) {
 // watch that caught up), and stranded when it fails again, is handed back like any other; a
 // replacement that waits again within one outage is still only reported.
 func TestControllerOwnerMemoryPerOutage(t *testing.T) {
-	ctx := context.Background()
-	clock := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
 	after := 2 * time.Minute
-	pod := func(name string) *v1.Pod {
-		p := st.MakePod().Namespace("app").Name(name).UID(name).SchedulerName("pool-scheduler").Phase(v1.PodPending).
-			Annotation(profile.HandedOverAnnotation, "pool-scheduler").
-			OwnerReference("web", schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "ReplicaSet"}).Obj()
-		p.OwnerReferences[0].UID = "web-uid"
-		p.CreationTimestamp = metav1.Time{Time: clock.Add(-time.Hour)}
-		return p
-	}
-	cs := fake.NewClientset()
-	c, err := New(cs, &fakediscovery.FakeDiscovery{Fake: &clienttesting.Fake{}}, record.NewFakeRecorder(100), Options{
-		Lease:         Lease{Lease: types.NamespacedName{Namespace: "ns", Name: "none"}, Duration: 15 * time.Second},
-		SchedulerName: "pool-scheduler", Handback: true, HandbackAfter: after, HandbackQPS: 100, Interval: time.Second,
-	}, func() time.Time { return clock })
-	if err != nil {
-		t.Fatal(err)
-	}
-	leader := false
-	c.Judge.Leader = func(context.Context) (bool, string) { return leader, "down" }
-	add := func(p *v1.Pod) {
-		t.Helper()
-		if _, err := cs.CoreV1().Pods(p.Namespace).Create(ctx, p, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		if err := c.pods.GetStore().Add(p); err != nil {
-			t.Fatal(err)
-		}
-	}
-	sync := func() {
-		t.Helper()
-		if err := c.Sync(ctx); err != nil {
-			t.Fatal(err)
-		}
-		for _, obj := range c.pods.GetStore().List() {
-			p := obj.(*v1.Pod)
-			if _, err := cs.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{}); err != nil {
-				_ = c.pods.GetStore().Delete(p)
-			}
-		}
-	}
-	exists := func(name string) bool {
-		_, err := cs.CoreV1().Pods("app").Get(ctx, name, metav1.GetOptions{})
-		return err == nil
-	}
+	f := newOwnerFixture(t, time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC), after)
+	add, sync, exists := f.add, f.sync, f.exists
 	// Outage 1: web-1 is handed back; web-2, a replacement that waits again, is only reported.
-	add(pod("web-1"))
+	add("web-1")
 	sync()
-	clock = clock.Add(after)
+	f.clock = f.clock.Add(after)
 	sync()
-	add(pod("web-2"))
-	clock = clock.Add(time.Minute)
+	add("web-2")
+	f.clock = f.clock.Add(time.Minute)
 	sync()
 	if exists("web-1") || !exists("web-2") {
 		t.Fatalf("outage 1: web-1 exists %v (want handed back), web-2 exists %v (want reported only)", exists("web-1"), exists("web-2"))
 	}
 	// The leader judged healthy for one sync (far less than HandbackAfter): web-3 is handed
 	// over then; the leader fails again and web-3 strands.
-	leader = true
+	f.leader = true
 	sync()
-	add(pod("web-3"))
-	leader = false
-	clock = clock.Add(time.Second)
+	add("web-3")
+	f.leader = false
+	f.clock = f.clock.Add(time.Second)
 	sync()
-	clock = clock.Add(after)
+	f.clock = f.clock.Add(after)
 	sync()
 	if exists("web-3") {
 		t.Error("outage 2: web-3, handed over while the leader was healthy, was not handed back (the owner memory outlived the outage)")
 	}
 	// Within outage 2, a replacement that waits again is still held.
-	add(pod("web-4"))
-	clock = clock.Add(time.Minute)
+	add("web-4")
+	f.clock = f.clock.Add(time.Minute)
 	sync()
 	if !exists("web-4") {
 		t.Error("outage 2: web-4, a replacement that waits again in the same outage, was deleted: the hand-back loops")
 	}
+}
+
+// ownerFixture is a controller with a fake clientset whose pod cache follows the API (as the
+// informer does), a clock tests move, and a leader verdict tests set; pods belong to the
+// ReplicaSet "web".
+type ownerFixture struct {
+	t        *testing.T
+	ctx      context.Context
+	cs       *fake.Clientset
+	c        *Controller
+	recorder *record.FakeRecorder
+	clock    time.Time
+	leader   bool
+}
+
+func newOwnerFixture(t *testing.T, clock time.Time, after time.Duration) *ownerFixture {
+	f := &ownerFixture{t: t, ctx: context.Background(), cs: fake.NewClientset(), recorder: record.NewFakeRecorder(100), clock: clock}
+	c, err := New(f.cs, &fakediscovery.FakeDiscovery{Fake: &clienttesting.Fake{}}, f.recorder, Options{
+		Lease:         Lease{Lease: types.NamespacedName{Namespace: "ns", Name: "none"}, Duration: 15 * time.Second},
+		SchedulerName: "pool-scheduler", Handback: true, HandbackAfter: after, HandbackQPS: 100, Interval: time.Second,
+	}, func() time.Time { return f.clock })
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Judge.Leader = func(context.Context) (bool, string) { return f.leader, "down" }
+	f.c = c
+	return f
+}
+
+// pod is a pending pod of "web" that admission handed over an hour before the fixture's start.
+func (f *ownerFixture) pod(name string) *v1.Pod {
+	p := st.MakePod().Namespace("app").Name(name).UID(name).SchedulerName("pool-scheduler").Phase(v1.PodPending).
+		Annotation(profile.HandedOverAnnotation, "pool-scheduler").
+		OwnerReference("web", schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "ReplicaSet"}).Obj()
+	p.OwnerReferences[0].UID = "web-uid"
+	p.CreationTimestamp = metav1.Time{Time: f.clock.Add(-time.Hour)}
+	return p
+}
+
+func (f *ownerFixture) add(name string) {
+	f.t.Helper()
+	p := f.pod(name)
+	if _, err := f.cs.CoreV1().Pods(p.Namespace).Create(f.ctx, p, metav1.CreateOptions{}); err != nil {
+		f.t.Fatal(err)
+	}
+	if err := f.c.pods.GetStore().Add(p); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func (f *ownerFixture) sync() {
+	f.t.Helper()
+	if err := f.c.Sync(f.ctx); err != nil {
+		f.t.Fatal(err)
+	}
+	for _, obj := range f.c.pods.GetStore().List() {
+		p := obj.(*v1.Pod)
+		if _, err := f.cs.CoreV1().Pods(p.Namespace).Get(f.ctx, p.Name, metav1.GetOptions{}); err != nil {
+			_ = f.c.pods.GetStore().Delete(p)
+		}
+	}
+}
+
+func (f *ownerFixture) exists(name string) bool {
+	_, err := f.cs.CoreV1().Pods("app").Get(f.ctx, name, metav1.GetOptions{})
+	return err == nil
 }
