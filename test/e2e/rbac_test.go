@@ -95,7 +95,10 @@ func TestLeastPrivilege(t *testing.T) {
 	want := map[string]string{"example.com/tier": "gold"}
 	util.MustApplyLabelSet(tCtx, t, cp, util.LabelSet(ns, "spot", want))
 	for i := 0; i < 3; i++ {
-		util.CreateNode(tCtx, t, admin, util.Node(fmt.Sprintf("spot-%d", i), map[string]string{poolKey: "spot"}).Obj())
+		// Zone and region labels: from Kubernetes 1.35 the API server adds them to each binding
+		// (PodTopologyLabelsAdmission) before the scheduler's pod-writes policy reads it.
+		util.CreateNode(tCtx, t, admin, util.Node(fmt.Sprintf("spot-%d", i), map[string]string{poolKey: "spot",
+			v1.LabelTopologyZone: fmt.Sprintf("westeurope-%d", i+1), v1.LabelTopologyRegion: "westeurope"}).Obj())
 	}
 
 	// /metrics as shipped (HTTPS, every scrape checked by the apiserver), with a certificate of
@@ -163,6 +166,26 @@ func TestLeastPrivilege(t *testing.T) {
 	// PersistentVolume to a WaitForFirstConsumer claim (claimRef) and marks a claim to provision
 	// with its node (selected-node). No PV controller runs, so the pods stay in PreBind.
 	waitVolumeBinding(tCtx, t, admin, user)
+
+	// Bindings under pool-scheduler-pod-writes: a ReplicaSet's replicas still bind with the
+	// deletion cost DomainSpread chose (the annotation the policy allows).
+	waitBoundWithCost(tCtx, t, cp, user)
+	// A pod no scheduler here binds, for the refused bindings below.
+	held := util.CreatePod(tCtx, t, admin, util.Pod(user, "held").SchedulerName("another-scheduler").Obj())
+	bindHeld := func(annotations, labels map[string]string) func(context.Context) error {
+		return func(ctx context.Context) error {
+			return sched.CoreV1().Pods(user).Bind(ctx, &v1.Binding{
+				ObjectMeta: metav1.ObjectMeta{Namespace: user, Name: held.Name, UID: held.UID, Annotations: annotations, Labels: labels},
+				Target:     v1.ObjectReference{Kind: "Node", Name: "spot-0"},
+			}, metav1.CreateOptions{})
+		}
+	}
+	podStatusPatch := func(body string) func(context.Context) error {
+		return func(ctx context.Context) error {
+			_, err := sched.CoreV1().Pods(user).Patch(ctx, "p-0", types.MergePatchType, []byte(body), metav1.PatchOptions{}, "status")
+			return err
+		}
+	}
 
 	// Domain mode: a DaemonSet pod's token is bound to the pod, which names its node.
 	util.CreateNode(tCtx, t, admin, util.Node("az-0", nil).Obj())
@@ -250,6 +273,20 @@ func TestLeastPrivilege(t *testing.T) {
 			_, err = sched.CoreV1().PersistentVolumeClaims(user).Update(ctx, pvc, metav1.UpdateOptions{})
 			return err
 		}, anyError, "pool-scheduler may change no annotation but volume.kubernetes.io/selected-node"},
+		// What the API server copies from a Binding onto the pod, and pod metadata through
+		// pods/status: pool-scheduler-pod-writes.
+		{"scheduler binds a pod with another annotation", bindHeld(map[string]string{"example.com/note": "x"}, nil),
+			anyError, "pool-scheduler may bind with no annotation but " + pool.DeletionCostAnnotation},
+		{"scheduler binds a pod with a deletion cost that is not an integer", bindHeld(map[string]string{pool.DeletionCostAnnotation: "high"}, nil),
+			anyError, "pool-scheduler's pod-deletion-cost must be an integer"},
+		{"scheduler binds a pod with a label", bindHeld(nil, map[string]string{"app": "stolen"}),
+			anyError, "pool-scheduler may bind with no label but the node's topology labels"},
+		{"scheduler relabels a pod through its status", podStatusPatch(`{"metadata":{"labels":{"example.com/owned":"yes"}}}`),
+			anyError, "pool-scheduler may not change a pod's labels, annotations or finalizers through its status"},
+		{"scheduler annotates a pod through its status", podStatusPatch(`{"metadata":{"annotations":{"example.com/note":"x"}}}`),
+			anyError, "pool-scheduler may not change a pod's labels, annotations or finalizers through its status"},
+		{"scheduler marks a pod Failed", podStatusPatch(`{"status":{"phase":"Failed"}}`),
+			anyError, "pool-scheduler may not change a pod's phase"},
 		{"labeler deletes a node", func(ctx context.Context) error {
 			return labelerClient.CoreV1().Nodes().Delete(ctx, "spot-0", metav1.DeleteOptions{})
 		}, apierrors.IsForbidden, ""},
@@ -568,6 +605,50 @@ func updatePV(cs kubernetes.Interface, name string, change func(*v1.PersistentVo
 		_, err = cs.CoreV1().PersistentVolumes().Update(ctx, pv, metav1.UpdateOptions{})
 		return err
 	}
+}
+
+// waitBoundWithCost creates a ReplicaSet of two replicas (the upstream ReplicaSet controller
+// runs in process) and waits until pool-scheduler has bound both with their deletion costs: the
+// bindings that carry the annotation pass the scheduler's pod-writes policy.
+func waitBoundWithCost(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, ns string) {
+	t.Helper()
+	util.StartReplicaSetController(t, cp)
+	if _, err := cp.Client.AppsV1().ReplicaSets(ns).Create(ctx, util.ReplicaSet(ns, "web", 2), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var pods *v1.PodList
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		var err error
+		pods, err = cp.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
+		if err != nil {
+			return false, nil
+		}
+		withCost := 0
+		for _, p := range pods.Items {
+			if _, ok := p.Annotations[pool.DeletionCostAnnotation]; ok && p.Spec.NodeName != "" {
+				withCost++
+			}
+		}
+		if withCost == 2 {
+			t.Logf("bound with their deletion costs: %v", podSummary(pods))
+		}
+		return withCost == 2, nil
+	})
+	if err != nil {
+		t.Fatalf("the ReplicaSet's replicas were not both bound with a deletion cost: %v", podSummary(pods))
+	}
+}
+
+// podSummary names each pod with its node and deletion cost.
+func podSummary(pods *v1.PodList) []string {
+	if pods == nil {
+		return nil
+	}
+	var out []string
+	for _, p := range pods.Items {
+		out = append(out, fmt.Sprintf("%s@%s cost=%q zone=%q", p.Name, p.Spec.NodeName, p.Annotations[pool.DeletionCostAnnotation], p.Labels[v1.LabelTopologyZone]))
+	}
+	return out
 }
 
 // waitVolumeBinding creates a local PersistentVolume on spot-1 with a WaitForFirstConsumer

@@ -209,7 +209,9 @@ func TestHelmChart(t *testing.T) {
 		"RoleBinding kube-system/pool-scheduler:extension-apiserver-authentication-reader",
 		"RoleBinding pool-scheduler/pool-scheduler:leader-election",
 		"ServiceAccount pool-scheduler/pool-scheduler",
+		"ValidatingAdmissionPolicy pool-scheduler-pod-writes",
 		"ValidatingAdmissionPolicy pool-scheduler-volume-binding",
+		"ValidatingAdmissionPolicyBinding pool-scheduler-pod-writes",
 		"ValidatingAdmissionPolicyBinding pool-scheduler-volume-binding",
 	}
 	controllerObjects := []string{
@@ -557,10 +559,12 @@ labeler:
 			"ServiceAccount ops/nodepools-handback",
 			"ServiceAccount ops/pool-labeler-domain",
 			"ValidatingAdmissionPolicy nodepools-handoff-deletes",
+			"ValidatingAdmissionPolicy nodepools-pod-writes",
 			"ValidatingAdmissionPolicy nodepools-volume-binding",
 			"ValidatingAdmissionPolicy pool-labeler-domain-own-node",
 			"ValidatingAdmissionPolicy pool-labeler-domain-own-node-events",
 			"ValidatingAdmissionPolicyBinding nodepools-handoff-deletes",
+			"ValidatingAdmissionPolicyBinding nodepools-pod-writes",
 			"ValidatingAdmissionPolicyBinding nodepools-volume-binding",
 			"ValidatingAdmissionPolicyBinding pool-labeler-domain-own-node",
 			"ValidatingAdmissionPolicyBinding pool-labeler-domain-own-node-events",
@@ -583,12 +587,14 @@ labeler:
 			if got, want := vars[0].(map[string]any)["expression"], "['topology.pool-scheduler.io/ud']"; got != want {
 				t.Errorf("admission policy ownKeys = %v, want %v", got, want)
 			}
-			// The scheduler's volume policy names its ServiceAccount: a wrong name would switch
-			// the policy off without a word.
-			volumes := r.get(t, "ValidatingAdmissionPolicy", "nodepools-volume-binding")
-			conds, _, _ = unstructured.NestedSlice(volumes.Object, "spec", "matchConditions")
-			if got, want := conds[0].(map[string]any)["expression"], "request.userInfo.username.startsWith('system:serviceaccount:') && request.userInfo.username.endsWith(':nodepools')"; got != want {
-				t.Errorf("volume-binding policy matches %v, want %v", got, want)
+			// The scheduler's policies name its ServiceAccount: a wrong name would switch a
+			// policy off without a word.
+			for _, name := range []string{"nodepools-volume-binding", "nodepools-pod-writes"} {
+				policy := r.get(t, "ValidatingAdmissionPolicy", name)
+				conds, _, _ = unstructured.NestedSlice(policy.Object, "spec", "matchConditions")
+				if got, want := conds[0].(map[string]any)["expression"], "request.userInfo.username.startsWith('system:serviceaccount:') && request.userInfo.username.endsWith(':nodepools')"; got != want {
+					t.Errorf("%s matches %v, want %v", name, got, want)
+				}
 			}
 		},
 	}}

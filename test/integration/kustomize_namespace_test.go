@@ -31,6 +31,7 @@ func TestKustomizeNamespaceOverlayKeepsPoliciesBound(t *testing.T) {
 		"pool-labeler-domain-own-node":        "pool-labeler-domain",
 		"pool-labeler-domain-own-node-events": "pool-labeler-domain",
 		"pool-scheduler-volume-binding":       "pool-scheduler",
+		"pool-scheduler-pod-writes":           "pool-scheduler",
 		"pool-scheduler-webhook-ca-bundle":    "pool-scheduler-certs",
 		"pool-scheduler-spread-deletion-cost": "pool-scheduler-spread",
 		"pool-scheduler-handoff-deletes":      "pool-scheduler-handoff",
