@@ -170,7 +170,9 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 		WithOptions(queueOptions(nodeWorkers)).
 		// Every node update passes (a periodic resync arrives as an update without changes, and
 		// must be reconciled); unchanged nodes cost one cached read and no write.
-		For(&corev1.Node{}, builder.WithPredicates(predicate.Or(predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}, resync{}, startupTaintChanged{key: opts.StartupTaintKey}))).
+		// A change of the condition PoolLabelsApplied passes too: another node-status writer's
+		// forged condition is judged again at once, not at the next resync.
+		For(&corev1.Node{}, builder.WithPredicates(predicate.Or(predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}, resync{}, startupTaintChanged{key: opts.StartupTaintKey}, conditionChanged{}))).
 		Watches(&labelsv1alpha1.NodePoolLabelSet{}, handler.EnqueueRequestsFromMapFunc(c.nodesOfSet),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		// A deletion is remembered before the pool's nodes are reconciled: see reconcileNode.
@@ -226,6 +228,33 @@ func (p startupTaintChanged) Update(e event.UpdateEvent) bool {
 	_, was := pool.StartupTaintedSince(o, p.key)
 	_, is := pool.StartupTaintedSince(n, p.key)
 	return was != is
+}
+
+// conditionChanged passes node updates that change the condition PoolLabelsApplied (its
+// status, reason or message): the kubelet's heartbeats, which change other conditions, do not.
+type conditionChanged struct{ predicate.Funcs }
+
+func (conditionChanged) Update(e event.UpdateEvent) bool {
+	o, ok1 := e.ObjectOld.(*corev1.Node)
+	n, ok2 := e.ObjectNew.(*corev1.Node)
+	if !ok1 || !ok2 {
+		return false
+	}
+	was, is := poolCondition(o), poolCondition(n)
+	if was == nil || is == nil {
+		return was != is
+	}
+	return was.Status != is.Status || was.Reason != is.Reason || was.Message != is.Message
+}
+
+// poolCondition is node's condition PoolLabelsApplied, nil if it has none.
+func poolCondition(node *corev1.Node) *corev1.NodeCondition {
+	for i := range node.Status.Conditions {
+		if node.Status.Conditions[i].Type == pool.ConditionPoolLabelsApplied {
+			return &node.Status.Conditions[i]
+		}
+	}
+	return nil
 }
 
 // statusChanged passes updates of a NodePoolLabelSet's status.
@@ -374,14 +403,14 @@ func (c *Controller) reconcileNode(ctx context.Context, req reconcile.Request) (
 		// may be wanted by a set in a namespace not read here (the nodepool-labels-operator's,
 		// say). Removing them would be a guess; leave the node alone (but for the condition,
 		// which is ours and kept only on nodes of pools with a set).
-		return result, c.keepCondition(ctx, node, nil)
+		return c.keepConditionWith(ctx, result, node, nil)
 	}
 	if desired != nil && desired.Unreadable {
 		// A set of the pool could not be read (its status and event say why): change nothing
 		// on a guess. The scheduler counts no managed label as stale meanwhile, for every node
 		// of the pool alike (pool.PoolLabels.Unreadable).
 		logger.V(1).Info("Leaving node alone: a NodePoolLabelSet of its pool cannot be read", "node", node.Name)
-		return result, c.keepCondition(ctx, node, c.verdictIn(desired, node.Labels, node.Annotations, compiled))
+		return c.keepConditionWith(ctx, result, node, c.verdictIn(desired, node.Labels, node.Annotations, compiled))
 	}
 	plan := PlanNodeForGate(&c.opts.Gate, node.Labels, node.Annotations, desired, c.opts.OverwriteConflicts)
 	if plan.MalformedAnnotation {
@@ -402,7 +431,7 @@ func (c *Controller) reconcileNode(ctx context.Context, req reconcile.Request) (
 		}
 	}
 	if plan.Empty() {
-		return result, c.keepCondition(ctx, node, c.verdictIn(desired, node.Labels, node.Annotations, compiled))
+		return c.keepConditionWith(ctx, result, node, c.verdictIn(desired, node.Labels, node.Annotations, compiled))
 	}
 	patch, err := plan.MergePatch(node.ResourceVersion)
 	if err != nil {
@@ -423,7 +452,7 @@ func (c *Controller) reconcileNode(ctx context.Context, req reconcile.Request) (
 	logger.V(1).Info("Applied pool labels", "node", node.Name, "set", plan.Set, "removed", plan.Remove, "liftedStartupTaint", plan.TaintsChanged)
 	// The condition as the patch left the node: the update event that follows finds it right.
 	labels, annotations := plan.Applied(node.Labels, node.Annotations)
-	return result, c.keepCondition(ctx, node, c.verdictIn(desired, labels, annotations, compiled))
+	return c.keepConditionWith(ctx, result, node, c.verdictIn(desired, labels, annotations, compiled))
 }
 
 // verdictIn is the gate's verdict on a node of a pool with a set in view (desired), nil for a
@@ -436,32 +465,37 @@ func (c *Controller) verdictIn(desired *pool.PoolLabels, labels, annotations map
 	return &v
 }
 
+// keepConditionWith is keepCondition after the node's judgement (result): the earlier of their
+// requeues.
+func (c *Controller) keepConditionWith(ctx context.Context, result reconcile.Result, node *corev1.Node, v *pool.Verdict) (reconcile.Result, error) {
+	kept, err := c.keepCondition(ctx, node, v)
+	if kept.RequeueAfter > 0 && (result.RequeueAfter == 0 || kept.RequeueAfter < result.RequeueAfter) {
+		result.RequeueAfter = kept.RequeueAfter
+	}
+	return result, err
+}
+
 // keepCondition writes the node condition PoolLabelsApplied as v says (nil: the node is in no
 // pool with a set in view, and carries none), in one status patch and only when it changes.
-func (c *Controller) keepCondition(ctx context.Context, node *corev1.Node, v *pool.Verdict) error {
-	var current *corev1.NodeCondition
-	for i := range node.Status.Conditions {
-		if node.Status.Conditions[i].Type == pool.ConditionPoolLabelsApplied {
-			current = &node.Status.Conditions[i]
-		}
-	}
+func (c *Controller) keepCondition(ctx context.Context, node *corev1.Node, v *pool.Verdict) (reconcile.Result, error) {
+	current := poolCondition(node)
 	var patch map[string]any
 	var want corev1.NodeCondition // zero: no condition
 	switch {
 	case v == nil && current == nil:
-		return nil
+		return reconcile.Result{}, nil
 	case v == nil:
 		if c.conditions.wrote(node.Name, node.ResourceVersion, want) {
-			return nil
+			return reconcile.Result{}, nil
 		}
 		patch = map[string]any{"type": pool.ConditionPoolLabelsApplied, "$patch": "delete"}
 	default:
 		want = ConditionFor(*v)
 		if current != nil && current.Status == want.Status && current.Reason == want.Reason && current.Message == want.Message {
-			return nil
+			return reconcile.Result{}, nil
 		}
 		if c.conditions.wrote(node.Name, node.ResourceVersion, want) {
-			return nil
+			return reconcile.Result{}, nil
 		}
 		now := metav1.NewTime(c.now().Truncate(time.Second))
 		want.LastHeartbeatTime, want.LastTransitionTime = now, now
@@ -471,20 +505,26 @@ func (c *Controller) keepCondition(ctx context.Context, node *corev1.Node, v *po
 		patch = map[string]any{"type": want.Type, "status": want.Status, "reason": want.Reason, "message": want.Message,
 			"lastHeartbeatTime": want.LastHeartbeatTime, "lastTransitionTime": want.LastTransitionTime}
 	}
+	if wait := c.conditions.wait(node.Name, c.now()); wait > 0 {
+		conditionWritesDeferred.Inc()
+		ctrl.LoggerFrom(ctx).Info("Condition rewritten too often: another writer may be setting it; the write waits", "node", node.Name,
+			"condition", pool.ConditionPoolLabelsApplied, "writes", conditionWriteBudget, "window", conditionWriteWindow, "wait", wait)
+		return reconcile.Result{RequeueAfter: wait}, nil
+	}
 	data, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": []any{patch}}})
 	if err != nil {
-		return err
+		return reconcile.Result{}, err
 	}
 	from := node.ResourceVersion
 	if err := c.client.Status().Patch(ctx, node, client.RawPatch(types.StrategicMergePatchType, data)); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil
+			return reconcile.Result{}, nil
 		}
 		patchErrors.Inc()
-		return fmt.Errorf("writing node condition %s: %w", pool.ConditionPoolLabelsApplied, err)
+		return reconcile.Result{}, fmt.Errorf("writing node condition %s: %w", pool.ConditionPoolLabelsApplied, err)
 	}
-	c.conditions.record(node.Name, from, want)
-	return nil
+	c.conditions.record(node.Name, from, want, c.now())
+	return reconcile.Result{}, nil
 }
 
 // conditionWrites remembers, per node, the condition this controller last wrote and the node's
@@ -493,6 +533,11 @@ func (c *Controller) keepCondition(ctx context.Context, node *corev1.Node, v *po
 // reconcile it brings sees the node without the condition just written. The node at exactly that
 // version, wanting exactly that condition, needs no second write; any other change to the node
 // gives it another resourceVersion, and the condition is judged again.
+//
+// It also caps the writes per node (conditionWriteBudget per conditionWriteWindow): a condition
+// event brings the node back at once, so another writer that keeps setting its own value (a
+// second labeler with other sets in view) would otherwise fight this one at API speed. Past the
+// cap the write waits for the window's end.
 type conditionWrites struct {
 	mu    sync.Mutex
 	nodes map[string]conditionWrite
@@ -501,16 +546,39 @@ type conditionWrites struct {
 type conditionWrite struct {
 	from string // the node's resourceVersion the status patch was made on
 	cond corev1.NodeCondition
+	// The writes to the node since windowStart.
+	windowStart time.Time
+	writes      int
 }
+
+const (
+	conditionWriteBudget = 4
+	conditionWriteWindow = time.Minute
+)
 
 func newConditionWrites() *conditionWrites {
 	return &conditionWrites{nodes: map[string]conditionWrite{}}
 }
 
-func (w *conditionWrites) record(node, from string, cond corev1.NodeCondition) {
+func (w *conditionWrites) record(node, from string, cond corev1.NodeCondition, now time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.nodes[node] = conditionWrite{from: from, cond: cond}
+	last := w.nodes[node]
+	if now.Sub(last.windowStart) >= conditionWriteWindow {
+		last.windowStart, last.writes = now, 0
+	}
+	w.nodes[node] = conditionWrite{from: from, cond: cond, windowStart: last.windowStart, writes: last.writes + 1}
+}
+
+// wait is how long a write to node must wait for the cap (0: it may write now).
+func (w *conditionWrites) wait(node string, now time.Time) time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	last, ok := w.nodes[node]
+	if !ok || last.writes < conditionWriteBudget || now.Sub(last.windowStart) >= conditionWriteWindow {
+		return 0
+	}
+	return last.windowStart.Add(conditionWriteWindow).Sub(now)
 }
 
 // wrote reports whether cond was written on node when it was at resourceVersion rv (the zero

@@ -14,6 +14,10 @@ var (
 		Name: "pool_labeler_node_patch_errors_total",
 		Help: "Node patches that failed (conflicting writes excluded: they are retried).",
 	})
+	conditionWritesDeferred = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "pool_labeler_condition_writes_deferred_total",
+		Help: "Writes of a node's condition PoolLabelsApplied deferred because the node's condition was rewritten too often (another writer setting it).",
+	})
 	nodesOutOfSync = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "pool_labeler_nodes_out_of_sync",
 		Help: "Nodes of a NodePoolLabelSet's pool that do not carry its labels yet, by set.",
@@ -21,7 +25,7 @@ var (
 )
 
 func init() {
-	ctrlmetrics.Registry.MustRegister(reconciles, patchErrors, nodesOutOfSync, holdMetrics)
+	ctrlmetrics.Registry.MustRegister(reconciles, patchErrors, conditionWritesDeferred, nodesOutOfSync, holdMetrics)
 }
 
 func recordReconcile(controller string, err error) {

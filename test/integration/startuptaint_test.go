@@ -217,6 +217,25 @@ func TestStartupTaintLifted(t *testing.T) {
 		}
 	})
 
+	t.Run("a forged condition is corrected on its own event", func(t *testing.T) {
+		// Another node-status writer sets the condition True on a held node: the labeler
+		// rewrites it on the status event, not at the next resync (controller-runtime's
+		// default, 10 hours, here).
+		util.CreateNode(tCtx, t, cs, util.Node("spot-4", map[string]string{poolKey: "spot", "example.com/tier": "silver"}).Taints([]v1.Taint{startupTaint}).Obj())
+		held := func(n *v1.Node) bool { return conditionIs(n, v1.ConditionFalse, "WrongValue") }
+		nv := watchNode(tCtx, t, cs, "spot-4")
+		nv.until(t, "condition PoolLabelsApplied False (WrongValue)", held)
+		forged := `{"status":{"conditions":[{"type":"` + pool.ConditionPoolLabelsApplied + `","status":"True","reason":"LabelsApplied","message":"forged"}]}}`
+		if _, err := cs.CoreV1().Nodes().Patch(tCtx, "spot-4", types.StrategicMergePatchType, []byte(forged), metav1.PatchOptions{}, "status"); err != nil {
+			t.Fatal(err)
+		}
+		nv.until(t, "the forged condition", func(n *v1.Node) bool { return conditionIs(n, v1.ConditionTrue, "LabelsApplied") })
+		n := nv.until(t, "the forged condition corrected", held)
+		if !hasTaint(n, pool.StartupTaintKey) {
+			t.Errorf("startup taint lifted from a node whose label conflicts: %v", n.Labels)
+		}
+	})
+
 	t.Run("no set in view, no pool: the taint stays", func(t *testing.T) {
 		util.CreateNode(tCtx, t, cs, util.Node("other-0", map[string]string{poolKey: "no-set"}).Taints([]v1.Taint{startupTaint}).Obj())
 		util.CreateNode(tCtx, t, cs, util.Node("stray-0", nil).Taints([]v1.Taint{startupTaint}).Obj())
