@@ -56,20 +56,57 @@ func (f Fate) String() string {
 }
 
 // Generation is what a node runs: its kubelet version, then its node image. An upgrade moves a
-// pool to a newer generation node by node.
+// pool to a newer generation node by node. One pool may run several flavours of one image side
+// by side (a NAP or Karpenter NodePool mixing amd64 and arm64 instance types, or Hyper-V
+// generations 1 and 2: AKSUbuntu-2204gen2containerd and AKSUbuntu-2204gen2arm64containerd); an
+// image is older only than a newer image of its own flavour, so such a pool is not upgrading.
 type Generation struct {
 	Kubelet string
-	Image   string
+	Flavour Flavour
+	// Image is the image's version (202410.27.0-2024.12.01), or the whole label when it has no
+	// version part that splitImage recognises.
+	Image string
 }
 
-// GenerationOf returns the node's generation.
+// Flavour is what a node image is built for: the image's name without its version
+// (AKSUbuntu-2204gen2arm64containerd) and the node's architecture (kubernetes.io/arch).
+type Flavour struct {
+	Name string
+	Arch string
+}
+
+// GenerationOf returns the node's generation. It does not allocate.
 func GenerationOf(node *v1.Node) Generation {
-	return Generation{Kubelet: node.Status.NodeInfo.KubeletVersion, Image: node.Labels[NodeImageVersionLabel]}
+	name, image := splitImage(node.Labels[NodeImageVersionLabel])
+	return Generation{Kubelet: node.Status.NodeInfo.KubeletVersion, Flavour: Flavour{Name: name, Arch: node.Labels[v1.LabelArchStable]}, Image: image}
+}
+
+// splitImage splits an AKS node image label into its name and its version: the version starts at
+// the first dash-separated part that is a digit run followed by a dot (AKSUbuntu-2204gen2containerd
+// | 202410.27.0-2024.12.01; AKSWindows-2022-containerd | 20348.2762.241009; AzureLinux-V2gen2 |
+// 202410.27.0). A label without one is all version (no name), as before flavours were told apart.
+func splitImage(label string) (name, image string) {
+	for i := 0; i < len(label); {
+		j := i + digitRun(label[i:])
+		if j > i && j < len(label) && label[j] == '.' {
+			if i == 0 {
+				return "", label
+			}
+			return label[:i-1], label[i:]
+		}
+		k := strings.IndexByte(label[i:], '-')
+		if k < 0 {
+			break
+		}
+		i += k + 1
+	}
+	return "", label
 }
 
 // Compare orders generations: the kubelet version (semantically; unparsable versions sort
-// before parsable ones, then as text), then the node image (as text with digit runs compared as
-// numbers, so AKS image dates such as 202410.27.0 order by date).
+// before parsable ones, then as text), then the node image's version (as text with digit runs
+// compared as numbers, so AKS image dates such as 202410.27.0 order by date). Images of two
+// flavours are compared by version alone: a pool orders them only within a flavour.
 func (g Generation) Compare(o Generation) int {
 	if c := compareVersions(g.Kubelet, o.Kubelet); c != 0 {
 		return c
@@ -201,7 +238,10 @@ type RolloutView struct {
 }
 
 type poolUpgrade struct {
-	newest Generation
+	// newestKubelet is the pool's newest kubelet version, newestImage each flavour's newest
+	// image version: a node older in either is Leaving.
+	newestKubelet string
+	newestImage   map[Flavour]string
 	// lastOld is the creation time of the newest node of an older generation: newest-generation
 	// nodes created later, and not seen on an older generation, are surge nodes.
 	lastOld time.Time
@@ -287,16 +327,17 @@ func (r *Rollouts) publish() {
 			}
 			continue
 		}
-		var u poolUpgrade
-		first := true
-		for g := range p.count {
-			if first || g.Compare(u.newest) > 0 {
-				u.newest, first = g, false
+		u, upgrading := upgradeOf(p.count)
+		if !upgrading {
+			// Several flavours, each of one generation: no upgrade either.
+			if len(p.seenOld) > 0 {
+				p.seenOld, changed = map[string]bool{}, true
 			}
+			continue
 		}
 		grown := false
 		for n, m := range p.members {
-			if m.gen == u.newest {
+			if u.isNewest(m.gen) {
 				continue
 			}
 			if m.created.After(u.lastOld) {
@@ -313,7 +354,7 @@ func (r *Rollouts) publish() {
 				seen[n] = true
 			}
 			for n, m := range p.members {
-				if m.gen != u.newest {
+				if !u.isNewest(m.gen) {
 					seen[n] = true
 				}
 			}
@@ -326,7 +367,7 @@ func (r *Rollouts) publish() {
 	if !changed && len(upgrades) == len(cur.upgrades) {
 		same := true
 		for k, u := range upgrades {
-			if cu, ok := cur.upgrades[k]; !ok || cu.newest != u.newest || !cu.lastOld.Equal(u.lastOld) {
+			if cu, ok := cur.upgrades[k]; !ok || !cu.sameNewest(u) || !cu.lastOld.Equal(u.lastOld) {
 				same = false
 				break
 			}
@@ -337,6 +378,55 @@ func (r *Rollouts) publish() {
 	}
 	r.epoch++
 	r.view.Store(&RolloutView{Epoch: r.epoch, upgrades: upgrades})
+}
+
+// upgradeOf finds a pool's newest kubelet and each flavour's newest image among its generations,
+// and whether the pool upgrades: more than one kubelet version, or more than one image version of
+// one flavour.
+func upgradeOf(count map[Generation]int) (poolUpgrade, bool) {
+	u := poolUpgrade{newestImage: map[Flavour]string{}}
+	kubelets := map[string]bool{}
+	images := map[Flavour]int{}
+	for g := range count {
+		if len(kubelets) == 0 || compareVersions(g.Kubelet, u.newestKubelet) > 0 {
+			u.newestKubelet = g.Kubelet
+		}
+		kubelets[g.Kubelet] = true
+		if cur, ok := u.newestImage[g.Flavour]; !ok || compareNatural(g.Image, cur) > 0 {
+			u.newestImage[g.Flavour] = g.Image
+		}
+		images[g.Flavour]++
+	}
+	upgrading := len(kubelets) > 1
+	for f, n := range images {
+		if n < 2 {
+			continue
+		}
+		// n generations of one flavour: more than one image version among them?
+		for g := range count {
+			if g.Flavour == f && g.Image != u.newestImage[f] {
+				upgrading = true
+			}
+		}
+	}
+	return u, upgrading
+}
+
+// isNewest reports whether g is the pool's newest kubelet and its flavour's newest image.
+func (u poolUpgrade) isNewest(g Generation) bool {
+	return g.Kubelet == u.newestKubelet && g.Image == u.newestImage[g.Flavour]
+}
+
+func (u poolUpgrade) sameNewest(o poolUpgrade) bool {
+	if u.newestKubelet != o.newestKubelet || len(u.newestImage) != len(o.newestImage) {
+		return false
+	}
+	for f, img := range u.newestImage {
+		if oi, ok := o.newestImage[f]; !ok || oi != img {
+			return false
+		}
+	}
+	return true
 }
 
 // Upgrading reports whether any pool is upgrading.
@@ -371,7 +461,7 @@ func (v *RolloutView) FateOf(id Identity, node *v1.Node) Fate {
 	if !ok {
 		return Stays
 	}
-	if GenerationOf(node) != u.newest {
+	if !u.isNewest(GenerationOf(node)) {
 		return Leaving
 	}
 	if _, karpenter := node.Labels[KarpenterNodePoolLabel]; !karpenter && !u.seenOld[node.Name] && node.CreationTimestamp.Time.After(u.lastOld) {

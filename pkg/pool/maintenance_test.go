@@ -98,6 +98,75 @@ func TestFatesOf(t *testing.T) {
 	}
 }
 
+// TestFatesOfMixedFlavours: a NAP or Karpenter NodePool runs several flavours of one image side
+// by side (amd64 and arm64 instance types, Hyper-V generation 1 and 2): none is older than
+// another, so the pool is not upgrading; an image is older only than a newer one of its flavour,
+// and a kubelet older than the pool's newest is older whatever its flavour.
+func TestFatesOfMixedFlavours(t *testing.T) {
+	const (
+		arm64Old = "AKSUbuntu-2204gen2arm64containerd-202409.30.0"
+		arm64New = "AKSUbuntu-2204gen2arm64containerd-202410.27.0"
+		gen1     = "AKSUbuntu-2204containerd-202409.30.0"
+	)
+	arm := func(n *v1.Node) *v1.Node { n.Labels[v1.LabelArchStable] = "arm64"; return n }
+	amd := func(n *v1.Node) *v1.Node { n.Labels[v1.LabelArchStable] = "amd64"; return n }
+	kubelet := func(n *v1.Node, v string) *v1.Node { n.Status.NodeInfo.KubeletVersion = v; return n }
+	tests := []struct {
+		name  string
+		nodes []*v1.Node
+		want  map[string]Fate
+	}{{
+		name: "amd64 and arm64 of one image date",
+		nodes: []*v1.Node{amd(karpenterNode("x86-1", oldImage, 0)), arm(karpenterNode("arm-1", arm64Old, 1)),
+			amd(karpenterNode("x86-2", oldImage, 2))},
+		want: map[string]Fate{"x86-1": Stays, "arm-1": Stays, "x86-2": Stays},
+	}, {
+		name:  "gen1 and gen2 of different dates",
+		nodes: []*v1.Node{amd(aksNode("gen1", "nap", gen1, "v1.34.2", 0)), amd(aksNode("gen2", "nap", newImage, "v1.34.2", 1))},
+		want:  map[string]Fate{"gen1": Stays, "gen2": Stays},
+	}, {
+		name: "the arm64 flavour drifts to a newer image, amd64 stays",
+		nodes: []*v1.Node{amd(karpenterNode("x86-1", oldImage, 0)), arm(karpenterNode("arm-old", arm64Old, 1)),
+			arm(karpenterNode("arm-new", arm64New, 30))},
+		want: map[string]Fate{"x86-1": Stays, "arm-old": Leaving, "arm-new": Stays},
+	}, {
+		name: "the same image name on two architectures",
+		nodes: []*v1.Node{amd(aksNode("x86", "user", oldImage, "v1.34.2", 0)), arm(aksNode("arm", "user", newImage, "v1.34.2", 1))},
+		want: map[string]Fate{"x86": Stays, "arm": Stays},
+	}, {
+		name: "a Kubernetes upgrade moves every flavour",
+		nodes: []*v1.Node{amd(aksNode("x86-old", "user", oldImage, "v1.33.5", 0)), arm(aksNode("arm-old", "user", arm64Old, "v1.33.5", 0)),
+			kubelet(amd(aksNode("x86-new", "user", newImage, "", 30)), "v1.34.2"), kubelet(arm(aksNode("arm-new", "user", arm64New, "", 30)), "v1.34.2")},
+		want: map[string]Fate{"x86-old": Leaving, "arm-old": Leaving, "x86-new": Surge, "arm-new": Surge},
+	}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, FatesOf(Identity{}, tc.nodes)); diff != "" {
+				t.Errorf("fates (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestSplitImage(t *testing.T) {
+	tests := []struct{ label, name, image string }{
+		{"AKSUbuntu-2204gen2containerd-202410.27.0", "AKSUbuntu-2204gen2containerd", "202410.27.0"},
+		{"AKSUbuntu-2204gen2containerd-202410.27.0-2024.12.01", "AKSUbuntu-2204gen2containerd", "202410.27.0-2024.12.01"},
+		{"AKSUbuntu-2204gen2arm64containerd-202410.27.0", "AKSUbuntu-2204gen2arm64containerd", "202410.27.0"},
+		{"AzureLinux-V2gen2-202410.27.0", "AzureLinux-V2gen2", "202410.27.0"},
+		{"AKSWindows-2022-containerd-20348.2762.241009", "AKSWindows-2022-containerd", "20348.2762.241009"},
+		{"202410.27.0", "", "202410.27.0"},
+		{"custom-image", "", "custom-image"},
+		{"", "", ""},
+	}
+	for _, tc := range tests {
+		name, image := splitImage(tc.label)
+		if name != tc.name || image != tc.image {
+			t.Errorf("splitImage(%q) = %q, %q; want %q, %q", tc.label, name, image, tc.name, tc.image)
+		}
+	}
+}
+
 // TestRolloutsFollowAnUpgrade plays a surge upgrade through the tracker: the view changes only
 // when a pool's upgrade state does, and every step's fates are those the upgrade gives.
 func TestRolloutsFollowAnUpgrade(t *testing.T) {
