@@ -130,9 +130,9 @@ func TestFatesOfMixedFlavours(t *testing.T) {
 			arm(karpenterNode("arm-new", arm64New, 30))},
 		want: map[string]Fate{"x86-1": Stays, "arm-old": Leaving, "arm-new": Stays},
 	}, {
-		name: "the same image name on two architectures",
+		name:  "the same image name on two architectures",
 		nodes: []*v1.Node{amd(aksNode("x86", "user", oldImage, "v1.34.2", 0)), arm(aksNode("arm", "user", newImage, "v1.34.2", 1))},
-		want: map[string]Fate{"x86": Stays, "arm": Stays},
+		want:  map[string]Fate{"x86": Stays, "arm": Stays},
 	}, {
 		name: "a Kubernetes upgrade moves every flavour",
 		nodes: []*v1.Node{amd(aksNode("x86-old", "user", oldImage, "v1.33.5", 0)), arm(aksNode("arm-old", "user", arm64Old, "v1.33.5", 0)),
