@@ -768,7 +768,9 @@ func TestHelmChartRejectsBadValues(t *testing.T) {
 // system-pods policy included), so the least-privilege tests of manifests/ cover chart installs
 // too.
 func TestHelmChartRBACMatchesManifests(t *testing.T) {
-	r, err := renderChart(t, chartNamespace, `{labeler: {domain: {enabled: true}}, scheduler: {plugins: {systemPoolGuard: {admissionPolicy: {enabled: true}}}}}`)
+	// The rebalancer on in its dry run: the manifests grant what it reads (the hand-off switch)
+	// for an overlay that turns it on, and no eviction, as the chart does then.
+	r, err := renderChart(t, chartNamespace, `{labeler: {domain: {enabled: true}}, scheduler: {plugins: {systemPoolGuard: {admissionPolicy: {enabled: true}}}}, spread: {rebalance: {enabled: true}}}`)
 	if err != nil {
 		t.Fatalf("rendering: %v", err)
 	}
