@@ -103,12 +103,18 @@ func TestControllerHandsBackStrandedPods(t *testing.T) {
 	if _, err := cs.CoordinationV1().Leases(ns).Update(ctx, renewedLease, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	// The informers deliver asynchronously: wait until the controller has seen the Lease.
+	// The informers deliver asynchronously: wait until the controller has seen the renewal
+	// itself. Healthy alone is true from the initial list already (a Lease renewed within a
+	// lease duration counts), and a renewal delivered after the clock moves below would count
+	// from then, keeping the leader healthy 20 s on.
 	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		c.lease.mu.Lock()
+		seen := c.lease.rec.renew != nil && c.lease.rec.renew.Equal(renewedLease.Spec.RenewTime)
+		c.lease.mu.Unlock()
 		ok, _ := c.lease.Healthy(ctx)
-		return ok, nil
+		return ok && seen, nil
 	}); err != nil {
-		t.Fatal("the Lease was never seen healthy")
+		t.Fatal("the Lease's renewal was never seen")
 	}
 	sync := func(t *testing.T) {
 		t.Helper()
