@@ -202,7 +202,7 @@ func New(cs kubernetes.Interface, dc discovery.ServerVersionInterface, recorder 
 		lo.FieldSelector = fields.AndSelectors(
 			fields.OneTermEqualSelector("spec.schedulerName", o.SchedulerName),
 			fields.OneTermEqualSelector("spec.nodeName", "")).String()
-	}))
+	}), informers.WithTransform(trimWaitingPod))
 	pods := factory.Core().V1().Pods().Informer()
 	leader := lw.Healthy
 	var progress *Progress

@@ -223,6 +223,27 @@ func Waiting(p *v1.Pod, schedulerName string) bool {
 		len(p.Spec.SchedulingGates) == 0
 }
 
+// trimWaitingPod keeps of a pod what the controller reads (Waiting, HandedOver, Classify,
+// deleteAsListed, its events and the heartbeat's resource versions): in an outage every pod of
+// the cluster may wait in its cache, so containers, volumes, managed fields and other
+// annotations are dropped (docs/operations.md has the measurement).
+func trimWaitingPod(obj any) (any, error) {
+	p, ok := obj.(*v1.Pod)
+	if !ok {
+		return obj, nil
+	}
+	t := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion,
+			CreationTimestamp: p.CreationTimestamp, DeletionTimestamp: p.DeletionTimestamp, OwnerReferences: p.OwnerReferences},
+		Spec:   v1.PodSpec{SchedulerName: p.Spec.SchedulerName, NodeName: p.Spec.NodeName, SchedulingGates: p.Spec.SchedulingGates},
+		Status: v1.PodStatus{Phase: p.Status.Phase},
+	}
+	if v, ok := p.Annotations[profile.HandedOverAnnotation]; ok {
+		t.Annotations = map[string]string{profile.HandedOverAnnotation: v}
+	}
+	return t, nil
+}
+
 // Classify says whether deleting the waiting pod p hands it back (OwnerRecreatable: its
 // controller recreates it, through admission again), and if not, why.
 func Classify(p *v1.Pod) (class, detail string) {

@@ -109,10 +109,10 @@ func NewKeeper(cs kubernetes.Interface, recorder record.EventRecorder, o KeeperO
 		changed: map[workloadKey]time.Time{},
 	}
 	// Only this profile's pods: the apiserver filters them (spec.schedulerName is a pod field selector).
-	k.factory = informers.NewSharedInformerFactory(cs, 0)
+	k.factory = informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithTransform(trimNode))
 	k.pods = informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithTweakListOptions(func(lo *metav1.ListOptions) {
 		lo.FieldSelector = fields.OneTermEqualSelector("spec.schedulerName", o.SchedulerName).String()
-	})).Core().V1().Pods().Informer()
+	}), informers.WithTransform(trimPod)).Core().V1().Pods().Informer()
 	k.nodes = k.factory.Core().V1().Nodes().Informer()
 	if err := k.pods.AddIndexers(cache.Indexers{
 		byWorkload: func(obj any) ([]string, error) {

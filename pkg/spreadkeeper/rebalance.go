@@ -165,20 +165,12 @@ func NewRebalancer(k *Keeper, o RebalanceOptions) (*Rebalancer, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
+	// Only what the fit check reads is kept of every pod (trimPod).
 	all := informers.NewSharedInformerFactoryWithOptions(k.cs, 0, informers.WithTweakListOptions(func(lo *metav1.ListOptions) {
 		lo.FieldSelector = fields.AndSelectors(
 			fields.OneTermNotEqualSelector("status.phase", string(v1.PodSucceeded)),
 			fields.OneTermNotEqualSelector("status.phase", string(v1.PodFailed))).String()
-	})).Core().V1().Pods().Informer()
-	// Only what the fit check reads is kept of pods of other schedulers.
-	if err := all.SetTransform(func(obj any) (any, error) {
-		if pod, ok := obj.(*v1.Pod); ok {
-			pod.ManagedFields = nil
-		}
-		return obj, nil
-	}); err != nil {
-		return nil, err
-	}
+	}), informers.WithTransform(trimPod)).Core().V1().Pods().Informer()
 	if err := all.AddIndexers(cache.Indexers{byNode: func(obj any) ([]string, error) {
 		if n := obj.(*v1.Pod).Spec.NodeName; n != "" {
 			return []string{n}, nil
