@@ -1,0 +1,5 @@
+//go:build race
+
+package podfixture
+
+const raceDivisor = 10
