@@ -7,15 +7,8 @@ import (
 )
 
 // BenchmarkCachedPodMemory: the heap the hand-off controller's cache of waiting pods holds per
-// pod, whole and trimmed (trimWaitingPod), at podfixture.Pods realistic replicas. make test runs it once; the figures
-// in docs/operations.md come from
-// go test ./pkg/handoff -run '^$' -bench BenchmarkCachedPodMemory -benchtime 1x -count 5.
-func BenchmarkCachedPodMemory(b *testing.B) {
-	for range b.N {
-		whole := podfixture.CachedBytesPerPod(b, podfixture.Pods, nil)
-		trimmed := podfixture.CachedBytesPerPod(b, podfixture.Pods, trimWaitingPod)
-		b.ReportMetric(whole, "B/pod-whole")
-		b.ReportMetric(trimmed, "B/pod-trimmed")
-		b.ReportMetric(trimmed*10000/(1<<20), "MiB-trimmed-10k")
-	}
-}
+// pod, whole and
+// trimmed (trimWaitingPod), at podfixture.Pods realistic replicas. make test runs it once; the figures in
+// docs/operations.md come from
+// go test ./pkg/handoff -run '^$' -bench BenchmarkCachedPodMemory -benchtime 1x -count 3.
+func BenchmarkCachedPodMemory(b *testing.B) { podfixture.ReportCacheMemory(b, trimWaitingPod) }

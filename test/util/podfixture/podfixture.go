@@ -86,3 +86,15 @@ func CachedBytesPerPod(b *testing.B, n int, transform cache.TransformFunc) float
 	runtime.KeepAlive(store)
 	return float64(after.HeapAlloc-before.HeapAlloc) / float64(n)
 }
+
+// ReportCacheMemory reports the heap a cache holds per pod, whole and through transform, at Pods
+// realistic replicas, and the trimmed figure scaled to 10 000 pods.
+func ReportCacheMemory(b *testing.B, transform cache.TransformFunc) {
+	for range b.N {
+		whole := CachedBytesPerPod(b, Pods, nil)
+		trimmed := CachedBytesPerPod(b, Pods, transform)
+		b.ReportMetric(whole, "B/pod-whole")
+		b.ReportMetric(trimmed, "B/pod-trimmed")
+		b.ReportMetric(trimmed*10000/(1<<20), "MiB-trimmed-10k")
+	}
+}
