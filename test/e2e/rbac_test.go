@@ -287,6 +287,8 @@ func TestLeastPrivilege(t *testing.T) {
 			anyError, "pool-scheduler may not change a pod's labels, annotations or finalizers through its status"},
 		{"scheduler marks a pod Failed", podStatusPatch(`{"status":{"phase":"Failed"}}`),
 			anyError, "pool-scheduler may not change a pod's phase"},
+		{"scheduler rewrites a pod's IP", podStatusPatch(`{"status":{"podIP":"10.0.0.66","podIPs":[{"ip":"10.0.0.66"}]}}`),
+			anyError, "pool-scheduler may not change a pod's IPs, start time or container statuses"},
 		{"labeler deletes a node", func(ctx context.Context) error {
 			return labelerClient.CoreV1().Nodes().Delete(ctx, "spot-0", metav1.DeleteOptions{})
 		}, apierrors.IsForbidden, ""},
