@@ -507,7 +507,7 @@ func (c *Controller) keepCondition(ctx context.Context, node *corev1.Node, v *po
 	}
 	if wait := c.conditions.wait(node.Name, c.now()); wait > 0 {
 		conditionWritesDeferred.Inc()
-		ctrl.LoggerFrom(ctx).Info("Condition rewritten too often: another writer may be setting it; the write waits", "node", node.Name,
+		ctrl.LoggerFrom(ctx).V(1).Info("Condition rewritten too often: another writer may be setting it; the write waits", "node", node.Name,
 			"condition", pool.ConditionPoolLabelsApplied, "writes", conditionWriteBudget, "window", conditionWriteWindow, "wait", wait)
 		return reconcile.Result{RequeueAfter: wait}, nil
 	}
