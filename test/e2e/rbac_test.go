@@ -21,6 +21,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -43,7 +44,8 @@ import (
 )
 
 // forbidden matches what the binaries log when the apiserver refuses a request.
-var forbidden = regexp.MustCompile(`(?i)forbidden|cannot (get|list|watch|create|update|patch|delete) resource`)
+// An admission policy's refusal reads "... denied request: ...".
+var forbidden = regexp.MustCompile(`(?i)forbidden|cannot (get|list|watch|create|update|patch|delete) resource|denied request`)
 
 // TestLeastPrivilege starts kube-apiserver with the Node and RBAC authorizers (the RBAC
 // bootstrap policy provides system:kube-scheduler and system:volume-scheduler), applies exactly
@@ -170,6 +172,9 @@ func TestLeastPrivilege(t *testing.T) {
 	// Bindings under pool-scheduler-pod-writes: a ReplicaSet's replicas still bind with the
 	// deletion cost DomainSpread chose (the annotation the policy allows).
 	waitBoundWithCost(tCtx, t, cp, user)
+	// Its other status writes pass too: PodScheduled False and the nominated node on a
+	// preemptor, DisruptionTarget on its victim.
+	waitPreemption(tCtx, t, admin, user)
 	// A pod no scheduler here binds, for the refused bindings below.
 	held := util.CreatePod(tCtx, t, admin, util.Pod(user, "held").SchedulerName("another-scheduler").Obj())
 	bindHeld := func(annotations, labels map[string]string) func(context.Context) error {
@@ -278,17 +283,32 @@ func TestLeastPrivilege(t *testing.T) {
 		{"scheduler binds a pod with another annotation", bindHeld(map[string]string{"example.com/note": "x"}, nil),
 			anyError, "pool-scheduler may bind with no annotation but " + pool.DeletionCostAnnotation},
 		{"scheduler binds a pod with a deletion cost that is not an integer", bindHeld(map[string]string{pool.DeletionCostAnnotation: "high"}, nil),
-			anyError, "pool-scheduler's pod-deletion-cost must be an integer"},
+			anyError, "pool-scheduler's pod-deletion-cost must be a 32-bit integer"},
 		{"scheduler binds a pod with a label", bindHeld(nil, map[string]string{"app": "stolen"}),
 			anyError, "pool-scheduler may bind with no label but the node's topology labels"},
+		{"scheduler binds a pod with a deletion cost beyond 32 bits", bindHeld(map[string]string{pool.DeletionCostAnnotation: "9999999999"}, nil),
+			anyError, "pool-scheduler's pod-deletion-cost must be a 32-bit integer"},
+		{"scheduler binds a pod through the legacy bindings resource", func(ctx context.Context) error {
+			return sched.CoreV1().RESTClient().Post().Namespace(user).Resource("bindings").Body(&v1.Binding{
+				ObjectMeta: metav1.ObjectMeta{Namespace: user, Name: held.Name, UID: held.UID,
+					Labels: map[string]string{v1.LabelTopologyZone: "forged-zone"}},
+				Target: v1.ObjectReference{Kind: "Node", Name: "spot-0"},
+			}).Do(ctx).Error()
+		}, apierrors.IsForbidden, ""},
 		{"scheduler relabels a pod through its status", podStatusPatch(`{"metadata":{"labels":{"example.com/owned":"yes"}}}`),
 			anyError, "pool-scheduler may not change a pod's labels, annotations or finalizers through its status"},
 		{"scheduler annotates a pod through its status", podStatusPatch(`{"metadata":{"annotations":{"example.com/note":"x"}}}`),
 			anyError, "pool-scheduler may not change a pod's labels, annotations or finalizers through its status"},
 		{"scheduler marks a pod Failed", podStatusPatch(`{"status":{"phase":"Failed"}}`),
 			anyError, "pool-scheduler may not change a pod's phase"},
+		// The kubelet's conditions: a forged Ready puts a pod behind a Service.
+		{"scheduler marks a pod Ready through its status", func(ctx context.Context) error {
+			_, err := sched.CoreV1().Pods(user).Patch(ctx, "p-0", types.StrategicMergePatchType,
+				[]byte(`{"status":{"conditions":[{"type":"Ready","status":"True"},{"type":"ContainersReady","status":"True"}]}}`), metav1.PatchOptions{}, "status")
+			return err
+		}, anyError, "pool-scheduler may not change a pod's conditions but PodScheduled and DisruptionTarget"},
 		{"scheduler rewrites a pod's IP", podStatusPatch(`{"status":{"podIP":"10.0.0.66","podIPs":[{"ip":"10.0.0.66"}]}}`),
-			anyError, "pool-scheduler may not change a pod's IPs, start time or container statuses"},
+			anyError, "pool-scheduler may not change a pod's IPs, start time, reason, message or container statuses"},
 		{"labeler deletes a node", func(ctx context.Context) error {
 			return labelerClient.CoreV1().Nodes().Delete(ctx, "spot-0", metav1.DeleteOptions{})
 		}, apierrors.IsForbidden, ""},
@@ -639,6 +659,60 @@ func waitBoundWithCost(ctx context.Context, t *testing.T, cp *controlplane.Contr
 	if err != nil {
 		t.Fatalf("the ReplicaSet's replicas were not both bound with a deletion cost: %v", podSummary(pods))
 	}
+}
+
+// waitPreemption fills spot-2 with a low-priority pod and creates a high-priority one that fits
+// only there: the scheduler marks the preemptor unschedulable and nominates spot-2 for it, marks
+// the victim with DisruptionTarget and deletes it (no kubelet here finishes the deletion), all
+// through writes the pod-writes policy allows.
+func waitPreemption(ctx context.Context, t *testing.T, admin kubernetes.Interface, ns string) {
+	t.Helper()
+	for name, value := range map[string]int32{"rbac-low": 10, "rbac-high": 1000} {
+		if _, err := admin.SchedulingV1().PriorityClasses().Create(ctx, &schedulingv1.PriorityClass{
+			ObjectMeta: metav1.ObjectMeta{Name: name}, Value: value,
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pinned := func(name, class string) *v1.Pod {
+		p := util.Pod(ns, name).Req(map[v1.ResourceName]string{v1.ResourceCPU: "6"}).
+			NodeSelector(map[string]string{v1.LabelHostname: "spot-2"}).Obj()
+		p.Spec.PriorityClassName = class
+		return p
+	}
+	util.CreatePod(ctx, t, admin, pinned("victim", "rbac-low"))
+	util.WaitForPodBound(ctx, t, admin, ns, "victim", 60*time.Second)
+	util.CreatePod(ctx, t, admin, pinned("preemptor", "rbac-high"))
+	victim, preemptor := &v1.Pod{}, &v1.Pod{}
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		v, err := admin.CoreV1().Pods(ns).Get(ctx, "victim", metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		p, err := admin.CoreV1().Pods(ns).Get(ctx, "preemptor", metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		victim, preemptor = v, p
+		_, marked := podCondition(victim, v1.DisruptionTarget)
+		scheduled, _ := podCondition(preemptor, v1.PodScheduled)
+		return marked && victim.DeletionTimestamp != nil && scheduled == v1.ConditionFalse &&
+			preemptor.Status.NominatedNodeName == "spot-2", nil
+	})
+	if err != nil {
+		t.Fatalf("the preemption's status writes did not all land: victim %+v deleting=%v; preemptor %+v nominated=%q",
+			victim.Status.Conditions, victim.DeletionTimestamp != nil, preemptor.Status.Conditions, preemptor.Status.NominatedNodeName)
+	}
+}
+
+// podCondition returns the status of a pod's condition, and whether it has one.
+func podCondition(p *v1.Pod, typ v1.PodConditionType) (v1.ConditionStatus, bool) {
+	for _, c := range p.Status.Conditions {
+		if c.Type == typ {
+			return c.Status, true
+		}
+	}
+	return "", false
 }
 
 // podSummary names each pod with its node and deletion cost.

@@ -460,7 +460,7 @@ func TestHelmChartAdmission(t *testing.T) {
 		}
 		policy := r.get(t, "ValidatingAdmissionPolicy", name+"-webhook-ca-bundle")
 		conds, _, _ := unstructured.NestedSlice(policy.Object, "spec", "matchConditions")
-		if got := fmt.Sprint(conds[0].(map[string]any)["expression"]); !strings.Contains(got, "username.endsWith(':"+name+"-certs')") {
+		if got := fmt.Sprint(conds[0].(map[string]any)["expression"]); !strings.Contains(got, "username.endsWith('"+name+"-certs')") {
 			t.Errorf("the caBundle policy matches %s, want the certificate keeper", got)
 		}
 	})

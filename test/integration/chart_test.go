@@ -580,7 +580,7 @@ labeler:
 			}
 			policy := r.get(t, "ValidatingAdmissionPolicy", "pool-labeler-domain-own-node")
 			conds, _, _ := unstructured.NestedSlice(policy.Object, "spec", "matchConditions")
-			if got, want := conds[0].(map[string]any)["expression"], "request.userInfo.username.startsWith('system:serviceaccount:') && request.userInfo.username.endsWith(':pool-labeler-domain')"; got != want {
+			if got, want := conds[0].(map[string]any)["expression"], "request.userInfo.username.startsWith('system:serviceaccount:') && request.userInfo.username.endsWith('pool-labeler-domain')"; got != want {
 				t.Errorf("admission policy matches %v, want %v", got, want)
 			}
 			vars, _, _ := unstructured.NestedSlice(policy.Object, "spec", "variables")
@@ -592,7 +592,7 @@ labeler:
 			for _, name := range []string{"nodepools-volume-binding", "nodepools-pod-writes"} {
 				policy := r.get(t, "ValidatingAdmissionPolicy", name)
 				conds, _, _ = unstructured.NestedSlice(policy.Object, "spec", "matchConditions")
-				if got, want := conds[0].(map[string]any)["expression"], "request.userInfo.username.startsWith('system:serviceaccount:') && request.userInfo.username.endsWith(':nodepools')"; got != want {
+				if got, want := conds[0].(map[string]any)["expression"], "request.userInfo.username.startsWith('system:serviceaccount:') && request.userInfo.username.endsWith('nodepools')"; got != want {
 					t.Errorf("%s matches %v, want %v", name, got, want)
 				}
 			}
@@ -859,7 +859,7 @@ func TestHelmChartDomainHostNetwork(t *testing.T) {
 			policy := r.get(t, "ValidatingAdmissionPolicy", "pool-labeler-domain-own-node-events")
 			conds, _, _ := unstructured.NestedSlice(policy.Object, "spec", "matchConditions")
 			// By account name in any namespace (the policies bound the account wherever it runs).
-			if got, want := conds[0].(map[string]any)["expression"], "request.userInfo.username.startsWith('system:serviceaccount:') && request.userInfo.username.endsWith(':pool-labeler-domain')"; got != want {
+			if got, want := conds[0].(map[string]any)["expression"], "request.userInfo.username.startsWith('system:serviceaccount:') && request.userInfo.username.endsWith('pool-labeler-domain')"; got != want {
 				t.Errorf("events policy matches %v, want %v", got, want)
 			}
 		})
