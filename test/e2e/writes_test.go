@@ -10,11 +10,14 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/component-base/metrics/testutil"
 	"k8s.io/kubernetes/test/utils/ktesting"
 	"k8s.io/utils/ptr"
@@ -391,6 +394,9 @@ func TestAPIWritesPerPod(t *testing.T) {
 	runNodeJoins(tCtx, t, cp, &base, "default", joins, startupTaintKey, func(*v1.Node) bool { return true })
 
 	startInstalled(tCtx, t, cp, ns, kubeconfig)
+	// Each Lease's writes while both schedulers run: pool-scheduler's heartbeat rides on its
+	// Lease's renewals, so its Lease is written as often as kube-scheduler's.
+	leases := countLeaseWrites(tCtx, t, cp.Client)
 	ours := runWritesWorkload(tCtx, t, cp, util.SchedulerName, rounds)
 	runNodeJoins(tCtx, t, cp, &ours, "ours", joins, startupTaintKey, func(n *v1.Node) bool {
 		for k, v := range joinLabels {
@@ -411,7 +417,20 @@ func TestAPIWritesPerPod(t *testing.T) {
 		return false
 	})
 
+	perLease, window := leases()
 	t.Logf("writes by verb and resource (default scheduler | pool-scheduler installed), over %d rounds and %d joins each:\n%s", rounds, joins, writesTable(base, ours))
+	t.Logf("Lease writes per minute while pool-scheduler ran (%.0f s): %s", window.Seconds(), perLease.perMinute(window))
+	defaultLease, ourLease := perLease["kube-system/kube-scheduler"], perLease[ns+"/"+util.SchedulerName]
+	if defaultLease == 0 {
+		t.Errorf("kube-scheduler's Lease was not renewed while pool-scheduler ran: %v", perLease)
+	} else if leaseRatio := float64(ourLease) / float64(defaultLease); float64(ourLease) > writesGoal*float64(defaultLease)+1 {
+		// +1: the two 2 s renewal clocks' phase can put one more renewal of either in the window.
+		t.Errorf("pool-scheduler's Lease (renewals with its heartbeat) written %d times, kube-scheduler's %d in the same %.0f s: %.3fx, want at most %.2fx",
+			ourLease, defaultLease, window.Seconds(), leaseRatio, writesGoal)
+	} else {
+		t.Logf("pool-scheduler's Lease with its heartbeat: %d writes, kube-scheduler's %d in the same window (%.3fx; goal <= %.2fx)",
+			ourLease, defaultLease, leaseRatio, writesGoal)
+	}
 	leasesPerMinute := func(r writesRun) float64 { return r.all.resource("leases") / r.elapsed.Minutes() }
 	perCreated := func(r writesRun) float64 { return r.createWrites.pods() / float64(r.created) }
 	perDown := func(r writesRun) float64 { return r.downWrites.pods() / float64(r.scaleDowns) }
@@ -450,6 +469,62 @@ func TestAPIWritesPerPod(t *testing.T) {
 	// first yet is what the labeler's conditionWrites prevents (1.17-1.5 per join without it).
 	if got := statusWrites(ours) - statusWrites(base); got > float64(joins) {
 		t.Errorf("pool-scheduler wrote node status %.0f times over %d joins; want at most one (the condition) per join", got, joins)
+	}
+}
+
+// leaseCounts are the updates of each Lease (namespace/name) a watch saw.
+type leaseCounts map[string]int
+
+func (l leaseCounts) perMinute(window time.Duration) string {
+	keys := make([]string, 0, len(l))
+	for k := range l {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		fmt.Fprintf(&b, " %s=%.1f", k, float64(l[k])/window.Minutes())
+	}
+	return strings.TrimSpace(b.String())
+}
+
+// countLeaseWrites watches every Lease from now; the function it returns stops the watch and
+// returns the updates each Lease had (one MODIFIED event per write) and how long it watched.
+func countLeaseWrites(ctx context.Context, t *testing.T, cs kubernetes.Interface) func() (leaseCounts, time.Duration) {
+	t.Helper()
+	list, err := cs.CoordinationV1().Leases("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := cs.CoordinationV1().Leases("").Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	counts := leaseCounts{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev := range w.ResultChan() {
+			l, ok := ev.Object.(*coordinationv1.Lease)
+			if !ok {
+				continue
+			}
+			if ev.Type == watch.Modified {
+				counts[l.Namespace+"/"+l.Name]++
+			}
+		}
+	}()
+	return func() (leaseCounts, time.Duration) {
+		elapsed := time.Since(start)
+		select {
+		case <-done:
+			t.Errorf("the Lease watch ended before the run did: the counts miss writes")
+		default:
+		}
+		w.Stop()
+		<-done
+		return counts, elapsed
 	}
 }
 
