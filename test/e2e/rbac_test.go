@@ -21,6 +21,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -40,6 +41,7 @@ import (
 	"github.com/pool-scheduler/pool-scheduler/pkg/controlplane"
 	"github.com/pool-scheduler/pool-scheduler/pkg/domainlabeler"
 	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
+	"github.com/pool-scheduler/pool-scheduler/pkg/version"
 	"github.com/pool-scheduler/pool-scheduler/test/util"
 )
 
@@ -256,6 +258,15 @@ func TestLeastPrivilege(t *testing.T) {
 			_, err := sched.CoordinationV1().Leases("kube-system").Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "pool-scheduler"}}, metav1.CreateOptions{})
 			return err
 		}, apierrors.IsForbidden, ""},
+		// DRA extended resources' claims: the 1.36 line's overlay grants them, as upstream
+		// does from 1.36; the base role (applied here) does not.
+		{"scheduler creates a ResourceClaim", func(ctx context.Context) error {
+			_, err := sched.ResourceV1().ResourceClaims(user).Create(ctx, &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "stolen"}}, metav1.CreateOptions{})
+			return err
+		}, apierrors.IsForbidden, ""},
+		{"scheduler deletes a ResourceClaim", func(ctx context.Context) error {
+			return sched.ResourceV1().ResourceClaims(user).Delete(ctx, "data", metav1.DeleteOptions{})
+		}, apierrors.IsForbidden, ""},
 		{"scheduler patches a PersistentVolume", func(ctx context.Context) error {
 			_, err := sched.CoreV1().PersistentVolumes().Patch(ctx, "local-pv", types.MergePatchType, []byte(`{"spec":{"persistentVolumeReclaimPolicy":"Delete"}}`), metav1.PatchOptions{})
 			return err
@@ -308,7 +319,7 @@ func TestLeastPrivilege(t *testing.T) {
 			return err
 		}, anyError, "pool-scheduler may not change a pod's conditions but PodScheduled and DisruptionTarget"},
 		{"scheduler rewrites a pod's IP", podStatusPatch(`{"status":{"podIP":"10.0.0.66","podIPs":[{"ip":"10.0.0.66"}]}}`),
-			anyError, "pool-scheduler may not change a pod's IPs, start time, reason, message or container statuses"},
+			anyError, "pool-scheduler may not change a pod's IPs, start time, reason, message, resources or container statuses"},
 		{"labeler deletes a node", func(ctx context.Context) error {
 			return labelerClient.CoreV1().Nodes().Delete(ctx, "spot-0", metav1.DeleteOptions{})
 		}, apierrors.IsForbidden, ""},
@@ -478,6 +489,14 @@ func TestLeastPrivilege(t *testing.T) {
 		_, err := c.cs.CoreV1().Nodes().Patch(tCtx, c.node, types.MergePatchType, []byte(`{"status":{"capacity":{"pods":"1"}}}`), metav1.PatchOptions{}, "status")
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s writing node status with RBAC allowing it: %v, want refused by its admission policy (%q)", who, err, c.want)
+		}
+	}
+	// NodeStatus.declaredFeatures (1.36, NodeDeclaredFeatures beta and on): every scheduler's
+	// filter and the nodedeclaredfeatures admission plugin read it.
+	if version.KubernetesLine() >= "1.36" {
+		_, err := labelerClient.CoreV1().Nodes().Patch(tCtx, "spot-0", types.MergePatchType, []byte(`{"status":{"declaredFeatures":["Forged"]}}`), metav1.PatchOptions{}, "status")
+		if want := "the labeler may change only the node condition " + pool.ConditionPoolLabelsApplied; err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("labeler forging a node's declared features: %v, want refused by its admission policy (%q)", err, want)
 		}
 	}
 

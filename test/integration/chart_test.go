@@ -40,6 +40,8 @@ import (
 	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
 	schedvalidation "k8s.io/kubernetes/pkg/scheduler/apis/config/validation"
 	"k8s.io/kubernetes/test/utils/ktesting"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
 
 	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config"
@@ -768,11 +770,37 @@ func TestHelmChartRejectsBadValues(t *testing.T) {
 // system-pods policy included), so the least-privilege tests of manifests/ cover chart installs
 // too.
 func TestHelmChartRBACMatchesManifests(t *testing.T) {
+	for _, line := range []string{"1.34", "1.36"} {
+		t.Run(line, func(t *testing.T) { checkChartRBACMatchesManifests(t, line) })
+	}
+}
+
+// checkChartRBACMatchesManifests compares the chart's RBAC for a release line with the
+// manifests', the scheduler's ClusterRole as that line's overlay builds it.
+func checkChartRBACMatchesManifests(t *testing.T, line string) {
 	// The rebalancer on in its dry run: the manifests grant what it reads (the hand-off switch)
 	// for an overlay that turns it on, and no eviction, as the chart does then.
-	r, err := renderChart(t, chartNamespace, `{labeler: {domain: {enabled: true}}, scheduler: {plugins: {systemPoolGuard: {admissionPolicy: {enabled: true}}}}, spread: {rebalance: {enabled: true}}}`)
+	r, err := renderChart(t, chartNamespace, `{image: {line: "`+line+`"}, labeler: {domain: {enabled: true}}, scheduler: {plugins: {systemPoolGuard: {admissionPolicy: {enabled: true}}}}, spread: {rebalance: {enabled: true}}}`)
 	if err != nil {
 		t.Fatalf("rendering: %v", err)
+	}
+	// The line's overlay patches the scheduler's ClusterRole.
+	resmap, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), filepath.Join(util.RepoRoot(), "manifests", "overlays", "k8s-"+line))
+	if err != nil {
+		t.Fatalf("kustomize build of the %s line's overlay: %v", line, err)
+	}
+	var lineRole *unstructured.Unstructured
+	for _, res := range resmap.Resources() {
+		if res.GetKind() == "ClusterRole" && res.GetName() == "pool-scheduler" {
+			m, err := res.Map()
+			if err != nil {
+				t.Fatal(err)
+			}
+			lineRole = &unstructured.Unstructured{Object: m}
+		}
+	}
+	if lineRole == nil {
+		t.Fatalf("the %s line's overlay has no ClusterRole pool-scheduler", line)
 	}
 	kinds := map[string]bool{
 		"ServiceAccount": true, "ClusterRole": true, "ClusterRoleBinding": true, "Role": true, "RoleBinding": true,
@@ -803,7 +831,12 @@ func TestHelmChartRBACMatchesManifests(t *testing.T) {
 		if err != nil {
 			t.Fatalf("manifests/%s: %v", f, err)
 		}
-		manifests = append(manifests, objs...)
+		for _, o := range objs {
+			if o.GetKind() == "ClusterRole" && o.GetName() == "pool-scheduler" {
+				o = lineRole
+			}
+			manifests = append(manifests, o)
+		}
 	}
 	want, got := normalize(manifests), normalize(r.objects)
 	if len(want) == 0 {

@@ -122,6 +122,15 @@ func TestSystemPodPolicy(t *testing.T) {
 				}), "may not tolerate"},
 				{"wildcard toleration in a user namespace", pod("apps", "wildcard", func(p *v1.Pod) {
 					p.Spec.Tolerations = []v1.Toleration{{Operator: v1.TolerationOpExists}}
+				}), "may not tolerate every taint"},
+				{"wildcard NoSchedule toleration in a user namespace", pod("apps", "wildcard-noschedule", func(p *v1.Pod) {
+					p.Spec.Tolerations = []v1.Toleration{{Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoSchedule}}
+				}), "may not tolerate every taint"},
+				{"wildcard NoExecute toleration in a user namespace (the system taint is NoSchedule)", pod("apps", "wildcard-noexecute", func(p *v1.Pod) {
+					p.Spec.Tolerations = []v1.Toleration{{Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoExecute}}
+				}), ""},
+				{"wildcard toleration in a system namespace", pod("kube-system", "wildcard-system", func(p *v1.Pod) {
+					p.Spec.Tolerations = []v1.Toleration{{Operator: v1.TolerationOpExists}}
 				}), ""},
 				{"another priority class in a user namespace", pod("apps", "high", priority("high")), ""},
 				{"plain pod in a user namespace", pod("apps", "plain", nil), ""},
@@ -230,7 +239,8 @@ func checkLegacyPodTerminates(ctx context.Context, t *testing.T, cs kubernetes.I
 
 // checkDaemonSetController runs the upstream DaemonSet controller in process as kube-controller-
 // manager runs it with --use-service-account-credentials (the ServiceAccount
-// kube-system/daemon-set-controller's token): under the policy it creates its pod on one node
+// kube-system/daemon-set-controller's token): under the policy it creates its pod (with a
+// wildcard toleration, as node agents carry) on one node
 // and adopts an orphan pod that matches its selector on the other (a patch adding its controller
 // reference). kube-controller-manager's own identity (--use-service-account-credentials=false)
 // may write the reference too.
@@ -255,7 +265,9 @@ func checkDaemonSetController(ctx context.Context, t *testing.T, cp *controlplan
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Template: v1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec:       v1.PodSpec{Containers: []v1.Container{{Name: "agent", Image: "registry.k8s.io/pause:3.10"}}},
+				// A node agent's wildcard toleration: the DaemonSet controller's pods may carry it.
+				Spec: v1.PodSpec{Containers: []v1.Container{{Name: "agent", Image: "registry.k8s.io/pause:3.10"}},
+					Tolerations: []v1.Toleration{{Operator: v1.TolerationOpExists}}},
 			},
 		},
 	}, metav1.CreateOptions{})
