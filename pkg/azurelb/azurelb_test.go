@@ -5,6 +5,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
+
+	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
 )
 
 // TestAzureVMSet: the availability set or scale set cloud-provider-azure puts a node in, from
@@ -39,5 +41,17 @@ func TestAzureVMSet(t *testing.T) {
 				t.Errorf("AzureVMSet() = (%q, %v), want (%q, %v)", got, ok, tt.want, tt.wantOK)
 			}
 		})
+	}
+}
+
+// TestExclusionLabelsAreReserved: every label with which cloud-provider-azure keeps a node out
+// of its load balancers (Exclusion) is one no NodePoolLabelSet may set and the labeler's policy
+// refuses (pool.IsReservedKey): a labeler writing one could empty every LoadBalancer Service.
+func TestExclusionLabelsAreReserved(t *testing.T) {
+	for _, key := range []string{ExcludeFromLoadBalancersLabel, AzureManagedLabel, AzureResourceGroupLabel,
+		"node-role.kubernetes.io/control-plane", "node-role.kubernetes.io/master", "kubernetes.io/role"} {
+		if !pool.IsReservedKey(key) {
+			t.Errorf("%s takes a node out of Azure's load balancers but pool.IsReservedKey(%q) is false", key, key)
+		}
 	}
 }

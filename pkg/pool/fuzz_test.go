@@ -260,7 +260,8 @@ var crdIdentityKeys = []string{
 // NodePoolLabelSet named name.
 func crdAccepts(name, key, value string) bool {
 	keyOK := utf8.RuneCountInString(key) <= 317 && strings.Index(key, "/") <= 253 && crdKey.MatchString(key)
-	notReserved := !crdReserved.MatchString(key) || strings.HasPrefix(key, "node-role.kubernetes.io/") || strings.HasPrefix(key, "node-restriction.kubernetes.io/")
+	notReserved := (!crdReserved.MatchString(key) || strings.HasPrefix(key, "node-role.kubernetes.io/") || strings.HasPrefix(key, "node-restriction.kubernetes.io/")) &&
+		!slices.Contains([]string{"kubernetes.azure.com/managed", "kubernetes.azure.com/resource-group", "node-role.kubernetes.io/control-plane", "node-role.kubernetes.io/master"}, key)
 	valueOK := utf8.RuneCountInString(value) <= 63 && crdValue.MatchString(value)
 	identityOK := value == name || !slices.Contains(crdIdentityKeys, key)
 	notDomain := !strings.HasPrefix(key, crdDomainPrefix)

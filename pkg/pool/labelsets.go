@@ -417,7 +417,7 @@ func RefusedKey(key string, systemNodeKeys []string) string {
 
 // Why each kind of key is refused (reserved and domain keys as the CRD says it).
 const (
-	reservedKeyMessage   = "the kubernetes.io and k8s.io domains are reserved for Kubernetes"
+	reservedKeyMessage   = "reserved: the kubernetes.io and k8s.io domains belong to Kubernetes, and kubernetes.azure.com/managed, kubernetes.azure.com/resource-group and the control-plane roles take nodes out of Azure's load balancers"
 	systemNodeKeyMessage = "SystemPoolGuard's systemNodeSelector reads this label: a NodePoolLabelSet may not turn nodes into or out of system nodes (mark the system pool at node registration, or name it in systemPools)"
 )
 
@@ -436,8 +436,12 @@ const domainKeyMessage = "keys under " + configv1.DomainLabelPrefix + " are writ
 
 // IsReservedKey reports whether key's prefix is in the kubernetes.io or k8s.io domain (exact
 // domain or a subdomain, never a substring match), except node-role.kubernetes.io and
-// node-restriction.kubernetes.io, which exist to be set by cluster operators.
+// node-restriction.kubernetes.io, which exist to be set by cluster operators; and whether it is
+// one of LoadBalancerExclusionKeys.
 func IsReservedKey(key string) bool {
+	if slices.Contains(LoadBalancerExclusionKeys, key) {
+		return true
+	}
 	prefix, _, found := strings.Cut(key, "/")
 	if !found {
 		return false
@@ -452,6 +456,15 @@ func IsReservedKey(key string) bool {
 		}
 	}
 	return false
+}
+
+// LoadBalancerExclusionKeys are labels outside the kubernetes.io domains with which
+// cloud-provider-azure keeps a node out of its load balancers' backend pools (pkg/azurelb
+// Exclusion): a labeler writing them could take every node out of every LoadBalancer Service.
+// node.kubernetes.io/exclude-from-external-load-balancers is reserved with its domain.
+var LoadBalancerExclusionKeys = []string{
+	"kubernetes.azure.com/managed", "kubernetes.azure.com/resource-group",
+	"node-role.kubernetes.io/control-plane", "node-role.kubernetes.io/master",
 }
 
 func hasDotSuffix(s, domain string) bool {

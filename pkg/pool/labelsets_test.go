@@ -155,6 +155,13 @@ func TestIsReservedKey(t *testing.T) {
 		"mykubernetes.io/x":                   false,
 		"kubernetes.io":                       false,
 		"example.com/a":                       false,
+		// AKS's domain and the control-plane roles: cloud-provider-azure excludes such nodes
+		// from its load balancers.
+		"kubernetes.azure.com/managed":          true,
+		"kubernetes.azure.com/resource-group":   true,
+		"kubernetes.azure.com/agentpool":        false,
+		"node-role.kubernetes.io/control-plane": true,
+		"node-role.kubernetes.io/master":        true,
 	}
 	for key, want := range tests {
 		if got := IsReservedKey(key); got != want {

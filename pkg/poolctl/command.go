@@ -60,6 +60,7 @@ func newSimulateCommand() *cobra.Command {
 		parallel     int
 		progressMode string
 		logFile      string
+		seeds        int
 	)
 	cmd := &cobra.Command{
 		Use:   "simulate",
@@ -92,13 +93,24 @@ func newSimulateCommand() *cobra.Command {
 			if len(scenarios) == 0 {
 				scenarios = simulate.BuiltinNames()
 			}
+			if seeds < 1 {
+				return fmt.Errorf("--seeds must be at least 1, got %d", seeds)
+			}
 			var loaded []*simulate.Scenario
+			var groups []*simulate.SeededComparison
 			for _, name := range scenarios {
 				sc, err := simulate.Load(name)
 				if err != nil {
 					return err
 				}
-				loaded = append(loaded, sc)
+				g := &simulate.SeededComparison{Scenario: sc.Name}
+				for _, c := range sc.WithSeeds(seeds) {
+					if c.Maintenance != nil {
+						g.Seeds = append(g.Seeds, c.Maintenance.Seed)
+					}
+					loaded = append(loaded, c)
+				}
+				groups = append(groups, g)
 			}
 			modes, err := simulate.Modes()
 			if err != nil {
@@ -117,10 +129,25 @@ func newSimulateCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := simulate.WriteTable(cmd.OutOrStdout(), comparisons); err != nil {
+			if seeds == 1 {
+				err = simulate.WriteTable(cmd.OutOrStdout(), comparisons)
+			} else {
+				// The comparisons come in the order of loaded: each group's runs in a row.
+				next := 0
+				for _, g := range groups {
+					n := max(len(g.Seeds), 1)
+					g.Runs, next = comparisons[next:next+n], next+n
+				}
+				err = simulate.WriteSeedTable(cmd.OutOrStdout(), groups)
+			}
+			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "\n%d scenarios in %v.\n", len(comparisons), time.Since(start).Round(time.Second))
+			if len(comparisons) != len(groups) {
+				fmt.Fprintf(cmd.OutOrStdout(), "\n%d scenarios (%d runs of each mode) in %v.\n", len(groups), len(comparisons), time.Since(start).Round(time.Second))
+			} else {
+				fmt.Fprintf(cmd.OutOrStdout(), "\n%d scenarios in %v.\n", len(comparisons), time.Since(start).Round(time.Second))
+			}
 			if out != "" {
 				if err := writeOutputs(out, comparisons); err != nil {
 					return err
@@ -135,6 +162,7 @@ func newSimulateCommand() *cobra.Command {
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "show the control plane's and schedulers' logs")
 	cmd.Flags().StringVar(&logFile, "log-file", "", "write everything logged to standard error (the control plane's, etcd's and the schedulers' logs) to this file instead; standard error keeps only the progress and errors (make demo)")
 	cmd.Flags().StringVar(&progressMode, "progress", "auto", "auto: one status line rewritten in place when stderr is a terminal, nothing otherwise; lines: every step on its own line (make demo); none")
+	cmd.Flags().IntVar(&seeds, "seeds", 1, "runs of each maintenance scenario, its seed and the next ones (batch order, surge and replacement zones): the table shows each figure's mean and range and judges the goals over them")
 	cmd.Flags().IntVar(&parallel, "parallel", 3, "runs at once, each on its own embedded control plane (a run mostly waits on the scenario's timeline)")
 	return cmd
 }

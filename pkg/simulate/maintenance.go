@@ -62,6 +62,11 @@ type MaintenanceResult struct {
 	// Minutes is the maintenance's length in AKS time, from the first surge node asked for to
 	// the last surge node deleted.
 	Minutes float64 `json:"minutes"`
+	// Floor is the fewest evictions per replica any placement could reach in this operation
+	// (0: not stated): a surge upgrade's 1 + surge nodes / original nodes (the first batch's
+	// replicas have only surge nodes and older nodes to go to, both drained later), a
+	// blue-green upgrade's 1.
+	Floor float64 `json:"floor,omitempty"`
 	// BelowFloor counts workloads of 3 or more replicas that had fewer than Floor Ready at some
 	// moment of the maintenance.
 	BelowFloor int `json:"belowFloor"`
@@ -358,6 +363,7 @@ func (u *upgrader) surgeUpgrade(ctx context.Context) error {
 	p := u.pool
 	n := p.Nodes
 	surge := min(u.m.MaxSurge.Of(n), n)
+	u.res.Floor = 1 + float64(surge)/float64(n)
 	old, zones := u.draw(surge)
 
 	for _, name := range old {
@@ -521,6 +527,7 @@ func (u *upgrader) blueGreen(ctx context.Context) error {
 	n := p.Nodes
 	batch := min(u.m.DrainBatchSize.Of(n), n)
 	blue, _ := u.draw(0)
+	u.res.Floor = 1
 	u.progress("blue-green: cordon %d blue nodes, add %d green", n, n)
 	for _, name := range blue {
 		if err := u.updateNode(ctx, name, func(node *v1.Node) { node.Spec.Unschedulable = true }); err != nil {

@@ -299,6 +299,12 @@ func TestLeastPrivilege(t *testing.T) {
 			anyError, "pool-scheduler may bind with no label but the node's topology labels"},
 		{"scheduler binds a pod with a deletion cost beyond 32 bits", bindHeld(map[string]string{pool.DeletionCostAnnotation: "9999999999"}, nil),
 			anyError, "pool-scheduler's pod-deletion-cost must be a 32-bit integer"},
+		{"scheduler binds a pod with a topology label to a target of no kind", func(ctx context.Context) error {
+			return sched.CoreV1().Pods(user).Bind(ctx, &v1.Binding{
+				ObjectMeta: metav1.ObjectMeta{Namespace: user, Name: held.Name, UID: held.UID, Labels: map[string]string{v1.LabelTopologyZone: "forged-zone"}},
+				Target:     v1.ObjectReference{Name: "spot-0"},
+			}, metav1.CreateOptions{})
+		}, anyError, "pool-scheduler may bind with labels only to a target of kind Node"},
 		{"scheduler binds a pod through the legacy bindings resource", func(ctx context.Context) error {
 			return sched.CoreV1().RESTClient().Post().Namespace(user).Resource("bindings").Body(&v1.Binding{
 				ObjectMeta: metav1.ObjectMeta{Namespace: user, Name: held.Name, UID: held.UID,
@@ -349,10 +355,20 @@ func TestLeastPrivilege(t *testing.T) {
 			anyError, "the labeler may not change labels the domain labeler writes: " + configv1.UpdateDomainLabelKey},
 		{"labeler sets a reserved label, declaring it managed", nodePatch(labelerClient, "spot-0",
 			[]byte(`{"metadata":{"labels":{"node.kubernetes.io/exclude-from-external-load-balancers":"true"},"annotations":{"nodepool.banzaicloud.io/managed-labels":"[\"example.com/tier\",\"node.kubernetes.io/exclude-from-external-load-balancers\"]"}}}`)),
-			anyError, "the labeler may not change labels of the reserved kubernetes.io and k8s.io domains: node.kubernetes.io/exclude-from-external-load-balancers"},
+			anyError, "the labeler may not change labels of the reserved kubernetes.io and k8s.io domains, nor those that take a node out of load balancers: node.kubernetes.io/exclude-from-external-load-balancers"},
+		// cloud-provider-azure keeps such nodes out of every load balancer's backend pool.
+		{"labeler marks a node unmanaged by Azure, declaring it managed", nodePatch(labelerClient, "spot-0",
+			[]byte(`{"metadata":{"labels":{"kubernetes.azure.com/managed":"false"},"annotations":{"nodepool.banzaicloud.io/managed-labels":"[\"example.com/tier\",\"kubernetes.azure.com/managed\"]"}}}`)),
+			anyError, "nor those that take a node out of load balancers: kubernetes.azure.com/managed"},
+		{"labeler moves a node to another resource group, declaring it managed", nodePatch(labelerClient, "spot-0",
+			[]byte(`{"metadata":{"labels":{"kubernetes.azure.com/resource-group":"elsewhere"},"annotations":{"nodepool.banzaicloud.io/managed-labels":"[\"example.com/tier\",\"kubernetes.azure.com/resource-group\"]"}}}`)),
+			anyError, "nor those that take a node out of load balancers: kubernetes.azure.com/resource-group"},
+		{"labeler makes a node a control-plane node, declaring it managed", nodePatch(labelerClient, "spot-0",
+			[]byte(`{"metadata":{"labels":{"node-role.kubernetes.io/control-plane":""},"annotations":{"nodepool.banzaicloud.io/managed-labels":"[\"example.com/tier\",\"node-role.kubernetes.io/control-plane\"]"}}}`)),
+			anyError, "nor those that take a node out of load balancers: node-role.kubernetes.io/control-plane"},
 		{"labeler rewrites the kubelet's hostname label, declaring it managed", nodePatch(labelerClient, "spot-0",
 			[]byte(`{"metadata":{"labels":{"kubernetes.io/hostname":"spot-1"},"annotations":{"nodepool.banzaicloud.io/managed-labels":"[\"example.com/tier\",\"kubernetes.io/hostname\"]"}}}`)),
-			anyError, "the labeler may not change labels of the reserved kubernetes.io and k8s.io domains: kubernetes.io/hostname"},
+			anyError, "the labeler may not change labels of the reserved kubernetes.io and k8s.io domains, nor those that take a node out of load balancers: kubernetes.io/hostname"},
 		{"labeler turns a node into a system node, declaring the label managed", nodePatch(labelerClient, "spot-0",
 			[]byte(`{"metadata":{"labels":{"`+configv1.AKSModeLabelKey+`":"system"},"annotations":{"nodepool.banzaicloud.io/managed-labels":"[\"example.com/tier\",\"`+configv1.AKSModeLabelKey+`\"]"}}}`)),
 			anyError, "the labeler may not change the labels that mark system nodes: " + configv1.AKSModeLabelKey},

@@ -28,7 +28,7 @@ func TestStatusPoliciesCompareEveryField(t *testing.T) {
 			"conditions":                           "compared but for PodScheduled and DisruptionTarget",
 			"phase":                                "compared on its own",
 			"nominatedNodeName":                    "kube-scheduler nominates a node for a preemptor",
-			"resourceClaimStatuses":                "DynamicResources records the claims it generated",
+			"resourceClaimStatuses":                "the resourceclaim controller writes it; left open (a forged entry names a claim the kubelet refuses for the pod)",
 			"extendedResourceClaimStatus":          "DynamicResources (DRA extended resources)",
 			"nodeAllocatableResourceClaimStatuses": "DynamicResources (node-allocatable DRA claims)",
 		}, []string{"manifests/scheduler/admission-policy.yaml", "manifests/charts/pool-scheduler/templates/scheduler-rbac.yaml"}},
