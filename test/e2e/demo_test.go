@@ -60,6 +60,44 @@ func TestDemoPrintsProgressAndTableOnly(t *testing.T) {
 	}
 }
 
+// TestDemoSeeds runs a maintenance scenario with two seeds as make demo runs them (--seeds):
+// standard output holds one table for the scenario with each figure's mean and range over
+// seeds 43 and 44 under both schedulers, the goals judged over them, and the summary line.
+func TestDemoSeeds(t *testing.T) {
+	poolctl := util.ToolBinary(t, "poolctl", "POOLCTL_BINARY")
+	demo, err := os.ReadFile(filepath.Join(util.RepoRoot(), "hack", "demo.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`bin/poolctl simulate .*--seeds "\$seeds"`).Match(demo) {
+		t.Fatalf("hack/demo.sh no longer runs `bin/poolctl simulate ... --seeds`; this test runs what it runs")
+	}
+	cmd := exec.Command(poolctl, "simulate", "--scenario=blue-green-small", "--seeds=2", "--parallel=4", "--progress=none",
+		"--log-file", filepath.Join(t.TempDir(), "poolctl.log"))
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("poolctl simulate --seeds=2: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
+	}
+	out := stdout.String()
+	t.Logf("\n%s", out)
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`(?m)^SCENARIO blue-green-small, 2 seeds \(43-44\): mean \(range\) +DEFAULT +POOL-SCHEDULER$`),
+		regexp.MustCompile(`(?m)^  evictions per replica +1\.00 \(1\.00-1\.00\) +1\.00 \(1\.00-1\.00\)$`),
+		regexp.MustCompile(`(?m)^  goal: evictions per replica <= floor 1\.00 \+ 0\.02 and <= default's +1\.00 \(1\.00-1\.00\) +met: 1\.00 \(1\.00-1\.00\)$`),
+		regexp.MustCompile(`(?m)^1 scenarios \(2 runs of each mode\) in \S+\.$`),
+	} {
+		if !want.MatchString(out) {
+			t.Errorf("stdout lacks %s", want)
+		}
+	}
+	for i, line := range strings.Split(out, "\n") {
+		if len(line) > simulate.TableWidth {
+			t.Errorf("stdout line %d is %d columns wide, more than %d: %q", i+1, len(line), simulate.TableWidth, line)
+		}
+	}
+}
+
 func tail(s string, n int) string {
 	lines := strings.Split(s, "\n")
 	if len(lines) > n {
