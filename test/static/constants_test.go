@@ -29,9 +29,16 @@ func TestConstantCopiesMatchTheGoDefinitions(t *testing.T) {
 		want     []string
 	}{
 		// The CRD's rule that a pool-identity label may only name the set's own pool.
-		{file: "pkg/apis/labels/v1alpha1/types.go", cel: `k in (\[[^\]]*\])`, want: configv1.DefaultPoolLabelKeys},
-		{file: "manifests/crds/labels.banzaicloud.io_nodepoollabelsets.yaml", cel: `k in (\[[^\]]*\])`, want: configv1.DefaultPoolLabelKeys},
-		{file: "manifests/charts/pool-scheduler/crds/labels.banzaicloud.io_nodepoollabelsets.yaml", cel: `k in (\[[^\]]*\])`, want: configv1.DefaultPoolLabelKeys},
+		{file: "pkg/apis/labels/v1alpha1/types.go", cel: `k in (\[\s*'{1,2}nodepool\.banzaicloud[^\]]*\])`, want: configv1.DefaultPoolLabelKeys},
+		{file: "manifests/crds/labels.banzaicloud.io_nodepoollabelsets.yaml", cel: `k in (\[\s*'{1,2}nodepool\.banzaicloud[^\]]*\])`, want: configv1.DefaultPoolLabelKeys},
+		{file: "manifests/charts/pool-scheduler/crds/labels.banzaicloud.io_nodepoollabelsets.yaml", cel: `k in (\[\s*'{1,2}nodepool\.banzaicloud[^\]]*\])`, want: configv1.DefaultPoolLabelKeys},
+		// The labels that take a node out of Azure's load balancers: the CRD's reserved-key rule
+		// and the labeler's policy.
+		{file: "pkg/apis/labels/v1alpha1/types.go", cel: `k in (\[\s*'kubernetes\.azure\.com/managed'[^\]]*\])`, want: pool.LoadBalancerExclusionKeys},
+		{file: "manifests/crds/labels.banzaicloud.io_nodepoollabelsets.yaml", cel: `k in (\[\s*'kubernetes\.azure\.com/managed'[^\]]*\])`, want: pool.LoadBalancerExclusionKeys},
+		{file: "manifests/charts/pool-scheduler/crds/labels.banzaicloud.io_nodepoollabelsets.yaml", cel: `k in (\[\s*'kubernetes\.azure\.com/managed'[^\]]*\])`, want: pool.LoadBalancerExclusionKeys},
+		{file: "manifests/labeler/controller/admission-policy.yaml", cel: `k in (\[\s*'kubernetes\.azure\.com/managed'[^\]]*\])`, want: pool.LoadBalancerExclusionKeys},
+		{file: "manifests/charts/pool-scheduler/templates/labeler-controller.yaml", cel: `k in (\[\s*'kubernetes\.azure\.com/managed'[^\]]*\])`, want: pool.LoadBalancerExclusionKeys},
 		// The CRD's rule refusing the domain labeler's keys.
 		{file: "pkg/apis/labels/v1alpha1/types.go", cel: `!k.startsWith\(('topology[^']*')\)`, want: []string{configv1.DomainLabelPrefix}},
 		{file: "manifests/crds/labels.banzaicloud.io_nodepoollabelsets.yaml", cel: `!k.startsWith\(('topology[^']*')\)`, want: []string{configv1.DomainLabelPrefix}},
