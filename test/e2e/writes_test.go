@@ -3,7 +3,9 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -476,13 +478,8 @@ func TestAPIWritesPerPod(t *testing.T) {
 type leaseCounts map[string]int
 
 func (l leaseCounts) perMinute(window time.Duration) string {
-	keys := make([]string, 0, len(l))
-	for k := range l {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
 	var b strings.Builder
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(l)) {
 		fmt.Fprintf(&b, " %s=%.1f", k, float64(l[k])/window.Minutes())
 	}
 	return strings.TrimSpace(b.String())
