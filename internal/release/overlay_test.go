@@ -11,6 +11,7 @@ import (
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
+	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/pool-scheduler/pool-scheduler/test/util/releaselines"
 )
@@ -77,6 +78,28 @@ func TestLineOverlays(t *testing.T) {
 					t.Errorf("%s has no admission path (no MutatingWebhookConfiguration): labelling a namespace opts nothing in", dir)
 				}
 
+				// Rendered from the overlay itself (FromLineOverlay), the bundle's contents are
+				// the overlay's resources: they must be the bundle's directories.
+				if o.bundle.FromLineOverlay {
+					data, err := os.ReadFile(filepath.Join(dir, "kustomization.yaml"))
+					if err != nil {
+						t.Fatal(err)
+					}
+					var k struct {
+						Resources []string `json:"resources"`
+					}
+					if err := sigsyaml.Unmarshal(data, &k); err != nil {
+						t.Fatal(err)
+					}
+					var want []string
+					for _, d := range o.bundle.Dirs {
+						want = append(want, "../../"+strings.TrimPrefix(d, "manifests/"))
+					}
+					if diff := cmp.Diff(want, k.Resources); diff != "" {
+						t.Errorf("%s: resources differ from the bundle %s's directories (-bundle +overlay):\n%s", dir, o.bundle.File, diff)
+					}
+				}
+
 				// Pinned to a digest by an overlay of one's own, it is the release's install YAML.
 				own := t.TempDir()
 				base, err := filepath.Rel(own, dir)
@@ -88,7 +111,7 @@ func TestLineOverlays(t *testing.T) {
 					t.Fatal(err)
 				}
 				got := renderDir(t, own)
-				release, err := RenderBundle(repoRoot(), o.bundle.Dirs, Image{Repository: "ghcr.io/pool-scheduler/pool-scheduler", Version: app, Line: l.Line, Digest: digest})
+				release, err := RenderBundle(repoRoot(), o.bundle.DirsFor(l.Line), Image{Repository: "ghcr.io/pool-scheduler/pool-scheduler", Version: app, Line: l.Line, Digest: digest})
 				if err != nil {
 					t.Fatal(err)
 				}

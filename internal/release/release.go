@@ -302,6 +302,17 @@ type Bundle struct {
 	Dirs       []string
 	PerLine    bool
 	APIPerLine bool
+	// FromLineOverlay: each line's file renders that line's overlay (LineOverlay), whose
+	// resources are Dirs and whose patches are the line's own (the 1.36 line's scheduler role).
+	FromLineOverlay bool
+}
+
+// DirsFor are the directories the bundle renders for a release line.
+func (b Bundle) DirsFor(line string) []string {
+	if b.FromLineOverlay {
+		return []string{LineOverlay(line)}
+	}
+	return b.Dirs
 }
 
 // FileName is the bundle's file for a release line: install-domain-labeler.yaml of line 1.36
@@ -363,7 +374,7 @@ func lineAPIVersions(yamlStream []byte, line string) ([]byte, error) {
 // off by default in the chart.
 var Bundles = []Bundle{
 	// manifests/admission/webhook includes manifests/scheduler: the webhook mounts its ConfigMap.
-	{File: "install.yaml", Dirs: []string{"manifests/admission/webhook", "manifests/labeler/controller", "manifests/handoff", "manifests/spread"}, PerLine: true},
+	{File: "install.yaml", Dirs: []string{"manifests/admission/webhook", "manifests/labeler/controller", "manifests/handoff", "manifests/spread"}, PerLine: true, FromLineOverlay: true},
 	// MutatingAdmissionPolicy: v1beta1 for 1.34 and 1.35 (with the API enabled), v1 from 1.36.
 	{File: "install-admission-policy.yaml", Dirs: []string{"manifests/admission/policy"}, APIPerLine: true},
 	{File: "install-domain-labeler.yaml", Dirs: []string{"manifests/labeler/domain"}, PerLine: true},
@@ -396,7 +407,7 @@ func RenderRelease(root string, rel Release) (map[string][]byte, error) {
 			render = lines[:1] // no image or API version to set: the same YAML for every line
 		}
 		for _, line := range render {
-			data, err := RenderBundle(root, b.Dirs, rel.Image(line))
+			data, err := RenderBundle(root, b.DirsFor(line), rel.Image(line))
 			if err != nil {
 				return nil, err
 			}
