@@ -417,7 +417,7 @@ func RefusedKey(key string, systemNodeKeys []string) string {
 
 // Why each kind of key is refused (reserved and domain keys as the CRD says it).
 const (
-	reservedKeyMessage   = "reserved: the kubernetes.io and k8s.io domains belong to Kubernetes, and kubernetes.azure.com/managed, kubernetes.azure.com/resource-group and the control-plane roles take nodes out of Azure's load balancers"
+	reservedKeyMessage   = "the kubernetes.io and k8s.io domains are reserved for Kubernetes, and kubernetes.azure.com/managed, kubernetes.azure.com/resource-group and the control-plane roles take nodes out of Azure's load balancers"
 	systemNodeKeyMessage = "SystemPoolGuard's systemNodeSelector reads this label: a NodePoolLabelSet may not turn nodes into or out of system nodes (mark the system pool at node registration, or name it in systemPools)"
 )
 

@@ -37,6 +37,11 @@ func TestNodePoolLabelSetCRDValidation(t *testing.T) {
 		{name: "kubernetes.io subdomain key", labels: map[string]string{"node.kubernetes.io/instance-type": "big"}, wantErr: "reserved for Kubernetes"},
 		{name: "k8s.io key", labels: map[string]string{"k8s.io/x": "1"}, wantErr: "reserved for Kubernetes"},
 		{name: "k8s.io subdomain key", labels: map[string]string{"sub.k8s.io/x": "1"}, wantErr: "reserved for Kubernetes"},
+		// cloud-provider-azure keeps nodes with these out of its load balancers.
+		{name: "kubernetes.azure.com/managed", labels: map[string]string{"kubernetes.azure.com/managed": "false"}, wantErr: "take a node out of Azure's load balancers"},
+		{name: "kubernetes.azure.com/resource-group", labels: map[string]string{"kubernetes.azure.com/resource-group": "elsewhere"}, wantErr: "take a node out of Azure's load balancers"},
+		{name: "control-plane role", labels: map[string]string{"node-role.kubernetes.io/control-plane": ""}, wantErr: "take a node out of Azure's load balancers"},
+		{name: "another node role", labels: map[string]string{"node-role.kubernetes.io/worker": ""}},
 		{name: "the domain labeler's update-domain key", labels: map[string]string{"topology.pool-scheduler.io/update-domain": "3"}, wantErr: "written on each node by pool-labeler's domain mode"},
 		{name: "the domain labeler's fault-domain key", labels: map[string]string{"example.com/a": "1", "topology.pool-scheduler.io/fault-domain": "1"}, wantErr: "written on each node by pool-labeler's domain mode"},
 		{name: "any key of the domain labeler's prefix", labels: map[string]string{"topology.pool-scheduler.io/rack": "r1"}, wantErr: "written on each node by pool-labeler's domain mode"},
