@@ -1,6 +1,7 @@
 package pool
 
 import (
+	"maps"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -28,6 +29,31 @@ const (
 	TaintKarpenterDisrupted = "karpenter.sh/disrupted"
 )
 
+// LifecycleConditions are the Node condition types of KEP-5683 ("Node Lifecycle Conditions",
+// kubernetes/enhancements keps/sig-node/5683-lifecycle-conditions; alpha in Kubernetes 1.37,
+// gate NodeLifecycleConditions): an admin or a maintenance controller sets one True on a node
+// that is about to be, or is being, drained or maintained, and False (or removes it) after. Any
+// of them True makes the node Leaving: a pod placed there now would move again.
+var LifecycleConditions = [...]v1.NodeConditionType{
+	"GracefulNodeShutdownInProgress", "DrainInProgress", "Drained", "MaintenancePlanned", "MaintenanceInProgress",
+}
+
+// InLifecycle reports whether one of the node's LifecycleConditions is True.
+func InLifecycle(node *v1.Node) bool {
+	for i := range node.Status.Conditions {
+		c := &node.Status.Conditions[i]
+		if c.Status != v1.ConditionTrue {
+			continue
+		}
+		for _, t := range LifecycleConditions {
+			if c.Type == t {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // Fate is what maintenance under way will do to a node: whether a pod placed there now stays
 // or is evicted again before the maintenance ends.
 type Fate uint8
@@ -40,7 +66,8 @@ const (
 	// (KarpenterNodePoolLabel) are never surge nodes: its replacements stay.
 	Surge
 	// Leaving: the node will be drained: an older generation than its pool's newest while the
-	// pool upgrades, cordoned, or marked for removal by cluster-autoscaler or Karpenter.
+	// pool upgrades, cordoned, marked for removal by cluster-autoscaler or Karpenter, or with a
+	// lifecycle condition True (LifecycleConditions).
 	Leaving
 )
 
@@ -211,8 +238,10 @@ type Rollouts struct {
 	mu    sync.Mutex
 	nodes map[string]nodeRecord
 	pools map[string]*poolGenerations
-	view  atomic.Pointer[RolloutView]
-	epoch uint64
+	// inLifecycle are the nodes, in a pool or not, with a lifecycle condition True.
+	inLifecycle map[string]bool
+	view        atomic.Pointer[RolloutView]
+	epoch       uint64
 }
 
 type nodeRecord struct {
@@ -235,6 +264,8 @@ type RolloutView struct {
 	// Epoch changes whenever the view does, so per-node results can be memoised against it.
 	Epoch    uint64
 	upgrades map[string]poolUpgrade
+	// inLifecycle is Rollouts.inLifecycle when the view was built (a copy: read-only).
+	inLifecycle map[string]bool
 }
 
 type poolUpgrade struct {
@@ -252,7 +283,7 @@ type poolUpgrade struct {
 
 // NewRollouts returns an empty tracker reading pools with id.
 func NewRollouts(id Identity) *Rollouts {
-	r := &Rollouts{id: id, nodes: map[string]nodeRecord{}, pools: map[string]*poolGenerations{}}
+	r := &Rollouts{id: id, nodes: map[string]nodeRecord{}, pools: map[string]*poolGenerations{}, inLifecycle: map[string]bool{}}
 	r.view.Store(&RolloutView{})
 	return r
 }
@@ -264,10 +295,18 @@ func (r *Rollouts) View() *RolloutView { return r.view.Load() }
 func (r *Rollouts) Upsert(node *v1.Node) {
 	pool, ok := r.id.PoolOf(node.Labels)
 	rec := nodeRecord{pool: pool, gen: GenerationOf(node), created: node.CreationTimestamp.Time}
+	lifecycle := InLifecycle(node)
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	marksChanged := lifecycle != r.inLifecycle[node.Name]
+	if marksChanged {
+		r.setLifecycle(node.Name, lifecycle)
+	}
 	old, had := r.nodes[node.Name]
 	if had && old.pool == rec.pool && old.gen == rec.gen && old.created.Equal(rec.created) {
+		if marksChanged {
+			r.publish()
+		}
 		return
 	}
 	if had {
@@ -290,10 +329,32 @@ func (r *Rollouts) Upsert(node *v1.Node) {
 func (r *Rollouts) Delete(name string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if old, had := r.nodes[name]; had {
+	marked := r.inLifecycle[name]
+	if marked {
+		r.setLifecycle(name, false)
+	}
+	old, had := r.nodes[name]
+	if had {
 		r.remove(name, old)
+	}
+	if had || marked {
 		r.publish()
 	}
+}
+
+// setLifecycle records whether the node has a lifecycle condition True, in a new map: views
+// already published keep theirs unchanged. Few nodes carry one at a time.
+func (r *Rollouts) setLifecycle(name string, on bool) {
+	next := make(map[string]bool, len(r.inLifecycle)+1)
+	for n := range r.inLifecycle {
+		next[n] = true
+	}
+	if on {
+		next[name] = true
+	} else {
+		delete(next, name)
+	}
+	r.inLifecycle = next
 }
 
 func (r *Rollouts) remove(name string, rec nodeRecord) {
@@ -364,6 +425,9 @@ func (r *Rollouts) publish() {
 		upgrades[name] = u
 	}
 	cur := r.view.Load()
+	if !maps.Equal(cur.inLifecycle, r.inLifecycle) {
+		changed = true
+	}
 	if !changed && len(upgrades) == len(cur.upgrades) {
 		same := true
 		for k, u := range upgrades {
@@ -377,7 +441,7 @@ func (r *Rollouts) publish() {
 		}
 	}
 	r.epoch++
-	r.view.Store(&RolloutView{Epoch: r.epoch, upgrades: upgrades})
+	r.view.Store(&RolloutView{Epoch: r.epoch, upgrades: upgrades, inLifecycle: r.inLifecycle})
 }
 
 // upgradeOf finds a pool's newest kubelet and each flavour's newest image among its generations,
@@ -432,6 +496,10 @@ func (u poolUpgrade) sameNewest(o poolUpgrade) bool {
 // Upgrading reports whether any pool is upgrading.
 func (v *RolloutView) Upgrading() bool { return v != nil && len(v.upgrades) > 0 }
 
+// InLifecycle reports whether any node has a lifecycle condition True (LifecycleConditions):
+// FateOf then reads more than the node's taints.
+func (v *RolloutView) InLifecycle() bool { return v != nil && len(v.inLifecycle) > 0 }
+
 // UpgradingPools lists the pools upgrading, unordered.
 func (v *RolloutView) UpgradingPools() []string {
 	if v == nil {
@@ -447,7 +515,7 @@ func (v *RolloutView) UpgradingPools() []string {
 // FateOf says what the maintenance under way will do to node, read with id. It does not
 // allocate.
 func (v *RolloutView) FateOf(id Identity, node *v1.Node) Fate {
-	if MarkedForRemoval(node) {
+	if MarkedForRemoval(node) || v.InLifecycle() && v.inLifecycle[node.Name] {
 		return Leaving
 	}
 	if v == nil || len(v.upgrades) == 0 {

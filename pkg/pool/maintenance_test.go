@@ -243,6 +243,65 @@ func TestFateOfDoesNotAllocate(t *testing.T) {
 	}
 }
 
+// TestRolloutsFollowLifecycleConditions: a node with a KEP-5683 lifecycle condition True is
+// Leaving, in a pool or not and whether or not its pool upgrades, until the condition is False
+// or gone; heartbeats that keep the conditions as they are do not republish the view.
+func TestRolloutsFollowLifecycleConditions(t *testing.T) {
+	condition := func(n *v1.Node, t v1.NodeConditionType, s v1.ConditionStatus) *v1.Node {
+		n = n.DeepCopy()
+		n.Status.Conditions = append(n.Status.Conditions, v1.NodeCondition{Type: v1.NodeReady, Status: v1.ConditionTrue}, v1.NodeCondition{Type: t, Status: s})
+		return n
+	}
+	a := aksNode("a", "user", oldImage, "v1.34.2", 0)
+	b := aksNode("b", "user", oldImage, "v1.34.2", 1)
+	loose := st.MakeNode().Name("no-pool").Obj()
+	r := NewRollouts(Identity{})
+	for _, n := range []*v1.Node{a, b, loose} {
+		r.Upsert(n)
+	}
+	fates := func(nodes ...*v1.Node) map[string]Fate {
+		v := r.View()
+		out := map[string]Fate{}
+		for _, n := range nodes {
+			out[n.Name] = v.FateOf(Identity{}, n)
+		}
+		return out
+	}
+	// The KEP's condition types as the KEP spells them: a typo in LifecycleConditions fails.
+	kep := []v1.NodeConditionType{"GracefulNodeShutdownInProgress", "DrainInProgress", "Drained", "MaintenancePlanned", "MaintenanceInProgress"}
+	if diff := cmp.Diff(kep, LifecycleConditions[:]); diff != "" {
+		t.Errorf("LifecycleConditions (-KEP +got):\n%s", diff)
+	}
+	for _, tc := range kep {
+		t.Run(string(tc), func(t *testing.T) {
+			planned, loosePlanned := condition(a, tc, v1.ConditionTrue), condition(loose, tc, v1.ConditionTrue)
+			r.Upsert(planned)
+			r.Upsert(loosePlanned)
+			if !r.View().InLifecycle() {
+				t.Error("InLifecycle() = false with a condition True")
+			}
+			if diff := cmp.Diff(map[string]Fate{"a": Leaving, "b": Stays, "no-pool": Leaving}, fates(planned, b, loosePlanned)); diff != "" {
+				t.Errorf("%s True (-want +got):\n%s", tc, diff)
+			}
+			epoch := r.View().Epoch
+			r.Upsert(condition(a, tc, v1.ConditionTrue))
+			if r.View().Epoch != epoch {
+				t.Error("a heartbeat keeping the condition republished the view")
+			}
+			cleared := condition(a, tc, v1.ConditionFalse)
+			r.Upsert(cleared)
+			r.Delete(loose.Name)
+			if r.View().InLifecycle() {
+				t.Error("InLifecycle() = true after the condition was cleared and the node deleted")
+			}
+			if diff := cmp.Diff(map[string]Fate{"a": Stays, "b": Stays}, fates(cleared, b)); diff != "" {
+				t.Errorf("%s False (-want +got):\n%s", tc, diff)
+			}
+			r.Upsert(loose)
+		})
+	}
+}
+
 // TestRolloutsReimageRecreatesTheNode: AKS probably deletes a reimaged node's Node object and
 // registers it again under the same name, with a new creation time (docs/maintenance.md). The
 // tracker remembers the names it saw on the older generation, so the node still stays; a
