@@ -12,6 +12,7 @@ import (
 	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config"
 	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
 	"github.com/pool-scheduler/pool-scheduler/pkg/profile"
+	"github.com/pool-scheduler/pool-scheduler/pkg/spreadkeeper/floor"
 )
 
 // Options configure `pool-labeler spread`: the deletion-cost keeper and the rebalancer.
@@ -20,6 +21,9 @@ type Options struct {
 	// Rebalance turns the rebalancer on (off by default); RebalanceOptions tune it.
 	Rebalance  bool
 	Rebalancer RebalanceOptions
+	// BudgetFloor turns on the budget floor (off by default): a PodDisruptionBudget for each
+	// workload without one in the namespaces opted in (package floor).
+	BudgetFloor bool
 }
 
 // LeaseName is the spread mode's default leader Lease (the chart names its own per release,
@@ -54,15 +58,24 @@ func (o *Options) Complete(path string, schedulerConfig []byte, deletionCost boo
 			return fmt.Errorf("rebalance: %w", err)
 		}
 	}
-	if !deletionCost && !o.Rebalance {
-		return errors.New("--deletion-cost=false and --rebalance=false: nothing to do")
+	if !deletionCost && !o.Rebalance && !o.BudgetFloor {
+		return errors.New("--deletion-cost=false, --rebalance=false and --budget-floor=false: nothing to do")
 	}
 	return nil
 }
 
-// SetupWithManager adds the leader's keeper (and rebalancer) to mgr, which cmd/pool-labeler/app
-// builds (leader-elected, released on cancel); standbys wait on the Lease.
+// SetupWithManager adds the leader's keeper (and rebalancer, and budget floor) to mgr, which
+// cmd/pool-labeler/app builds (leader-elected, released on cancel; with the budget floor, its
+// cache options from floor.CacheOptions); standbys wait on the Lease.
 func SetupWithManager(mgr ctrl.Manager, o Options) error {
+	if o.BudgetFloor {
+		if err := floor.SetupWithManager(mgr); err != nil {
+			return err
+		}
+	}
+	if o.Keeper.Off && !o.Rebalance {
+		return nil // the budget floor alone: no pod informers
+	}
 	cs, err := kubernetes.NewForConfig(mgr.GetConfig())
 	if err != nil {
 		return err

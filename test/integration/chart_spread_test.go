@@ -9,7 +9,7 @@ import (
 
 // TestHelmChartSpread: the spread keeper's Deployment follows spread.* values: deletion costs on
 // and the rebalancer off by default, the rebalancer's dry run on when it is enabled, its caps
-// passed on; the eviction right and its policy only when the rebalancer evicts; nothing is
+// passed on, the budget floor off by default and alone enough to run; the eviction right and its policy only when the rebalancer evicts; nothing is
 // rendered without DomainSpread or with spread.enabled false; nothing to run is refused.
 func TestHelmChartSpread(t *testing.T) {
 	tests := []struct {
@@ -20,7 +20,7 @@ func TestHelmChartSpread(t *testing.T) {
 		// wantEvict: the ClusterRole grants pods/eviction and the eviction policy is rendered.
 		wantEvict bool
 	}{
-		{name: "defaults", wantArgs: []string{"spread", "--scheduler-name=pool-scheduler", "--deletion-cost=true", "--deletion-cost-rate=20", "--rebalance=false"}},
+		{name: "defaults", wantArgs: []string{"spread", "--scheduler-name=pool-scheduler", "--deletion-cost=true", "--deletion-cost-rate=20", "--rebalance=false", "--budget-floor=false"}},
 		{name: "rebalancer on: dry run first", values: `spread: {rebalance: {enabled: true, interval: 30s}}`,
 			wantArgs: []string{"--deletion-cost=true", "--rebalance=true", "--rebalance-dry-run=true", "--rebalance-interval=30s", "--rebalance-cooldown=5m"}},
 		{name: "rebalancer only", values: `spread: {deletionCost: {enabled: false}, rebalance: {enabled: true, dryRun: false}}`,
@@ -28,6 +28,8 @@ func TestHelmChartSpread(t *testing.T) {
 				"--rebalance-max-per-pass=5", "--rebalance-max-per-node=1", "--rebalance-max-per-namespace=2"}, wantEvict: true},
 		{name: "caps", values: `spread: {rebalance: {enabled: true, dryRun: false, maxPerPass: 20, maxPerNode: 2, maxPerNamespace: 4, maxBackoff: 2h}}`,
 			wantArgs: []string{"--rebalance-max-backoff=2h", "--rebalance-max-per-pass=20", "--rebalance-max-per-node=2", "--rebalance-max-per-namespace=4"}, wantEvict: true},
+		{name: "the budget floor alone", values: `spread: {deletionCost: {enabled: false}, budgetFloor: {enabled: true}}`,
+			wantArgs: []string{"--deletion-cost=false", "--rebalance=false", "--budget-floor=true"}},
 		{name: "a cap of 0 refused", values: `spread: {rebalance: {maxPerNode: 0}}`, wantErr: "maxPerNode"},
 		{name: "custom scheduler name", values: `scheduler: {name: nodepools}`, wantArgs: []string{"--scheduler-name=nodepools"}},
 		{name: "off", values: `spread: {enabled: false}`},
