@@ -61,6 +61,7 @@ func newSimulateCommand() *cobra.Command {
 		progressMode string
 		logFile      string
 		seeds        int
+		budgetFloor  bool
 	)
 	cmd := &cobra.Command{
 		Use:   "simulate",
@@ -102,6 +103,10 @@ func newSimulateCommand() *cobra.Command {
 				sc, err := simulate.Load(name)
 				if err != nil {
 					return err
+				}
+				if budgetFloor && sc.Maintenance != nil {
+					sc.Maintenance.BudgetFloor = true
+					sc.Name += " +budget-floor"
 				}
 				g := &simulate.SeededComparison{Scenario: sc.Name}
 				for _, c := range sc.WithSeeds(seeds) {
@@ -163,6 +168,7 @@ func newSimulateCommand() *cobra.Command {
 	cmd.Flags().StringVar(&logFile, "log-file", "", "write everything logged to standard error (the control plane's, etcd's and the schedulers' logs) to this file instead; standard error keeps only the progress and errors (make demo)")
 	cmd.Flags().StringVar(&progressMode, "progress", "auto", "auto: one status line rewritten in place when stderr is a terminal, nothing otherwise; lines: every step on its own line (make demo); none")
 	cmd.Flags().IntVar(&seeds, "seeds", 1, "runs of each maintenance scenario, its seed and the next ones (batch order, surge and replacement zones): the table shows each figure's mean and range and judges the goals over them")
+	cmd.Flags().BoolVar(&budgetFloor, "budget-floor", false, "run the maintenance scenarios with the budget floor on (their maintenance.budgetFloor: a PodDisruptionBudget for each workload of 3+ replicas without one, as pool-labeler spread --budget-floor keeps it)")
 	cmd.Flags().IntVar(&parallel, "parallel", 3, "runs at once, each on its own embedded control plane (a run mostly waits on the scenario's timeline)")
 	return cmd
 }

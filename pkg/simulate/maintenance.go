@@ -10,22 +10,30 @@ import (
 	"sync"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/klog/v2"
 	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
 	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/pool-scheduler/pool-scheduler/pkg/controlplane"
 	"github.com/pool-scheduler/pool-scheduler/pkg/kubesim"
 	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
+	"github.com/pool-scheduler/pool-scheduler/pkg/spreadkeeper/floor"
 )
 
 // Node labels and annotations AKS writes during an upgrade (docs/maintenance.md).
@@ -200,16 +208,36 @@ func (t *readyTracker) allReady() bool {
 // maintenanceWorkloads creates the workloads as ReplicaSets (and their PodDisruptionBudgets)
 // for the ReplicaSet controller to fill.
 func maintenanceWorkloads(ctx context.Context, cs kubernetes.Interface, sc *Scenario, schedulerName func(*Workload) string, t *readyTracker) error {
+	floored := 0
 	for i := range sc.Workloads {
 		w := &sc.Workloads[i]
+		if sc.Maintenance.BudgetFloor {
+			patch := fmt.Sprintf(`{"metadata":{"labels":{%q:"true"}}}`, floor.NamespaceLabel)
+			if _, err := cs.CoreV1().Namespaces().Patch(ctx, w.Namespace, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+				return fmt.Errorf("opting namespace %s in to the budget floor: %w", w.Namespace, err)
+			}
+		}
 		for j := 0; j < w.ReplicaSets; j++ {
 			rs := replicaSet(w, j, 1)
 			pod := replica(w, rs, 0, schedulerName(w))
 			rs.Spec.Template.Spec = pod.Spec
+			if sc.Maintenance.BudgetFloor {
+				d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: rs.Namespace, Name: rs.Name, Labels: rs.Labels},
+					Spec: appsv1.DeploymentSpec{Replicas: rs.Spec.Replicas, Selector: rs.Spec.Selector, Template: rs.Spec.Template}}
+				d, err := cs.AppsV1().Deployments(d.Namespace).Create(ctx, d, metav1.CreateOptions{})
+				if err != nil {
+					return fmt.Errorf("creating Deployment %s/%s: %w", rs.Namespace, rs.Name, err)
+				}
+				rs.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(d, appsv1.SchemeGroupVersion.WithKind("Deployment"))}
+				if w.PDB == nil && w.Replicas >= floor.MinReplicas {
+					floored++
+				}
+			}
 			if _, err := cs.AppsV1().ReplicaSets(w.Namespace).Create(ctx, rs, metav1.CreateOptions{}); err != nil {
 				return fmt.Errorf("creating ReplicaSet %s/%s: %w", rs.Namespace, rs.Name, err)
 			}
-			t.wl[w.Namespace+"/replicaset/"+rs.Name] = &MaintainedWorkload{Name: w.Namespace + "/replicaset/" + rs.Name, Replicas: w.Replicas, Floor: Floor(w.Replicas), PDB: w.PDB != nil}
+			budgeted := w.PDB != nil || sc.Maintenance.BudgetFloor && w.Replicas >= floor.MinReplicas
+			t.wl[w.Namespace+"/replicaset/"+rs.Name] = &MaintainedWorkload{Name: w.Namespace + "/replicaset/" + rs.Name, Replicas: w.Replicas, Floor: Floor(w.Replicas), PDB: budgeted}
 			if w.PDB == nil {
 				continue
 			}
@@ -227,6 +255,37 @@ func maintenanceWorkloads(ctx context.Context, cs kubernetes.Interface, sc *Scen
 			}
 		}
 	}
+	if floored == 0 {
+		return nil
+	}
+	// The floor's budgets exist before the maintenance starts, as they would in a cluster where
+	// it ran before the upgrade.
+	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		l, err := cs.PolicyV1().PodDisruptionBudgets(metav1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: floor.ManagedByLabel + "=" + floor.ManagedBy})
+		return err == nil && len(l.Items) == floored, nil
+	})
+}
+
+var setControllerRuntimeLogger sync.Once
+
+// startBudgetFloor runs the budget floor controller in process, as pool-labeler spread
+// --budget-floor runs it (its cache options, no leader election), until ctx ends. Runs in
+// parallel share the process: the controller's name is not unique in it.
+func startBudgetFloor(ctx context.Context, cp *controlplane.ControlPlane) error {
+	// controller-runtime's own logger (its informers log through it) goes to klog too, as the
+	// manager's; unset, it warns on stderr.
+	setControllerRuntimeLogger.Do(func() { ctrllog.SetLogger(klog.Background()) })
+	opts := ctrl.Options{Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0", Logger: klog.Background(),
+		Controller: ctrlconfig.Controller{SkipNameValidation: ptr.To(true)}}
+	floor.CacheOptions(&opts)
+	mgr, err := ctrl.NewManager(cp.Config, opts)
+	if err != nil {
+		return err
+	}
+	if err := floor.SetupWithManager(mgr); err != nil {
+		return err
+	}
+	go func() { _ = mgr.Start(ctx) }()
 	return nil
 }
 
@@ -238,6 +297,11 @@ func runMaintenance(ctx context.Context, cp *controlplane.ControlPlane, sc *Scen
 	kubesim.StartReplicaSetController(ctx, cp)
 	if err := kubesim.StartDisruptionController(ctx, cp); err != nil {
 		return nil, err
+	}
+	if m.BudgetFloor {
+		if err := startBudgetFloor(ctx, cp); err != nil {
+			return nil, fmt.Errorf("budget floor: %w", err)
+		}
 	}
 	if err := kubesim.StartKubelet(ctx, cs, kubesim.KubeletOptions{ReadyAfter: m.Sim(m.PodReadyAfter.Duration), Logf: func(string, ...any) {}}); err != nil {
 		return nil, err

@@ -87,6 +87,12 @@ type Maintenance struct {
 	// Budget (consolidation) is the nodes disrupted at once: an integer or a percentage of the
 	// pool, rounded up (default 10%, Karpenter's default budget).
 	Budget *IntOrPercent `yaml:"budget"`
+	// BudgetFloor runs the budget floor (pool-labeler spread --budget-floor, package
+	// spreadkeeper/floor) with every workload's namespace opted in: each workload without a pdb,
+	// of 3 or more replicas, gets the floor's budget before the maintenance starts. Each
+	// ReplicaSet is then controlled by a Deployment object of the same name and replicas, which
+	// no controller runs (the floor keeps budgets for Deployments and StatefulSets).
+	BudgetFloor bool `yaml:"budgetFloor"`
 	// PodReadyAfter is how long the kubelet stand-in takes to make a bound pod Ready (default 30s).
 	PodReadyAfter Duration `yaml:"podReadyAfter"`
 	// ReimageTime is how long a reimaged node stays NotReady (default 5m); ProvisionTime how
