@@ -217,9 +217,7 @@ func (c *Controller) keep(ctx context.Context, w workload, have, want *policyv1.
 			writes.WithLabelValues("create", "error").Inc()
 			return fmt.Errorf("creating %s/%s: %w", want.Namespace, want.Name, err)
 		}
-		writes.WithLabelValues("create", "success").Inc()
-		c.recorder.Eventf(w.obj, corev1.EventTypeNormal, "BudgetFloorCreated",
-			"PodDisruptionBudget %s: maxUnavailable %s of %d replicas", want.Name, want.Spec.MaxUnavailable.String(), w.replicas)
+		c.kept(w, want, "create", "BudgetFloorCreated")
 		return nil
 	}
 	if sameSpec(have, want) {
@@ -234,10 +232,15 @@ func (c *Controller) keep(ctx context.Context, w workload, have, want *policyv1.
 		writes.WithLabelValues("update", "error").Inc()
 		return fmt.Errorf("updating %s/%s: %w", have.Namespace, have.Name, err)
 	}
-	writes.WithLabelValues("update", "success").Inc()
-	c.recorder.Eventf(w.obj, corev1.EventTypeNormal, "BudgetFloorResized",
-		"PodDisruptionBudget %s: maxUnavailable %s of %d replicas", want.Name, want.Spec.MaxUnavailable.String(), w.replicas)
+	c.kept(w, want, "update", "BudgetFloorResized")
 	return nil
+}
+
+// kept counts a write of w's budget and tells it on the workload.
+func (c *Controller) kept(w workload, want *policyv1.PodDisruptionBudget, operation, eventReason string) {
+	writes.WithLabelValues(operation, "success").Inc()
+	c.recorder.Eventf(w.obj, corev1.EventTypeNormal, eventReason,
+		"PodDisruptionBudget %s: maxUnavailable %s of %d replicas", want.Name, want.Spec.MaxUnavailable.String(), w.replicas)
 }
 
 // remove deletes one of the floor's budgets (only the version read: a budget replaced in the
