@@ -475,20 +475,6 @@ func TestScoreDuringAnUpgrade(t *testing.T) {
 	candidate.Spec.Taints = []v1.Taint{{Key: pool.TaintDeletionCandidate, Effect: v1.TaintEffectPreferNoSchedule}}
 	planned := aks("z0-planned", "0", oldImage, false)
 	planned.Status.Conditions = []v1.NodeCondition{{Type: "MaintenancePlanned", Status: v1.ConditionTrue}}
-	// Two zones of two nodes, one reimaged, and a dense workload on the old nodes: 3 in zone 0,
-	// 4 in zone 1 (the slack cases).
-	oneReimaged := func() []*v1.Node {
-		return []*v1.Node{
-			aks("z0-old", "0", oldImage, false), aks("z0-old2", "0", oldImage, false),
-			aks("z1-old", "1", oldImage, false), aks("z1-reimaged", "1", newImage, false),
-		}
-	}
-	denseOnOld := func() []*v1.Pod {
-		return []*v1.Pod{
-			rsPod("a1", "rs-a", "z0-old"), rsPod("a2", "rs-a", "z0-old"), rsPod("a3", "rs-a", "z0-old2"),
-			rsPod("b1", "rs-a", "z1-old"), rsPod("b2", "rs-a", "z1-old"), rsPod("b3", "rs-a", "z1-old"), rsPod("b4", "rs-a", "z1-old"),
-		}
-	}
 	tests := []struct {
 		name     string
 		nodes    []*v1.Node
@@ -538,17 +524,30 @@ func TestScoreDuringAnUpgrade(t *testing.T) {
 			wantBest: []string{"z0-old", "z0-surge"},
 		},
 		{
-			name:     "upgrading: a dense workload's replica takes a reimaged node up to the slack above the least loaded zone",
-			nodes:    oneReimaged(),
-			existing: denseOnOld(),
+			name: "upgrading: a dense workload's replica takes a reimaged node up to the slack above the least loaded zone",
+			nodes: []*v1.Node{
+				aks("z0-old", "0", oldImage, false), aks("z0-old2", "0", oldImage, false),
+				aks("z1-old", "1", oldImage, false), aks("z1-reimaged", "1", newImage, false),
+			},
+			existing: []*v1.Pod{
+				rsPod("a1", "rs-a", "z0-old"), rsPod("a2", "rs-a", "z0-old"), rsPod("a3", "rs-a", "z0-old2"),
+				rsPod("b1", "rs-a", "z1-old"), rsPod("b2", "rs-a", "z1-old"), rsPod("b3", "rs-a", "z1-old"), rsPod("b4", "rs-a", "z1-old"),
+			},
 			// 8 replicas with this one on 2 zones: a slack of 1, so zone 1 (4) scores as zone 0
 			// (3) on the zone, and its reimaged node stays where zone 0's old nodes move again.
 			wantBest: []string{"z1-reimaged"},
 		},
 		{
-			name:     "upgrading: beyond the slack the least loaded zone comes first",
-			nodes:    oneReimaged(),
-			existing: append(denseOnOld(), rsPod("b5", "rs-a", "z1-old")),
+			name: "upgrading: beyond the slack the least loaded zone comes first",
+			nodes: []*v1.Node{
+				aks("z0-old", "0", oldImage, false), aks("z0-old2", "0", oldImage, false),
+				aks("z1-old", "1", oldImage, false), aks("z1-reimaged", "1", newImage, false),
+			},
+			existing: []*v1.Pod{
+				rsPod("a1", "rs-a", "z0-old"), rsPod("a2", "rs-a", "z0-old"), rsPod("a3", "rs-a", "z0-old2"),
+				rsPod("b1", "rs-a", "z1-old"), rsPod("b2", "rs-a", "z1-old"), rsPod("b3", "rs-a", "z1-old"), rsPod("b4", "rs-a", "z1-old"),
+				rsPod("b5", "rs-a", "z1-old"),
+			},
 			// Zone 1 holds 5, two above zone 0 with a slack of 1; the host dimension then
 			// picks zone 0's emptier old node.
 			wantBest: []string{"z0-old2"},
