@@ -54,27 +54,12 @@ type scoreState struct {
 	// rollout is the pools' upgrade state for the cycle; while a pool upgrades, a node the
 	// upgrade will drain (an old generation, a surge node, one marked for removal) scores below
 	// a node that stays and holds fewer than its share of the workload, after the first
-	// dimension, so the replica moves once and the few nodes upgraded first do not pile up a
-	// workload's replicas. Upgrades only: holding counts the workload's replicas per node,
-	// zoneNodes the scored nodes per domain of the first dimension, staying the replicas per
-	// domain of the first dimension on nodes that stay (where the workload ends up).
+	// dimension: the replica keeps its zone and moves once, and the few nodes upgraded first do
+	// not pile up a workload's replicas. Upgrades only: holding counts the workload's replicas per
+	// node, zoneNodes the scored nodes per domain of the first dimension.
 	rollout   *pool.RolloutView
 	holding   map[string]int32
 	zoneNodes map[int32]int32
-	staying   map[int32]int32
-	// While upgrading, the first dimension's domains holding at most least+slack replicas
-	// (least: the least loaded domain among the scored nodes) score alike on it: a dense
-	// workload's replica then goes to a staying node of a domain up to slack+1 above the least
-	// loaded rather than to an old node of the least loaded one, which would move it again
-	// (in a 12-node pool drained two nodes at a time, the least loaded zone often has no
-	// upgraded node yet). Among those domains, the one whose staying nodes hold the fewest
-	// replicas comes first, so the layout the upgrade ends with is balanced. slack is 0, the
-	// strict order, below 4 replicas per domain: a small workload keeps skew 1 throughout. A
-	// domain gets the slack only while the replicas still to move (those on nodes that do not
-	// stay) can even out the staying layout to skew 1 after one more replica there (slackOK):
-	// late in an upgrade the strict order returns, so the upgrade ends balanced.
-	least, leastStaying, slack int32
-	slackOK                    map[int32]bool
 }
 
 // Clone shares the state: scoring does not change it.
@@ -99,89 +84,19 @@ func (pl *DomainSpread) PreScore(ctx context.Context, state fwk.CycleState, pod 
 	}
 	ss := &scoreState{spreadState: s, nodes: nodes, bits: countBits, rollout: pl.rollouts.View()}
 	if ss.rollout.Upgrading() {
-		pl.countUpgrade(ss)
+		ss.holding, ss.zoneNodes = map[string]int32{}, map[int32]int32{}
+		pl.replicas.each(s.workload, func(node string, n int32) { ss.holding[node] = n })
+		for _, ni := range nodes {
+			if id := pl.domainIDs(ni.Node(), s.epoch)[0]; id != noDomain {
+				ss.zoneNodes[id]++
+			}
+		}
 	}
 	if pl.layered() {
 		pl.countCells(ss)
 	}
 	state.Write(preScoreStateKey, ss)
 	return nil
-}
-
-// upgradeSlackDivisor sets slack (see scoreState): one replica of slack per this many replicas
-// per domain, so a 24-replica workload on 3 zones may run 3 above its least loaded zone while a
-// pool upgrades, and returns to skew 1 as the upgrade's last batches and the surge nodes drain.
-const upgradeSlackDivisor = 4
-
-// countUpgrade fills the upgrade's counts (see scoreState), once per cycle: O(scored nodes +
-// nodes holding the workload's replicas), only while a pool upgrades.
-func (pl *DomainSpread) countUpgrade(s *scoreState) {
-	s.holding, s.zoneNodes, s.staying = map[string]int32{}, map[int32]int32{}, map[int32]int32{}
-	pl.replicas.each(s.workload, func(node string, n int32) { s.holding[node] = n })
-	for _, ni := range s.nodes {
-		if id := pl.domainIDs(ni.Node(), s.epoch)[0]; id != noDomain {
-			s.zoneNodes[id]++
-		}
-	}
-	if len(s.zoneNodes) == 0 {
-		return
-	}
-	nodeInfos := pl.sharedLister.NodeInfos()
-	for name, n := range s.holding {
-		ni, err := nodeInfos.Get(name)
-		if err != nil || ni.Node() == nil || s.rollout.FateOf(pool.Identity{}, ni.Node()) != pool.Stays {
-			continue
-		}
-		if id := pl.domainIDs(ni.Node(), s.epoch)[0]; id != noDomain {
-			s.staying[id] += n
-		}
-	}
-	first := true
-	for id := range s.zoneNodes {
-		n, st := s.inDomain(0, id), s.staying[id]
-		if first || n < s.least {
-			s.least = n
-		}
-		if first || st < s.leastStaying {
-			s.leastStaying = st
-		}
-		first = false
-	}
-	s.slack = (s.counted + 1) / (int32(len(s.zoneNodes)) * upgradeSlackDivisor)
-	if s.slack == 0 || len(s.zoneNodes) > maxSlackDomains {
-		s.slack = 0
-		return
-	}
-	var staying int32
-	for id := range s.zoneNodes {
-		staying += s.staying[id]
-	}
-	s.slackOK = make(map[int32]bool, len(s.zoneNodes))
-	for id := range s.zoneNodes {
-		s.slackOK[id] = s.evensOut(id, s.counted-staying)
-	}
-}
-
-// maxSlackDomains bounds countUpgrade's O(domains²) check: a first dimension of more domains
-// (hosts, say) keeps the strict order.
-const maxSlackDomains = 16
-
-// evensOut reports whether, with one more replica on a staying node of domain id, moving
-// replicas still to place can bring every domain's staying replicas within 1 of the most.
-func (s *scoreState) evensOut(id, moving int32) bool {
-	most := s.staying[id] + 1
-	for d := range s.zoneNodes {
-		most = max(most, s.staying[d])
-	}
-	var missing int32
-	for d := range s.zoneNodes {
-		have := s.staying[d]
-		if d == id {
-			have++
-		}
-		missing += max(most-1-have, 0)
-	}
-	return missing <= moving
 }
 
 // layered reports whether the dimensions get cell layering (see scoreState).
@@ -271,21 +186,10 @@ func (pl *DomainSpread) Score(_ context.Context, state fwk.CycleState, _ *v1.Pod
 		} else {
 			n = pl.ignoredCount(s, d)
 		}
-		if d == 0 {
-			var above int32
-			if s.holding != nil && ids[0] != noDomain {
-				// Domains within the slack score alike; among them the fewest staying
-				// replicas first (see scoreState).
-				if s.slackOK[ids[0]] {
-					n = max(n, s.least+s.slack)
-				}
-				above = min(s.staying[ids[0]]-s.leastStaying, 1<<(fateBits-1)-1)
-			}
-			raw = raw<<s.bits | int64(min(n, limit))
-			raw = raw<<fateBits | pl.moves(s, ids, nodeInfo.Node())<<(fateBits-1) | int64(above)
-			continue
-		}
 		raw = raw<<s.bits | int64(min(n, limit))
+		if d == 0 {
+			raw = raw<<fateBits | pl.moves(s, ids, nodeInfo.Node())
+		}
 		if d == 1 && s.layered {
 			// The cell's replicas, then the most filled diagonal first; a node lacking either
 			// of the first two dimensions scores as an empty cell on an empty diagonal.
@@ -301,9 +205,8 @@ func (pl *DomainSpread) Score(_ context.Context, state fwk.CycleState, _ *v1.Pod
 	return raw, nil
 }
 
-// fateBits holds moves' result, then the domain's staying replicas above the least (capped),
-// in the raw score: within the 63 bits with rawBits.
-const fateBits = 3
+// fateBits holds moves' result in the raw score (within the 63 bits: rawBits plus these).
+const fateBits = 2
 
 // moves is 0 for a node maintenance under way leaves in place and that holds fewer replicas of
 // the workload than its share (the replicas of its first-dimension domain, this one included,

@@ -473,8 +473,9 @@ func TestScoreDuringAnUpgrade(t *testing.T) {
 	}
 	candidate := aks("z0-candidate", "0", oldImage, false)
 	candidate.Spec.Taints = []v1.Taint{{Key: pool.TaintDeletionCandidate, Effect: v1.TaintEffectPreferNoSchedule}}
-	planned := aks("z0-planned", "0", oldImage, false)
-	planned.Status.Conditions = []v1.NodeCondition{{Type: "MaintenancePlanned", Status: v1.ConditionTrue}}
+	// KEP-5683: a node being drained says so with a condition, without a taint.
+	draining := aks("z0-draining", "0", oldImage, false)
+	draining.Status.Conditions = append(draining.Status.Conditions, v1.NodeCondition{Type: "DrainInProgress", Status: v1.ConditionTrue})
 	tests := []struct {
 		name     string
 		nodes    []*v1.Node
@@ -524,63 +525,20 @@ func TestScoreDuringAnUpgrade(t *testing.T) {
 			wantBest: []string{"z0-old", "z0-surge"},
 		},
 		{
-			name: "upgrading: a dense workload's replica takes a reimaged node up to the slack above the least loaded zone",
-			nodes: []*v1.Node{
-				aks("z0-old", "0", oldImage, false), aks("z0-old2", "0", oldImage, false),
-				aks("z1-old", "1", oldImage, false), aks("z1-reimaged", "1", newImage, false),
-			},
-			existing: []*v1.Pod{
-				rsPod("a1", "rs-a", "z0-old"), rsPod("a2", "rs-a", "z0-old"), rsPod("a3", "rs-a", "z0-old2"),
-				rsPod("b1", "rs-a", "z1-old"), rsPod("b2", "rs-a", "z1-old"), rsPod("b3", "rs-a", "z1-old"), rsPod("b4", "rs-a", "z1-old"),
-			},
-			// 8 replicas with this one on 2 zones: a slack of 1, so zone 1 (4) scores as zone 0
-			// (3) on the zone, and its reimaged node stays where zone 0's old nodes move again.
-			wantBest: []string{"z1-reimaged"},
-		},
-		{
-			name: "upgrading: beyond the slack the least loaded zone comes first",
-			nodes: []*v1.Node{
-				aks("z0-old", "0", oldImage, false), aks("z0-old2", "0", oldImage, false),
-				aks("z1-old", "1", oldImage, false), aks("z1-reimaged", "1", newImage, false),
-			},
-			existing: []*v1.Pod{
-				rsPod("a1", "rs-a", "z0-old"), rsPod("a2", "rs-a", "z0-old"), rsPod("a3", "rs-a", "z0-old2"),
-				rsPod("b1", "rs-a", "z1-old"), rsPod("b2", "rs-a", "z1-old"), rsPod("b3", "rs-a", "z1-old"), rsPod("b4", "rs-a", "z1-old"),
-				rsPod("b5", "rs-a", "z1-old"),
-			},
-			// Zone 1 holds 5, two above zone 0 with a slack of 1; the host dimension then
-			// picks zone 0's emptier old node.
-			wantBest: []string{"z0-old2"},
-		},
-		{
-			name: "upgrading: within the slack, the zone whose staying nodes hold the fewest",
-			nodes: []*v1.Node{
-				aks("z0-old", "0", oldImage, false), aks("z0-reimaged", "0", newImage, false), aks("z0-reimaged2", "0", newImage, false),
-				aks("z1-old", "1", oldImage, false), aks("z1-reimaged", "1", newImage, false),
-			},
-			existing: []*v1.Pod{
-				rsPod("a1", "rs-a", "z0-old"), rsPod("a2", "rs-a", "z0-reimaged"), rsPod("a3", "rs-a", "z0-reimaged"),
-				rsPod("b1", "rs-a", "z1-old"), rsPod("b2", "rs-a", "z1-old"), rsPod("b3", "rs-a", "z1-old"), rsPod("b4", "rs-a", "z1-reimaged"),
-			},
-			// Zone 0 holds 3 (2 on staying nodes), zone 1 holds 4 (1 staying): alike within the
-			// slack of 1, both with a staying node below its share; zone 1 ends up with fewer.
-			wantBest: []string{"z1-reimaged"},
-		},
-		{
 			name:     "no upgrade: generations alike, every node of the emptier zone ties",
 			nodes:    []*v1.Node{aks("z0-a", "0", oldImage, false), aks("z0-b", "0", oldImage, true), aks("z1-a", "1", oldImage, false)},
 			existing: []*v1.Pod{rsPod("a1", "rs-a", "z1-a")},
 			wantBest: []string{"z0-a", "z0-b"},
 		},
 		{
-			name:     "no upgrade: a deletion candidate scores below its zone's other nodes",
-			nodes:    []*v1.Node{candidate, aks("z0-b", "0", oldImage, false), aks("z1-a", "1", oldImage, false)},
+			name:     "no upgrade: a node with a lifecycle condition True scores below its zone's other nodes",
+			nodes:    []*v1.Node{draining, aks("z0-a", "0", oldImage, false), aks("z1-a", "1", oldImage, false)},
 			existing: []*v1.Pod{rsPod("a1", "rs-a", "z1-a")},
-			wantBest: []string{"z0-b"},
+			wantBest: []string{"z0-a"},
 		},
 		{
-			name:     "no upgrade: a node with a lifecycle condition (KEP-5683) scores below its zone's other nodes",
-			nodes:    []*v1.Node{planned, aks("z0-b", "0", oldImage, false), aks("z1-a", "1", oldImage, false)},
+			name:     "no upgrade: a deletion candidate scores below its zone's other nodes",
+			nodes:    []*v1.Node{candidate, aks("z0-b", "0", oldImage, false), aks("z1-a", "1", oldImage, false)},
 			existing: []*v1.Pod{rsPod("a1", "rs-a", "z1-a")},
 			wantBest: []string{"z0-b"},
 		},
