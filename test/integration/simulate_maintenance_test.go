@@ -62,8 +62,8 @@ func identities(ctx context.Context, cs kubernetes.Interface) (map[string]nodeId
 // nodes on the new image. In each, every replica is evicted at least once through the Eviction
 // API (every original node was drained), evictions are refused only where a
 // PodDisruptionBudget binds and at least once there, and each workload's Ready replicas are
-// recorded. It prints the table with the goals; pool-scheduler vs default is not
-// asserted here.
+// recorded. It prints the table with the goals, and fails when pool-scheduler is behind
+// the default by more than the run-to-run spread measured for the seed (checkNotBehind).
 func TestSimulateMaintenance(t *testing.T) {
 	modes, err := simulate.Modes()
 	if err != nil {
@@ -87,6 +87,7 @@ func TestSimulateMaintenance(t *testing.T) {
 					t.Fatal(err)
 				}
 				t.Logf("\n%s", table.String())
+				checkNotBehind(t, c)
 				comparisons[i] = c
 			})
 		}
@@ -122,6 +123,37 @@ func TestSimulateMaintenance(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// notBehindBy is, per short scenario, how far pool-scheduler's evictions and refused evictions
+// per replica may exceed the default scheduler's in one run of make test's seed (43) before
+// checkNotBehind fails: the largest difference seen over 4 reruns of that seed plus the range of
+// the differences (docs/maintenance.md, "The make-test guard"). It includes today's gaps (0.04
+// evictions per replica on surge-upgrade-small, 0.13 on consolidation-small): a change that moves
+// replicas more than that fails make test.
+var notBehindBy = map[string]struct{ evictions, refusals float64 }{
+	"surge-upgrade-small": {evictions: 0.15, refusals: 1.8},
+	"blue-green-small":    {evictions: 0.02, refusals: 3.3},
+	"consolidation-small": {evictions: 0.22, refusals: 1.7},
+}
+
+// checkNotBehind fails when pool-scheduler is behind the default scheduler in c by more than
+// notBehindBy: a change that makes placement move replicas more during maintenance.
+func checkNotBehind(t *testing.T, c *simulate.Comparison) {
+	t.Helper()
+	by, ok := notBehindBy[c.Scenario]
+	if !ok || len(c.Results) != 2 {
+		t.Fatalf("%s: no guard, or %d modes", c.Scenario, len(c.Results))
+	}
+	def, pool := c.Results[0].Maintenance, c.Results[1].Maintenance
+	if d := pool.EvictionsPerReplica - def.EvictionsPerReplica; d > by.evictions {
+		t.Errorf("%s: pool-scheduler %.2f evictions per replica, the default %.2f: behind by %.2f, more than the measured spread %.2f",
+			c.Scenario, pool.EvictionsPerReplica, def.EvictionsPerReplica, d, by.evictions)
+	}
+	if d := pool.RefusalsPerReplica - def.RefusalsPerReplica; d > by.refusals {
+		t.Errorf("%s: pool-scheduler %.2f refused evictions per replica, the default %.2f: behind by %.2f, more than the measured spread %.2f",
+			c.Scenario, pool.RefusalsPerReplica, def.RefusalsPerReplica, d, by.refusals)
 	}
 }
 
