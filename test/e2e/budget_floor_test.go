@@ -92,31 +92,31 @@ func TestBudgetFloorInstalled(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	wantBudget := func(n string, maxUnavailable int) {
+	wantBudget := func(n string, minAvailable int) {
 		t.Helper()
 		last := ""
 		err := wait.PollUntilContextTimeout(tCtx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 			p, err := admin.PolicyV1().PodDisruptionBudgets(n).Get(ctx, "web-budget-floor", metav1.GetOptions{})
 			switch {
-			case maxUnavailable == 0:
+			case minAvailable == 0:
 				last = fmt.Sprintf("%v", err)
 				return apierrors.IsNotFound(err), nil
 			case err != nil:
 				last = err.Error()
 				return false, nil
 			}
-			last = fmt.Sprintf("maxUnavailable %v", p.Spec.MaxUnavailable)
-			return p.Spec.MaxUnavailable != nil && p.Spec.MaxUnavailable.IntValue() == maxUnavailable, nil
+			last = fmt.Sprintf("minAvailable %v", p.Spec.MinAvailable)
+			return p.Spec.MinAvailable != nil && p.Spec.MinAvailable.IntValue() == minAvailable, nil
 		})
 		if err != nil {
-			t.Fatalf("%s/web-budget-floor after a minute: %s, want maxUnavailable %d (0: none)\n%s", n, last, maxUnavailable, proc.Output())
+			t.Fatalf("%s/web-budget-floor after a minute: %s, want minAvailable %d (0: none)\n%s", n, last, minAvailable, proc.Output())
 		}
 	}
-	wantBudget(apps, 1)
+	wantBudget(apps, 2)
 	if _, err := admin.AppsV1().Deployments(apps).Patch(tCtx, "web", types.MergePatchType, []byte(`{"spec":{"replicas":6}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	wantBudget(apps, 2)
+	wantBudget(apps, 4)
 	own := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: apps, Name: "web"},
 		Spec: policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromInt32(1)), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}}}
 	if _, err := admin.PolicyV1().PodDisruptionBudgets(apps).Create(tCtx, own, metav1.CreateOptions{}); err != nil {

@@ -40,7 +40,7 @@ func floorDeployment(ns, name string, replicas int32) *appsv1.Deployment {
 
 // TestBudgetFloor: in a namespace opted in (label pool-scheduler.io/budget-floor=true), the
 // floor keeps one PodDisruptionBudget per Deployment and StatefulSet of 3+ replicas without one
-// (maxUnavailable r - ceil(2r/3), unhealthy pods always evictable, owned by the workload),
+// (minAvailable ceil(2r/3), unhealthy pods always evictable, owned by the workload),
 // resizes it on scale, and removes it when the workload shrinks below 3, is opted out, gets a
 // budget of its user's own, or the namespace leaves (or is the eviction-autoscaler's). It
 // corrects a budget of its own edited by hand, recreates one deleted, and leaves workloads
@@ -88,14 +88,14 @@ func TestBudgetFloor(t *testing.T) {
 	optIn(apps, true)
 	mustCreate(t, createDeployment(tCtx, cs, floorDeployment(apps, "web", 3)))
 
-	want := func(ns, name string, maxUnavailable int32) {
+	want := func(ns, name string, minAvailable int32) {
 		t.Helper()
 		waitFloorBudget(tCtx, t, cs, ns, name+"-budget-floor", func(p *policyv1.PodDisruptionBudget) string {
 			switch {
 			case p == nil:
 				return "no budget"
-			case p.Spec.MaxUnavailable == nil || p.Spec.MaxUnavailable.IntValue() != int(maxUnavailable) || p.Spec.MinAvailable != nil:
-				return fmt.Sprintf("maxUnavailable %v, minAvailable %v; want maxUnavailable %d", p.Spec.MaxUnavailable, p.Spec.MinAvailable, maxUnavailable)
+			case p.Spec.MinAvailable == nil || p.Spec.MinAvailable.IntValue() != int(minAvailable) || p.Spec.MaxUnavailable != nil:
+				return fmt.Sprintf("minAvailable %v, maxUnavailable %v; want minAvailable %d", p.Spec.MinAvailable, p.Spec.MaxUnavailable, minAvailable)
 			case ptr.Deref(p.Spec.UnhealthyPodEvictionPolicy, "") != policyv1.AlwaysAllow:
 				return fmt.Sprintf("unhealthyPodEvictionPolicy %v, want AlwaysAllow", p.Spec.UnhealthyPodEvictionPolicy)
 			case p.Labels[floor.ManagedByLabel] != floor.ManagedBy:
@@ -122,7 +122,7 @@ func TestBudgetFloor(t *testing.T) {
 		}
 	}
 
-	want(apps, "web", 1)
+	want(apps, "web", 2)
 	for _, ns := range []string{plain, apps} {
 		name := map[string]string{plain: "web", apps: "small"}[ns]
 		if _, err := cs.PolicyV1().PodDisruptionBudgets(ns).Get(tCtx, name+"-budget-floor", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
@@ -132,22 +132,22 @@ func TestBudgetFloor(t *testing.T) {
 
 	t.Run("resized, removed and restored with the replicas", func(t *testing.T) {
 		scale(apps, "web", 7)
-		want(apps, "web", 2)
+		want(apps, "web", 5)
 		scale(apps, "web", 2)
 		none(apps, "web")
 		scale(apps, "web", 6)
-		want(apps, "web", 2)
+		want(apps, "web", 4)
 	})
 
 	t.Run("edited by hand: corrected; deleted: recreated", func(t *testing.T) {
-		if _, err := cs.PolicyV1().PodDisruptionBudgets(apps).Patch(tCtx, "web-budget-floor", types.MergePatchType, []byte(`{"spec":{"maxUnavailable":0}}`), metav1.PatchOptions{}); err != nil {
+		if _, err := cs.PolicyV1().PodDisruptionBudgets(apps).Patch(tCtx, "web-budget-floor", types.MergePatchType, []byte(`{"spec":{"minAvailable":6}}`), metav1.PatchOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		want(apps, "web", 2)
+		want(apps, "web", 4)
 		if err := cs.PolicyV1().PodDisruptionBudgets(apps).Delete(tCtx, "web-budget-floor", metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		want(apps, "web", 2)
+		want(apps, "web", 4)
 	})
 
 	t.Run("the user's own budget: the floor steps aside, and back", func(t *testing.T) {
@@ -163,7 +163,7 @@ func TestBudgetFloor(t *testing.T) {
 		if err := cs.PolicyV1().PodDisruptionBudgets(apps).Delete(tCtx, "web", metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		want(apps, "web", 2)
+		want(apps, "web", 4)
 	})
 
 	t.Run("a workload opted out", func(t *testing.T) {
@@ -175,7 +175,7 @@ func TestBudgetFloor(t *testing.T) {
 		annotate(`"false"`)
 		none(apps, "web")
 		annotate("null")
-		want(apps, "web", 2)
+		want(apps, "web", 4)
 	})
 
 	t.Run("a StatefulSet", func(t *testing.T) {
@@ -184,7 +184,7 @@ func TestBudgetFloor(t *testing.T) {
 		if _, err := cs.AppsV1().StatefulSets(apps).Create(tCtx, sts, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		want(apps, "db", 1)
+		want(apps, "db", 3)
 		p, err := cs.PolicyV1().PodDisruptionBudgets(apps).Get(tCtx, "db-budget-floor", metav1.GetOptions{})
 		if err != nil || metav1.GetControllerOf(p).Kind != "StatefulSet" {
 			t.Errorf("db's budget: %v, %v; want owned by the StatefulSet", p, err)
@@ -210,7 +210,7 @@ func TestBudgetFloor(t *testing.T) {
 
 	t.Run("the namespace opted in later, then the eviction-autoscaler's", func(t *testing.T) {
 		optIn(plain, true)
-		want(plain, "web", 1)
+		want(plain, "web", 2)
 		if _, err := cs.CoreV1().Namespaces().Patch(tCtx, plain, types.MergePatchType, []byte(fmt.Sprintf(`{"metadata":{"annotations":{%q:"true"}}}`, floor.EvictionAutoscalerAnnotation)), metav1.PatchOptions{}); err != nil {
 			t.Fatal(err)
 		}

@@ -9,6 +9,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/kubernetes/test/utils/ktesting"
@@ -21,22 +22,27 @@ import (
 // TestHelmChartBudgetFloor: with spread.budgetFloor.enabled the chart grants the spread keeper's
 // account PodDisruptionBudget writes, and its ValidatingAdmissionPolicy refuses, on the real
 // apiserver, every write outside the budgets the floor keeps: a budget without the floor's label,
-// one not controlled by a Deployment or StatefulSet, one with minAvailable, maxUnavailable 0 or
-// unhealthy pods not always evictable; changing, relabelling or deleting a user's budget. The
-// floor's own budget is created, resized and deleted. Without the value, RBAC refuses every
-// budget write by the account.
+// one not controlled by a Deployment or StatefulSet, one with maxUnavailable or a percentage, one
+// holding unhealthy pods, one selecting every pod, one not named <workload>-budget-floor, one in
+// a namespace not opted in; changing, relabelling or deleting a user's budget. The floor's own
+// budget is created, resized and deleted. Without the value, RBAC refuses every budget write by
+// the account.
 func TestHelmChartBudgetFloor(t *testing.T) {
 	tCtx := ktesting.Init(t)
 	cp := util.StartControlPlane(t, "--authorization-mode=Node,RBAC")
 	admin := cp.Client
 	apps := util.CreateNamespace(tCtx, t, admin, "apps")
+	plain := util.CreateNamespace(tCtx, t, admin, "plain")
+	if _, err := admin.CoreV1().Namespaces().Patch(tCtx, apps, types.MergePatchType, []byte(`{"metadata":{"labels":{"`+floor.NamespaceLabel+`":"true"}}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	owner := metav1.OwnerReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "web", UID: "5e1d0a2e-0000-4000-8000-000000000058", Controller: ptr.To(true)}
 	budget := func(name string, edit func(*policyv1.PodDisruptionBudget)) *policyv1.PodDisruptionBudget {
 		p := &policyv1.PodDisruptionBudget{
 			ObjectMeta: metav1.ObjectMeta{Namespace: apps, Name: name, Labels: map[string]string{floor.ManagedByLabel: floor.ManagedBy}, OwnerReferences: []metav1.OwnerReference{owner}},
 			Spec: policyv1.PodDisruptionBudgetSpec{
 				Selector:                   &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
-				MaxUnavailable:             ptr.To(intstr.FromInt32(1)),
+				MinAvailable:               ptr.To(intstr.FromInt32(2)),
 				UnhealthyPodEvictionPolicy: ptr.To(policyv1.AlwaysAllow),
 			},
 		}
@@ -71,8 +77,8 @@ func TestHelmChartBudgetFloor(t *testing.T) {
 				return err
 			}
 		}
-		maxUnavailable := func(v intstr.IntOrString) func(*policyv1.PodDisruptionBudget) {
-			return func(p *policyv1.PodDisruptionBudget) { p.Spec.MaxUnavailable = &v }
+		minAvailable := func(v intstr.IntOrString) func(*policyv1.PodDisruptionBudget) {
+			return func(p *policyv1.PodDisruptionBudget) { p.Spec.MinAvailable = &v }
 		}
 		// The policy is enforced once the apiserver has loaded it: until then an unlabelled
 		// probe would be created.
@@ -86,7 +92,7 @@ func TestHelmChartBudgetFloor(t *testing.T) {
 		if err := create(budget("web-budget-floor", nil))(tCtx); err != nil {
 			t.Errorf("the floor creating its budget: %v", err)
 		}
-		if err := update("web-budget-floor", maxUnavailable(intstr.FromInt32(2)))(tCtx); err != nil {
+		if err := update("web-budget-floor", minAvailable(intstr.FromInt32(4)))(tCtx); err != nil {
 			t.Errorf("the floor resizing its budget: %v", err)
 		}
 		refusals := []struct {
@@ -101,15 +107,24 @@ func TestHelmChartBudgetFloor(t *testing.T) {
 				create(budget("pod-owned", func(p *policyv1.PodDisruptionBudget) {
 					p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: "x", UID: "5e1d0a2e-0000-4000-8000-000000000059", Controller: ptr.To(true)}}
 				}))},
-			{"minAvailable", "must set maxUnavailable", create(budget("min", func(p *policyv1.PodDisruptionBudget) {
-				p.Spec.MaxUnavailable, p.Spec.MinAvailable = nil, ptr.To(intstr.FromInt32(3))
+			{"maxUnavailable", "must set an integer minAvailable", create(budget("max", func(p *policyv1.PodDisruptionBudget) {
+				p.Spec.MinAvailable, p.Spec.MaxUnavailable = nil, ptr.To(intstr.FromInt32(1))
 			}))},
-			{"maxUnavailable 0 (blocks every drain)", "must set maxUnavailable", update("web-budget-floor", maxUnavailable(intstr.FromInt32(0)))},
-			{"maxUnavailable as a percentage", "must set maxUnavailable", update("web-budget-floor", maxUnavailable(intstr.FromString("50%")))},
+			{"minAvailable as a percentage", "must set an integer minAvailable", update("web-budget-floor", minAvailable(intstr.FromString("50%")))},
+			{"an empty selector (every pod of the namespace)", "select pods by labels", create(budget("all-budget-floor", func(p *policyv1.PodDisruptionBudget) {
+				p.Spec.Selector = &metav1.LabelSelector{}
+			}))},
+			{"a name not its own", "must be named <workload>-budget-floor", create(budget("web", nil))},
+			{"a namespace not opted in", "in a namespace labelled pool-scheduler.io/budget-floor=true", func(ctx context.Context) error {
+				p := budget("web-budget-floor", nil)
+				p.Namespace = plain
+				_, err := keeper.PolicyV1().PodDisruptionBudgets(plain).Create(ctx, p, metav1.CreateOptions{})
+				return err
+			}},
 			{"unhealthy pods held", "unhealthyPodEvictionPolicy AlwaysAllow", update("web-budget-floor", func(p *policyv1.PodDisruptionBudget) {
 				p.Spec.UnhealthyPodEvictionPolicy = ptr.To(policyv1.IfHealthyBudget)
 			})},
-			{"changing a user's budget", "only change or delete the PodDisruptionBudgets it keeps", update(users.Name, maxUnavailable(intstr.FromInt32(3)))},
+			{"changing a user's budget", "only change or delete the PodDisruptionBudgets it keeps", update(users.Name, minAvailable(intstr.FromInt32(3)))},
 			{"labelling a user's budget as the floor's", "only change or delete the PodDisruptionBudgets it keeps",
 				update(users.Name, func(p *policyv1.PodDisruptionBudget) { p.Labels[floor.ManagedByLabel] = floor.ManagedBy })},
 			{"deleting a user's budget", "only change or delete the PodDisruptionBudgets it keeps", func(ctx context.Context) error {
@@ -128,7 +143,7 @@ func TestHelmChartBudgetFloor(t *testing.T) {
 			}
 		}
 		got, err := admin.PolicyV1().PodDisruptionBudgets(apps).Get(tCtx, users.Name, metav1.GetOptions{})
-		if err != nil || got.Spec.MaxUnavailable.IntValue() != 1 || got.Labels[floor.ManagedByLabel] != "" {
+		if err != nil || got.Spec.MinAvailable.IntValue() != 2 || got.Labels[floor.ManagedByLabel] != "" {
 			t.Errorf("the user's budget after the refused writes: %v, %v", got, err)
 		}
 		if err := pdbs.Delete(tCtx, "web-budget-floor", metav1.DeleteOptions{}); err != nil {

@@ -63,7 +63,7 @@ func TestSimulateBudgetFloor(t *testing.T) {
 		}
 		l, err := cs.PolicyV1().PodDisruptionBudgets(metav1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: floor.ManagedByLabel + "=" + floor.ManagedBy})
 		for _, p := range l.Items {
-			budgets = append(budgets, p.Name+" maxUnavailable="+p.Spec.MaxUnavailable.String())
+			budgets = append(budgets, p.Name+" minAvailable="+p.Spec.MinAvailable.String())
 		}
 		sort.Strings(budgets)
 		return err
@@ -73,7 +73,7 @@ func TestSimulateBudgetFloor(t *testing.T) {
 	if err != nil {
 		t.Fatalf("under %s: %v", mode.Name, err)
 	}
-	want := []string{"batch-00-r1-budget-floor maxUnavailable=1", "worker-00-r1-budget-floor maxUnavailable=2"}
+	want := []string{"batch-00-r1-budget-floor minAvailable=2", "worker-00-r1-budget-floor minAvailable=4"}
 	if diff := cmp.Diff(want, budgets); diff != "" {
 		t.Errorf("the floor's budgets when the upgrade starts (-want +got):\n%s", diff)
 	}

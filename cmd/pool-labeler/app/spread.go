@@ -49,7 +49,7 @@ func spreadFlags(f *pflag.FlagSet, s *shared) runner {
 	f.IntVar(&o.Rebalancer.MaxPerPass, "rebalance-max-per-pass", 5, "evictions per pass at most, in all")
 	f.IntVar(&o.Rebalancer.MaxPerNode, "rebalance-max-per-node", 1, "evictions per pass at most off one node")
 	f.IntVar(&o.Rebalancer.MaxPerNamespace, "rebalance-max-per-namespace", 2, "evictions per pass at most in one namespace")
-	f.BoolVar(&o.BudgetFloor, "budget-floor", false, "keep a PodDisruptionBudget (maxUnavailable r - ceil(2r/3)) for each Deployment and StatefulSet of 3 or more replicas without one, in namespaces labelled "+floor.NamespaceLabel+"=true (docs/maintenance.md)")
+	f.BoolVar(&o.BudgetFloor, "budget-floor", false, "keep a PodDisruptionBudget (minAvailable ceil(2r/3)) for each Deployment and StatefulSet of 3 or more replicas without one, in namespaces labelled "+floor.NamespaceLabel+"=true (docs/maintenance.md)")
 	var handoffSwitch types.NamespacedName
 	f.StringVar(&handoffSwitch.Name, "handoff-switch-configmap", "", "with --rebalance: the hand-off controller's switch (its --switch-configmap); the rebalancer evicts nothing while it does not say handoff \"true\" (pool-scheduler degraded), or cannot be read; empty: not read")
 	f.StringVar(&handoffSwitch.Namespace, "handoff-switch-namespace", os.Getenv("POD_NAMESPACE"), "namespace of --handoff-switch-configmap")

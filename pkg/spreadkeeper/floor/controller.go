@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -140,30 +141,46 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		}
 	}
 
+	uids := map[types.UID]bool{}
+	for _, w := range all {
+		uids[w.obj.GetUID()] = true
+	}
 	var errs []error
+	requeue := false
+	// note sorts a write's error: a conflict (the cache was behind) is retried with the queue's
+	// backoff, since the update that made it (a budget's status, say) may be one the watches'
+	// predicates pass by.
+	note := func(err error) {
+		if errors.Is(err, errStale) {
+			requeue = true
+		} else if err != nil {
+			errs = append(errs, err)
+		}
+	}
 	counts := map[reason]int{}
 	c.mu.Lock()
 	warned, nextWarned := c.warned[req.Name], map[types.UID]int64{}
 	c.mu.Unlock()
 	for _, w := range all {
-		why := whyOff
-		if on {
-			why = decide(w, all, foreign)
+		why := decide(w, all, foreign)
+		if !on && why != deleting && why != tooSmall {
+			why = whyOff
 		}
 		have := ours[w.obj.GetUID()]
 		delete(ours, w.obj.GetUID())
 		if why == kept {
 			want := desired(w)
 			if other := byName[want.Name]; have == nil && other != nil {
+				if other.Labels[ManagedByLabel] == ManagedBy && !uids[ownerOf(other)] {
+					// The floor's budget of a workload replaced under the same name: removed
+					// below; its deletion's event brings this one's budget.
+					continue
+				}
 				why = nameTaken
-				c.recorder.Eventf(w.obj, corev1.EventTypeWarning, "BudgetFloorNameTaken",
-					"no budget floor: the PodDisruptionBudget %s exists and is not this %s's", want.Name, w.kind)
 			}
 			if why == kept {
 				counts[kept]++
-				if err := c.keep(ctx, w, have, want); err != nil {
-					errs = append(errs, err)
-				}
+				note(c.keep(ctx, w, have, want))
 				continue
 			}
 		}
@@ -172,7 +189,7 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		default:
 			counts[why]++
 		}
-		if why == overlap || why == badSelector {
+		if why == overlap || why == badSelector || why == nameTaken {
 			uid, gen := w.obj.GetUID(), w.obj.GetGeneration()
 			if last, seen := warned[uid]; !seen || last != gen {
 				c.warn(w, why)
@@ -180,9 +197,7 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			nextWarned[uid] = gen
 		}
 		if have != nil {
-			if err := c.remove(ctx, have, w, why); err != nil {
-				errs = append(errs, err)
-			}
+			note(c.remove(ctx, have, w, why))
 		}
 	}
 	// What is left has no workload of its own here (it was deleted: the garbage collector would
@@ -191,9 +206,7 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		strays = append(strays, p)
 	}
 	for _, p := range strays {
-		if err := c.remove(ctx, p, workload{}, "no_workload"); err != nil {
-			errs = append(errs, err)
-		}
+		note(c.remove(ctx, p, workload{}, "no_workload"))
 	}
 	c.mu.Lock()
 	if len(nextWarned) == 0 {
@@ -204,8 +217,16 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	c.mu.Unlock()
 	c.setCounts(req.Name, counts)
 	logger.V(4).Info("Budget floor reconciled", "workloads", counts)
-	return reconcile.Result{}, errors.Join(errs...)
+	res := reconcile.Result{}
+	if requeue {
+		res.RequeueAfter = time.Second
+	}
+	return res, errors.Join(errs...)
 }
+
+// errStale: a write refused because the cache was behind (a conflict); the namespace is
+// reconciled again.
+var errStale = errors.New("stale")
 
 // keep creates or corrects w's budget.
 func (c *Controller) keep(ctx context.Context, w workload, have, want *policyv1.PodDisruptionBudget) error {
@@ -227,7 +248,7 @@ func (c *Controller) keep(ctx context.Context, w workload, have, want *policyv1.
 	next.Spec = want.Spec
 	if err := c.client.Update(ctx, next); err != nil {
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-			return nil // a newer version's event reconciles again
+			return errStale
 		}
 		writes.WithLabelValues("update", "error").Inc()
 		return fmt.Errorf("updating %s/%s: %w", have.Namespace, have.Name, err)
@@ -240,16 +261,18 @@ func (c *Controller) keep(ctx context.Context, w workload, have, want *policyv1.
 func (c *Controller) kept(w workload, want *policyv1.PodDisruptionBudget, operation, eventReason string) {
 	writes.WithLabelValues(operation, "success").Inc()
 	c.recorder.Eventf(w.obj, corev1.EventTypeNormal, eventReason,
-		"PodDisruptionBudget %s: maxUnavailable %s of %d replicas", want.Name, want.Spec.MaxUnavailable.String(), w.replicas)
+		"PodDisruptionBudget %s: minAvailable %s of %d replicas", want.Name, want.Spec.MinAvailable.String(), w.replicas)
 }
 
-// remove deletes one of the floor's budgets (only the version read: a budget replaced in the
-// meantime is judged again).
+// remove deletes one of the floor's budgets (that object: one replaced in the meantime under the
+// same name is judged again).
 func (c *Controller) remove(ctx context.Context, p *policyv1.PodDisruptionBudget, w workload, why reason) error {
-	err := c.client.Delete(ctx, p, client.Preconditions{UID: &p.UID, ResourceVersion: &p.ResourceVersion})
+	err := c.client.Delete(ctx, p, client.Preconditions{UID: &p.UID})
 	switch {
-	case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
+	case apierrors.IsNotFound(err):
 		return nil
+	case apierrors.IsConflict(err):
+		return errStale
 	case err != nil:
 		writes.WithLabelValues("delete", "error").Inc()
 		return fmt.Errorf("deleting %s/%s: %w", p.Namespace, p.Name, err)
@@ -261,11 +284,14 @@ func (c *Controller) remove(ctx context.Context, p *policyv1.PodDisruptionBudget
 	return nil
 }
 
-// warn records a Warning event on a workload whose selector keeps the floor off it.
+// warn records a Warning event on a workload the floor cannot keep a budget for.
 func (c *Controller) warn(w workload, why reason) {
 	msg := "no budget floor: its selector matches another Deployment's or StatefulSet's pods here"
-	if why == badSelector {
+	switch why {
+	case badSelector:
 		msg = "no budget floor: its selector is empty or invalid"
+	case nameTaken:
+		msg = fmt.Sprintf("no budget floor: the PodDisruptionBudget %s exists and is not this %s's", budgetName(w.obj.GetName()), w.kind)
 	}
 	c.recorder.Event(w.obj, corev1.EventTypeWarning, "BudgetFloorSkipped", msg)
 }

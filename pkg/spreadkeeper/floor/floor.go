@@ -41,10 +41,17 @@ const (
 	nameSuffix = "-budget-floor"
 )
 
-// MaxUnavailable is the floor's budget for r replicas: r - ceil(2r/3), at least 1, so that at
-// least two thirds stay Ready and a drain can always go on one replica at a time.
-func MaxUnavailable(r int32) int32 {
-	return max(r-(2*r+2)/3, 1)
+// MinAvailable is the floor's budget for r replicas: ceil(2r/3) Ready, which leaves at least one
+// replica to evict from 3 replicas on (r - ceil(2r/3) >= 1), so a drain can always go on.
+//
+// An integer minAvailable, not maxUnavailable r - ceil(2r/3): with maxUnavailable (or a
+// percentage) the disruption controller needs the scale of the controller of every pod the
+// selector matches, and one pod of a Job, CronJob or DaemonSet that shares the workload's labels
+// (a chart's hook reusing its selector labels) makes it fail safe to 0 disruptions allowed,
+// blocking every drain (k8s.io/kubernetes pkg/controller/disruption, getExpectedPodCount and
+// failSafe). An integer minAvailable counts the matching pods and needs no scale.
+func MinAvailable(r int32) int32 {
+	return (2*r + 2) / 3
 }
 
 // workload is a Deployment or StatefulSet as the floor reads it.
@@ -97,10 +104,10 @@ func decide(w workload, all []workload, foreign []*policyv1.PodDisruptionBudget)
 	switch {
 	case w.obj.GetDeletionTimestamp() != nil:
 		return deleting
-	case w.obj.GetAnnotations()[Annotation] == "false":
-		return optedOut
 	case w.replicas < MinReplicas:
 		return tooSmall
+	case w.obj.GetAnnotations()[Annotation] == "false":
+		return optedOut
 	}
 	sel, err := metav1.LabelSelectorAsSelector(w.selector)
 	if err != nil || sel.Empty() {
@@ -136,8 +143,8 @@ func desired(w workload) *policyv1.PodDisruptionBudget {
 			}},
 		},
 		Spec: policyv1.PodDisruptionBudgetSpec{
-			Selector:       w.selector.DeepCopy(),
-			MaxUnavailable: ptr.To(intstr.FromInt32(MaxUnavailable(w.replicas))),
+			Selector:     w.selector.DeepCopy(),
+			MinAvailable: ptr.To(intstr.FromInt32(MinAvailable(w.replicas))),
 			// A replica that is not Ready can always be evicted: a crash-looping workload never
 			// stalls a drain on the floor's budget.
 			UnhealthyPodEvictionPolicy: ptr.To(policyv1.AlwaysAllow),
@@ -155,7 +162,7 @@ func ownerOf(p *policyv1.PodDisruptionBudget) types.UID {
 
 // sameSpec reports whether the kept budget p has want's spec.
 func sameSpec(p, want *policyv1.PodDisruptionBudget) bool {
-	return p.Spec.MinAvailable == nil && p.Spec.MaxUnavailable != nil && *p.Spec.MaxUnavailable == *want.Spec.MaxUnavailable &&
+	return p.Spec.MaxUnavailable == nil && p.Spec.MinAvailable != nil && *p.Spec.MinAvailable == *want.Spec.MinAvailable &&
 		ptr.Equal(p.Spec.UnhealthyPodEvictionPolicy, want.Spec.UnhealthyPodEvictionPolicy) &&
 		selectorEqual(p.Spec.Selector, want.Spec.Selector)
 }

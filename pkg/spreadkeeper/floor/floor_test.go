@@ -14,18 +14,18 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-func TestMaxUnavailable(t *testing.T) {
-	// r - ceil(2r/3), at least 1: two thirds (rounded up) stay.
-	want := map[int32]int32{1: 1, 2: 1, 3: 1, 4: 1, 5: 1, 6: 2, 7: 2, 8: 2, 9: 3, 10: 3, 12: 4, 30: 10, 31: 10}
+func TestMinAvailable(t *testing.T) {
+	// ceil(2r/3) stay Ready; from 3 replicas on at least one may be evicted.
+	want := map[int32]int32{1: 1, 2: 2, 3: 2, 4: 3, 5: 4, 6: 4, 7: 5, 8: 6, 9: 6, 10: 7, 12: 8, 30: 20, 31: 21}
 	got := map[int32]int32{}
 	for r := range want {
-		got[r] = MaxUnavailable(r)
-		if ready, ceil := r-got[r], (2*r+2)/3; r >= MinReplicas && ready < ceil {
-			t.Errorf("%d replicas: %d may be unavailable, leaving %d Ready, below ceil(2r/3) = %d", r, got[r], ready, ceil)
+		got[r] = MinAvailable(r)
+		if r >= MinReplicas && r-got[r] < 1 {
+			t.Errorf("%d replicas: minAvailable %d allows no eviction", r, got[r])
 		}
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("MaxUnavailable (-want +got):\n%s", diff)
+		t.Errorf("MinAvailable (-want +got):\n%s", diff)
 	}
 }
 
@@ -63,6 +63,11 @@ func TestDecide(t *testing.T) {
 		{name: "3 replicas, no budget", w: fromDeployment(deployment("web", 3, web, webT)), want: kept},
 		{name: "a StatefulSet", w: fromStatefulSet(sts), want: kept},
 		{name: "2 replicas", w: fromDeployment(deployment("web", 2, web, webT)), want: tooSmall},
+		{name: "2 replicas, opted out: too small first", w: func() workload {
+			d := deployment("web", 2, web, webT)
+			d.Annotations = out.Annotations
+			return fromDeployment(d)
+		}(), want: tooSmall},
 		{name: "replicas unset (1)", w: func() workload { d := deployment("web", 0, web, webT); d.Spec.Replicas = nil; return fromDeployment(d) }(), want: tooSmall},
 		{name: "opted out", w: fromDeployment(out), want: optedOut},
 		{name: "being deleted", w: fromDeployment(gone), want: deleting},
@@ -98,7 +103,7 @@ func TestDesired(t *testing.T) {
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: "web", UID: "uid-web", Controller: ptr.To(true)}}},
 		Spec: policyv1.PodDisruptionBudgetSpec{
 			Selector:                   &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
-			MaxUnavailable:             ptr.To(intstr.FromInt32(2)),
+			MinAvailable:               ptr.To(intstr.FromInt32(5)),
 			UnhealthyPodEvictionPolicy: ptr.To(policyv1.AlwaysAllow),
 		},
 	}
@@ -117,10 +122,10 @@ func TestDesired(t *testing.T) {
 	if sameSpec(want, desired(fromDeployment(d))) {
 		t.Errorf("sameSpec after a scale from 7 to 9 replicas = true, want a resize")
 	}
-	user := want.DeepCopy()
-	user.Spec.MaxUnavailable, user.Spec.MinAvailable = nil, ptr.To(intstr.FromInt32(5))
-	if sameSpec(user, want) {
-		t.Errorf("sameSpec of a minAvailable budget = true, want it corrected")
+	edited := want.DeepCopy()
+	edited.Spec.MinAvailable, edited.Spec.MaxUnavailable = nil, ptr.To(intstr.FromInt32(2))
+	if sameSpec(edited, want) {
+		t.Errorf("sameSpec of a maxUnavailable budget = true, want it corrected")
 	}
 }
 
