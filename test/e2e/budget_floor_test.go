@@ -28,7 +28,9 @@ import (
 // RBAC and admission policy the chart renders with spread.budgetFloor.enabled=true, on an
 // RBAC-enforcing apiserver: in a namespace opted in, a Deployment of 3 replicas gets its budget,
 // a scale to 6 resizes it, a budget of the user's own replaces it; in a namespace not opted in
-// nothing is written. No request of the binary is refused.
+// nothing is written. No request of the binary is refused. Then the chart's pre-delete hook,
+// bin/pool-labeler under its account, with the keeper still running: the floor's budgets are
+// gone and stay gone (its write binding revoked first), the user's own budget stays.
 func TestBudgetFloorInstalled(t *testing.T) {
 	tCtx := ktesting.Init(t)
 	cp := util.StartControlPlane(t, "--authorization-mode=Node,RBAC")
@@ -39,8 +41,17 @@ func TestBudgetFloorInstalled(t *testing.T) {
 		t.Fatal(err)
 	}
 	var args []string
-	var access []*unstructured.Unstructured
+	var access, hookAccess []*unstructured.Unstructured
+	var hookJob *unstructured.Unstructured
 	for _, o := range objs {
+		if o.GetAnnotations()["helm.sh/hook"] == "pre-delete" {
+			if o.GetKind() == "Job" {
+				hookJob = o
+			} else {
+				hookAccess = append(hookAccess, o)
+			}
+			continue
+		}
 		if !strings.HasPrefix(o.GetName(), "pool-scheduler-spread") || o.GetKind() == "Service" {
 			continue
 		}
@@ -84,19 +95,27 @@ func TestBudgetFloorInstalled(t *testing.T) {
 		return got.Name
 	}
 	plain, apps := newNS("plain", false), newNS("apps", true)
-	for _, n := range []string{plain, apps} {
-		rs := util.ReplicaSet(n, "web", 3)
-		d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: n, Name: "web"},
+	deploy := func(n, name string) {
+		rs := util.ReplicaSet(n, name, 3)
+		d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: n, Name: name},
 			Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](3), Selector: rs.Spec.Selector, Template: rs.Spec.Template}}
 		if _, err := admin.AppsV1().Deployments(n).Create(tCtx, d, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
+	for _, n := range []string{plain, apps} {
+		deploy(n, "web")
+	}
+	var wantBudgetOf func(n, workload string, minAvailable int)
 	wantBudget := func(n string, minAvailable int) {
+		t.Helper()
+		wantBudgetOf(n, "web", minAvailable)
+	}
+	wantBudgetOf = func(n, workload string, minAvailable int) {
 		t.Helper()
 		last := ""
 		err := wait.PollUntilContextTimeout(tCtx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-			p, err := admin.PolicyV1().PodDisruptionBudgets(n).Get(ctx, "web-budget-floor", metav1.GetOptions{})
+			p, err := admin.PolicyV1().PodDisruptionBudgets(n).Get(ctx, workload+"-budget-floor", metav1.GetOptions{})
 			switch {
 			case minAvailable == 0:
 				last = fmt.Sprintf("%v", err)
@@ -109,7 +128,7 @@ func TestBudgetFloorInstalled(t *testing.T) {
 			return p.Spec.MinAvailable != nil && p.Spec.MinAvailable.IntValue() == minAvailable, nil
 		})
 		if err != nil {
-			t.Fatalf("%s/web-budget-floor after a minute: %s, want minAvailable %d (0: none)\n%s", n, last, minAvailable, proc.Output())
+			t.Fatalf("%s/%s-budget-floor after a minute: %s, want minAvailable %d (0: none)\n%s", n, workload, last, minAvailable, proc.Output())
 		}
 	}
 	wantBudget(apps, 2)
@@ -132,5 +151,43 @@ func TestBudgetFloorInstalled(t *testing.T) {
 	}
 	if m := forbidden.FindAllString(proc.Output(), -1); len(m) > 0 {
 		t.Errorf("pool-labeler spread had requests refused:\n%s", grepLinesRe(proc.Output(), forbidden, 10))
+	}
+
+	// helm uninstall with the keeper still running: the pre-delete hook, as rendered (its
+	// account, RBAC and the floor's policy), revokes the floor's writes and deletes its budgets;
+	// none comes back, and the user's own budget stays.
+	deploy(apps, "api")
+	wantBudgetOf(apps, "api", 2)
+	if hookJob == nil {
+		t.Fatal("the chart renders no pre-delete hook Job")
+	}
+	hookArgs := containerArgs(hookJob, nil)
+	if !slices.Contains(hookArgs, "--budget-floor-binding=pool-scheduler-spread-budget-floor") {
+		t.Fatalf("the hook's arguments %q do not remove the budget floor", hookArgs)
+	}
+	t.Logf("applied %v", util.ApplyAccessObjects(tCtx, t, cp, hookAccess))
+	_, hookKubeconfig := util.ServiceAccountConfig(tCtx, t, cp, ns, "pool-scheduler-handback", nil)
+	hook := util.StartProcess(t, util.LabelerBinary(t), append(hookArgs, "--kubeconfig="+hookKubeconfig, "--settle=3s", "-v=2")...)
+	if exited, err := hook.Wait(3 * time.Minute); !exited || err != nil {
+		t.Fatalf("the hook did not finish cleanly (exited %v): %v\n%s", exited, err, hook.Output())
+	}
+	left, err := admin.PolicyV1().PodDisruptionBudgets(metav1.NamespaceAll).List(tCtx, metav1.ListOptions{LabelSelector: floor.ManagedByLabel + "=" + floor.ManagedBy})
+	if err != nil || len(left.Items) != 0 {
+		t.Errorf("the floor's budgets after the hook: %v, %v; want none\n%s", left, err, hook.Output())
+	}
+	if _, err := admin.PolicyV1().PodDisruptionBudgets(apps).Get(tCtx, own.Name, metav1.GetOptions{}); err != nil {
+		t.Errorf("the user's own budget after the hook: %v", err)
+	}
+	if _, err := admin.RbacV1().ClusterRoleBindings().Get(tCtx, "pool-scheduler-spread-budget-floor", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the floor's write binding after the hook: %v, want gone", err)
+	}
+	// The keeper, still running, reconciles the deletions and is refused: nothing written back.
+	if err := wait.PollUntilContextTimeout(tCtx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		return forbidden.MatchString(proc.Output()), nil
+	}); err != nil {
+		t.Errorf("the keeper tried no write after the hook (want a refused one, its reconcile of the deletions)\n%s", proc.Output())
+	}
+	if _, err := admin.PolicyV1().PodDisruptionBudgets(apps).Get(tCtx, "api-budget-floor", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("api-budget-floor after the keeper's reconcile: %v, want none", err)
 	}
 }

@@ -9,9 +9,11 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/kubernetes/test/utils/ktesting"
 	"k8s.io/utils/ptr"
 
@@ -25,8 +27,10 @@ import (
 // one not controlled by a Deployment or StatefulSet, one with maxUnavailable or a percentage, one
 // holding unhealthy pods, one selecting every pod, one not named <workload>-budget-floor, one in
 // a namespace not opted in; changing, relabelling or deleting a user's budget. The floor's own
-// budget is created, resized and deleted. Without the value, RBAC refuses every budget write by
-// the account.
+// budget is created, resized and deleted. The uninstall hook's account may delete the floor's
+// budget and its write binding, and is refused a user's budget (the policy), a budget of its own
+// and any other binding (RBAC). Without the value, RBAC refuses every budget write by the
+// account.
 func TestHelmChartBudgetFloor(t *testing.T) {
 	tCtx := ktesting.Init(t)
 	cp := util.StartControlPlane(t, "--authorization-mode=Node,RBAC")
@@ -148,6 +152,66 @@ func TestHelmChartBudgetFloor(t *testing.T) {
 		}
 		if err := pdbs.Delete(tCtx, "web-budget-floor", metav1.DeleteOptions{}); err != nil {
 			t.Errorf("the floor deleting its budget: %v", err)
+		}
+
+		// The uninstall hook's account: it deletes the floor's budgets and its write binding,
+		// nothing else.
+		r, err := renderChart(t, chartNamespace, `{spread: {budgetFloor: {enabled: true}}}`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var hookAccess []*unstructured.Unstructured
+		for _, o := range r.objects {
+			if o.GetAnnotations()["helm.sh/hook"] == "pre-delete" && o.GetKind() != "Job" {
+				hookAccess = append(hookAccess, o)
+			}
+		}
+		util.ApplyAccessObjects(tCtx, t, cp, hookAccess)
+		hookCfg, _ := util.ServiceAccountConfig(tCtx, t, cp, chartNamespace, "pool-scheduler-handback", nil)
+		hook := kubernetes.NewForConfigOrDie(hookCfg)
+		// Its RBAC reaches the authorizer's cache in a moment: until then a refusal is not the
+		// policy's.
+		if err := wait.PollUntilContextTimeout(tCtx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			_, err := hook.PolicyV1().PodDisruptionBudgets(apps).List(ctx, metav1.ListOptions{})
+			return err == nil, nil
+		}); err != nil {
+			t.Fatalf("the uninstall hook's account cannot list budgets within 30 s")
+		}
+		if err := create(budget("web-budget-floor", nil))(tCtx); err != nil {
+			t.Fatalf("the floor creating its budget again: %v", err)
+		}
+		hookRefusals := []struct {
+			name, message string
+			do            func(context.Context) error
+		}{
+			{"deleting a user's budget", "only change or delete the PodDisruptionBudgets it keeps", func(ctx context.Context) error {
+				return hook.PolicyV1().PodDisruptionBudgets(apps).Delete(ctx, users.Name, metav1.DeleteOptions{})
+			}},
+			{"creating a budget", `cannot create resource "poddisruptionbudgets"`, func(ctx context.Context) error {
+				p := budget("api-budget-floor", nil)
+				_, err := hook.PolicyV1().PodDisruptionBudgets(apps).Create(ctx, p, metav1.CreateOptions{})
+				return err
+			}},
+			{"deleting another binding", `cannot delete resource "clusterrolebindings"`, func(ctx context.Context) error {
+				return hook.RbacV1().ClusterRoleBindings().Delete(ctx, "pool-scheduler-spread", metav1.DeleteOptions{})
+			}},
+		}
+		for _, r := range hookRefusals {
+			err := r.do(tCtx)
+			switch {
+			case err == nil:
+				t.Errorf("the uninstall hook %s: allowed, want refused", r.name)
+			case !(apierrors.IsInvalid(err) || apierrors.IsForbidden(err)) || !strings.Contains(err.Error(), r.message):
+				t.Errorf("the uninstall hook %s: %v, want refused (%q)", r.name, err, r.message)
+			default:
+				t.Logf("the uninstall hook %s: refused: %v", r.name, err)
+			}
+		}
+		if err := hook.PolicyV1().PodDisruptionBudgets(apps).Delete(tCtx, "web-budget-floor", metav1.DeleteOptions{}); err != nil {
+			t.Errorf("the uninstall hook deleting the floor's budget: %v", err)
+		}
+		if err := hook.RbacV1().ClusterRoleBindings().Delete(tCtx, "pool-scheduler-spread-budget-floor", metav1.DeleteOptions{}); err != nil {
+			t.Errorf("the uninstall hook revoking the floor's writes: %v", err)
 		}
 	})
 

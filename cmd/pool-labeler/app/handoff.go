@@ -2,15 +2,18 @@ package app
 
 import (
 	"context"
+	"errors"
 	"os"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/pool-scheduler/pool-scheduler/pkg/handoff"
+	"github.com/pool-scheduler/pool-scheduler/pkg/spreadkeeper/floor"
 )
 
 var handoffMode = mode{
@@ -52,7 +55,7 @@ func handoffFlags(f *pflag.FlagSet, s *shared) runner {
 var handbackMode = mode{
 	name: "handback",
 	short: "Before pool-scheduler is removed: delete the admission path, then hand back every pod waiting for it that a controller recreates, " +
-		"until none has appeared for --settle (Job run once, e.g. Helm's pre-delete hook)",
+		"until none has appeared for --settle; with --budget-floor-binding, also remove the budget floor's budgets (Job run once, e.g. Helm's pre-delete hook)",
 	flags: handbackFlags,
 }
 
@@ -64,10 +67,32 @@ func handbackFlags(f *pflag.FlagSet, _ *shared) runner {
 	f.DurationVar(&o.Settle, "settle", 10*time.Second, "hand back until no recreatable pod has appeared for this long")
 	f.DurationVar(&o.Timeout, "timeout", 2*time.Minute, "give up (exit 1) after this long")
 	f.Float64Var(&o.QPS, "rate", 5, "pod deletions per second at most")
+	var floorBinding string
+	f.StringVar(&floorBinding, "budget-floor-binding", "", "also remove the budget floor (pool-labeler spread --budget-floor): delete this ClusterRoleBinding, which grants its writes, then every PodDisruptionBudget it keeps, until none has appeared for --settle; empty: the floor's budgets are left")
 	return runner{
 		complete: func(*cobra.Command) ([]any, error) {
-			return []any{"schedulerName", o.SchedulerName, "webhookConfigurations", o.WebhookConfigurations, "policyBindings", o.PolicyBindings}, o.Validate()
+			return []any{"schedulerName", o.SchedulerName, "webhookConfigurations", o.WebhookConfigurations, "policyBindings", o.PolicyBindings, "budgetFloorBinding", floorBinding}, o.Validate()
 		},
-		run: func(ctx context.Context, cfg *rest.Config) error { return handoff.RunUninstall(ctx, cfg, o) },
+		run: func(ctx context.Context, cfg *rest.Config) error {
+			if floorBinding == "" {
+				return handoff.RunUninstall(ctx, cfg, o)
+			}
+			// Side by side, under the one --timeout: the hook's bound (the chart's Job) holds.
+			ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+			defer cancel()
+			var floorErr error
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				cs, err := kubernetes.NewForConfig(cfg)
+				if err == nil {
+					_, err = floor.Remove(ctx, cs, floorBinding, o.Settle)
+				}
+				floorErr = err
+			}()
+			err := handoff.RunUninstall(ctx, cfg, o)
+			<-done
+			return errors.Join(err, floorErr)
+		},
 	}
 }

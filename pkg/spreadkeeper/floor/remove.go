@@ -1,0 +1,69 @@
+package floor
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/pager"
+	"k8s.io/klog/v2"
+)
+
+// Remove is what removing the floor must do (pool-labeler handback --budget-floor-binding, the
+// chart's pre-delete hook): left behind, a budget keeps the count of the last reconcile, and
+// after a scale-down (9 to 3 replicas, minAvailable 6) it refuses every eviction of a healthy
+// replica, holding drains until AKS's drain timeout. First it deletes binding, the
+// ClusterRoleBinding that grants the floor its writes, so a spread keeper still running cannot
+// put a budget back; then it deletes every budget the floor keeps (its label), until none has
+// been seen for settle (the authorizer's cache may let a write through for a moment after the
+// binding is gone). It returns how many budgets it deleted.
+func Remove(ctx context.Context, cs kubernetes.Interface, binding string, settle time.Duration) (int, error) {
+	logger := klog.FromContext(ctx)
+	if err := cs.RbacV1().ClusterRoleBindings().Delete(ctx, binding, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return 0, fmt.Errorf("revoking the budget floor's writes (deleting the ClusterRoleBinding %s): %w", binding, err)
+	}
+	logger.Info("Budget floor's writes revoked", "clusterRoleBinding", binding)
+	selector := labels.Set{ManagedByLabel: ManagedBy}.String()
+	list := pager.New(pager.SimplePageFunc(func(opts metav1.ListOptions) (runtime.Object, error) {
+		return cs.PolicyV1().PodDisruptionBudgets(metav1.NamespaceAll).List(ctx, opts)
+	}))
+	deleted := 0
+	quiet := time.Now()
+	var last error
+	err := wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
+		last = list.EachListItem(ctx, metav1.ListOptions{LabelSelector: selector}, func(obj runtime.Object) error {
+			p := obj.(*policyv1.PodDisruptionBudget)
+			quiet = time.Now()
+			// That object: a budget replaced in the meantime is listed again next round.
+			err := cs.PolicyV1().PodDisruptionBudgets(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &p.UID}})
+			switch {
+			case err == nil:
+				deleted++
+				logger.V(2).Info("Budget floor's budget deleted", "podDisruptionBudget", klog.KObj(p))
+			case !apierrors.IsNotFound(err) && !apierrors.IsConflict(err):
+				return fmt.Errorf("deleting %s/%s: %w", p.Namespace, p.Name, err)
+			}
+			return nil
+		})
+		if last != nil {
+			logger.Error(last, "Removing the budget floor's budgets failed; retrying")
+			return false, nil
+		}
+		return time.Since(quiet) >= settle, nil
+	})
+	logger.Info("Budget floor's budgets deleted", "count", deleted)
+	if err != nil {
+		if last != nil {
+			err = fmt.Errorf("%w (last: %w)", err, last)
+		}
+		return deleted, fmt.Errorf("budgets of the floor left after %d deleted: %w", deleted, err)
+	}
+	return deleted, nil
+}
