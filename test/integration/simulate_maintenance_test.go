@@ -128,14 +128,15 @@ func TestSimulateMaintenance(t *testing.T) {
 
 // notBehindBy is, per short scenario, how far pool-scheduler's evictions and refused evictions
 // per replica may exceed the default scheduler's in one run of make test's seed (43) before
-// checkNotBehind fails: the largest difference seen over 4 reruns of that seed plus the range of
-// the differences (docs/maintenance.md, "The make-test guard"). It includes today's gaps (0.04
-// evictions per replica on surge-upgrade-small, 0.13 on consolidation-small): a change that moves
-// replicas more than that fails make test.
+// checkNotBehind fails: the largest difference seen over 10 reruns of that seed (4 quiet, 6 under
+// a make test's load) plus the range of the differences (docs/maintenance.md, "The make-test
+// guard"). It includes today's gaps (up to 0.07 evictions per replica on surge-upgrade-small, 0.19
+// on consolidation-small): a change that moves replicas more than that fails make test. Refusals
+// count time waited as much as placement, so their bounds only catch a gross regression.
 var notBehindBy = map[string]struct{ evictions, refusals float64 }{
-	"surge-upgrade-small": {evictions: 0.15, refusals: 1.8},
-	"blue-green-small":    {evictions: 0.02, refusals: 3.3},
-	"consolidation-small": {evictions: 0.22, refusals: 1.7},
+	"surge-upgrade-small": {evictions: 0.15, refusals: 3.7},
+	"blue-green-small":    {evictions: 0.02, refusals: 3.7},
+	"consolidation-small": {evictions: 0.32, refusals: 4.5},
 }
 
 // checkNotBehind fails when pool-scheduler is behind the default scheduler in c by more than
