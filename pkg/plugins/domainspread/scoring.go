@@ -60,6 +60,15 @@ type scoreState struct {
 	rollout   *pool.RolloutView
 	holding   map[string]int32
 	zoneNodes map[int32]int32
+	// Before every dimension while a pool upgrades: a node that stays, holds fewer than its share
+	// and whose first-dimension domain's staying nodes hold fewer than endShare replicas (the
+	// workload over the domains, rounded down) comes first (settles). The replica then moves
+	// once, even when the least loaded domain has no upgraded node yet (a 12-node pool drained
+	// two at a time), and no domain ends the upgrade above its share: the replicas on nodes that
+	// leave are placed again later, by the strict order once the room is used. staying counts
+	// the replicas on nodes that stay, per domain of the first dimension.
+	staying  map[int32]int32
+	endShare int32
 }
 
 // Clone shares the state: scoring does not change it.
@@ -84,19 +93,39 @@ func (pl *DomainSpread) PreScore(ctx context.Context, state fwk.CycleState, pod 
 	}
 	ss := &scoreState{spreadState: s, nodes: nodes, bits: countBits, rollout: pl.rollouts.View()}
 	if ss.rollout.Upgrading() {
-		ss.holding, ss.zoneNodes = map[string]int32{}, map[int32]int32{}
-		pl.replicas.each(s.workload, func(node string, n int32) { ss.holding[node] = n })
-		for _, ni := range nodes {
-			if id := pl.domainIDs(ni.Node(), s.epoch)[0]; id != noDomain {
-				ss.zoneNodes[id]++
-			}
-		}
+		pl.countUpgrade(ss)
 	}
 	if pl.layered() {
 		pl.countCells(ss)
 	}
 	state.Write(preScoreStateKey, ss)
 	return nil
+}
+
+// countUpgrade fills the upgrade's counts (see scoreState) once per cycle: O(scored nodes + nodes
+// holding the workload's replicas), only while a pool upgrades.
+func (pl *DomainSpread) countUpgrade(s *scoreState) {
+	s.holding, s.zoneNodes, s.staying = map[string]int32{}, map[int32]int32{}, map[int32]int32{}
+	pl.replicas.each(s.workload, func(node string, n int32) { s.holding[node] = n })
+	for _, ni := range s.nodes {
+		if id := pl.domainIDs(ni.Node(), s.epoch)[0]; id != noDomain {
+			s.zoneNodes[id]++
+		}
+	}
+	if len(s.zoneNodes) == 0 {
+		return
+	}
+	s.endShare = (s.counted + 1) / int32(len(s.zoneNodes))
+	nodeInfos := pl.sharedLister.NodeInfos()
+	for name, n := range s.holding {
+		ni, err := nodeInfos.Get(name)
+		if err != nil || ni.Node() == nil || s.rollout.FateOf(pool.Identity{}, ni.Node()) != pool.Stays {
+			continue
+		}
+		if id := pl.domainIDs(ni.Node(), s.epoch)[0]; id != noDomain {
+			s.staying[id] += n
+		}
+	}
 }
 
 // layered reports whether the dimensions get cell layering (see scoreState).
@@ -167,8 +196,9 @@ func (pl *DomainSpread) ignoredCount(s *scoreState, d int) int32 {
 	return s.ignored[d]
 }
 
-// Score returns a raw score, lower is better: the replicas in the node's domain of each
-// dimension, most significant first. A dimension whose keys the node lacks is ignored: it counts
+// Score returns a raw score, lower is better: while a pool upgrades, whether the node settles
+// the replica (settles), then the replicas in the node's domain of each dimension, most
+// significant first. A dimension whose keys the node lacks is ignored: it counts
 // as the least loaded domain among the scored nodes.
 func (pl *DomainSpread) Score(_ context.Context, state fwk.CycleState, _ *v1.Pod, nodeInfo fwk.NodeInfo) (int64, *fwk.Status) {
 	c, err := state.Read(preScoreStateKey)
@@ -178,7 +208,7 @@ func (pl *DomainSpread) Score(_ context.Context, state fwk.CycleState, _ *v1.Pod
 	s := c.(*scoreState)
 	ids := pl.domainIDs(nodeInfo.Node(), s.epoch)
 	limit := int32(1)<<s.bits - 1
-	var raw int64
+	raw := pl.settles(s, ids, nodeInfo.Node())
 	for d := range pl.dims {
 		var n int32
 		if ids[d] != noDomain {
@@ -205,8 +235,22 @@ func (pl *DomainSpread) Score(_ context.Context, state fwk.CycleState, _ *v1.Pod
 	return raw, nil
 }
 
-// fateBits holds moves' result in the raw score (within the 63 bits: rawBits plus these).
+// fateBits holds moves' result in the raw score, below settles' bit (within the 63 bits:
+// rawBits plus these plus one).
 const fateBits = 2
+
+// settles is 0 while a pool upgrades for a node that stays, holds fewer than its share and
+// whose first-dimension domain's staying nodes hold fewer than endShare (see scoreState), else
+// 1; 0 for every node outside upgrades.
+func (pl *DomainSpread) settles(s *scoreState, ids nodeDomains, node *v1.Node) int64 {
+	switch {
+	case s.holding == nil:
+		return 0
+	case ids[0] == noDomain || s.staying[ids[0]] >= s.endShare:
+		return 1
+	}
+	return pl.moves(s, ids, node)
+}
 
 // moves is 0 for a node maintenance under way leaves in place and that holds fewer replicas of
 // the workload than its share (the replicas of its first-dimension domain, this one included,

@@ -525,6 +525,27 @@ func TestScoreDuringAnUpgrade(t *testing.T) {
 			wantBest: []string{"z0-old", "z0-surge"},
 		},
 		{
+			name: "upgrading: a staying node of a zone below its end share before the emptier zone's leaving nodes",
+			nodes: []*v1.Node{
+				aks("z0-old", "0", oldImage, false), aks("z0-surge", "0", newImage, true),
+				aks("z1-old", "1", oldImage, false), aks("z1-reimaged", "1", newImage, false),
+			},
+			// 4 replicas with this one: 2 per zone at the end. Zone 1 holds 2, both on a node
+			// that leaves: one more on its reimaged node stays within its end share.
+			existing: []*v1.Pod{rsPod("a1", "rs-a", "z0-old"), rsPod("a2", "rs-a", "z1-old"), rsPod("a3", "rs-a", "z1-old")},
+			wantBest: []string{"z1-reimaged"},
+		},
+		{
+			name: "upgrading: a zone whose staying nodes hold its end share gets no more ahead of the order",
+			nodes: []*v1.Node{
+				aks("z0-old", "0", oldImage, false), aks("z0-surge", "0", newImage, true),
+				aks("z1-old", "1", oldImage, false), aks("z1-reimaged", "1", newImage, false), aks("z1-reimaged-b", "1", newImage, false),
+			},
+			existing: []*v1.Pod{rsPod("a1", "rs-a", "z0-old"), rsPod("a2", "rs-a", "z1-reimaged"), rsPod("a3", "rs-a", "z1-reimaged")},
+			// The strict order: zone 0, then the host dimension (the surge node holds none).
+			wantBest: []string{"z0-surge"},
+		},
+		{
 			name:     "no upgrade: generations alike, every node of the emptier zone ties",
 			nodes:    []*v1.Node{aks("z0-a", "0", oldImage, false), aks("z0-b", "0", oldImage, true), aks("z1-a", "1", oldImage, false)},
 			existing: []*v1.Pod{rsPod("a1", "rs-a", "z1-a")},
