@@ -241,14 +241,17 @@ const fateBits = 2
 
 // settles is 0 while a pool upgrades for a node that stays, holds fewer than its share and
 // whose first-dimension domain's staying nodes hold fewer than endShare (see scoreState), else
-// 1; 0 for every node outside upgrades.
+// 1; 0 for every node outside upgrades. The raw score then takes 1 + rawBits + fateBits = 63
+// bits at most (TestRawScoreBits): no room for another component.
 func (pl *DomainSpread) settles(s *scoreState, ids nodeDomains, node *v1.Node) int64 {
 	switch {
 	case s.holding == nil:
 		return 0
-	case ids[0] == noDomain || s.staying[ids[0]] >= s.endShare:
+	case ids[0] != noDomain && s.staying[ids[0]] >= s.endShare:
 		return 1
 	}
+	// A node without the zone's keys has no share to exceed: whether it stays decides, as for
+	// a zone with room (neither favoured nor penalised on the zone).
 	return pl.moves(s, ids, node)
 }
 

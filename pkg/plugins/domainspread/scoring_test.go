@@ -19,6 +19,7 @@ import (
 
 	"github.com/pool-scheduler/pool-scheduler/internal/compat/framework"
 	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config"
+	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config/validation"
 	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
 )
 
@@ -546,6 +547,17 @@ func TestScoreDuringAnUpgrade(t *testing.T) {
 			wantBest: []string{"z0-surge"},
 		},
 		{
+			name: "upgrading: a staying node without the zone's keys has no end share to exceed",
+			nodes: []*v1.Node{
+				aks("z0-old", "0", oldImage, false),
+				aks("z1-old", "1", oldImage, false), aks("z1-reimaged", "1", newImage, false), aks("nozone-reimaged", "", newImage, false),
+			},
+			// Both staying nodes settle; on the zone the unlabelled one counts as the least
+			// loaded zone (1 replica), z1-reimaged as its own (2).
+			existing: []*v1.Pod{rsPod("a1", "rs-a", "z0-old"), rsPod("a2", "rs-a", "z1-old"), rsPod("a3", "rs-a", "z1-old")},
+			wantBest: []string{"nozone-reimaged"},
+		},
+		{
 			name:     "no upgrade: generations alike, every node of the emptier zone ties",
 			nodes:    []*v1.Node{aks("z0-a", "0", oldImage, false), aks("z0-b", "0", oldImage, true), aks("z1-a", "1", oldImage, false)},
 			existing: []*v1.Pod{rsPod("a1", "rs-a", "z1-a")},
@@ -576,5 +588,21 @@ func TestScoreDuringAnUpgrade(t *testing.T) {
 				t.Errorf("best nodes (-want +got):\n%s\nscores: %v", diff, got)
 			}
 		})
+	}
+}
+
+// TestRawScoreBits: every component of the raw score fits in an int64 without its sign bit,
+// for every number of dimensions, with cell layering and without: settles' bit, the counts
+// (and the cell and diagonal with layering) and moves' bits.
+func TestRawScoreBits(t *testing.T) {
+	for dims := 1; dims <= validation.MaxSpreadDimensions; dims++ {
+		used := 1 + dims*countBits + fateBits
+		if dims >= 3 { // layered: two more components, rawBits shared
+			bits := rawBits / (dims + 2)
+			used = 1 + (dims+2)*bits + fateBits
+		}
+		if used > 63 {
+			t.Errorf("%d dimensions: the raw score takes %d bits, more than an int64's 63", dims, used)
+		}
 	}
 }

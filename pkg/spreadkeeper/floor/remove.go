@@ -2,6 +2,7 @@ package floor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -26,20 +27,32 @@ import (
 // binding is gone). It returns how many budgets it deleted.
 func Remove(ctx context.Context, cs kubernetes.Interface, binding string, settle time.Duration) (int, error) {
 	logger := klog.FromContext(ctx)
-	if err := cs.RbacV1().ClusterRoleBindings().Delete(ctx, binding, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-		return 0, fmt.Errorf("revoking the budget floor's writes (deleting the ClusterRoleBinding %s): %w", binding, err)
-	}
-	logger.Info("Budget floor's writes revoked", "clusterRoleBinding", binding)
 	selector := labels.Set{ManagedByLabel: ManagedBy}.String()
 	list := pager.New(pager.SimplePageFunc(func(opts metav1.ListOptions) (runtime.Object, error) {
 		return cs.PolicyV1().PodDisruptionBudgets(metav1.NamespaceAll).List(ctx, opts)
 	}))
-	deleted := 0
+	revoked, deleted := false, 0
 	quiet := time.Now()
 	var last error
 	err := wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
-		last = list.EachListItem(ctx, metav1.ListOptions{LabelSelector: selector}, func(obj runtime.Object) error {
+		// Retried, not fatal: the hook's own RBAC may not have reached the authorizer yet.
+		if !revoked {
+			if err := cs.RbacV1().ClusterRoleBindings().Delete(ctx, binding, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				last = fmt.Errorf("revoking the budget floor's writes (deleting the ClusterRoleBinding %s): %w", binding, err)
+				logger.Error(err, "Revoking the budget floor's writes failed; retrying", "clusterRoleBinding", binding)
+				return false, nil
+			}
+			revoked, quiet = true, time.Now()
+			logger.Info("Budget floor's writes revoked", "clusterRoleBinding", binding)
+		}
+		// Every budget is tried each round: one refused (another admission webhook, a 5xx)
+		// holds back no other.
+		var errs []error
+		listErr := list.EachListItem(ctx, metav1.ListOptions{LabelSelector: selector}, func(obj runtime.Object) error {
 			p := obj.(*policyv1.PodDisruptionBudget)
+			if p.DeletionTimestamp != nil {
+				return nil // going (a finalizer holds it): nothing to add
+			}
 			quiet = time.Now()
 			// That object: a budget replaced in the meantime is listed again next round.
 			err := cs.PolicyV1().PodDisruptionBudgets(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &p.UID}})
@@ -48,11 +61,11 @@ func Remove(ctx context.Context, cs kubernetes.Interface, binding string, settle
 				deleted++
 				logger.V(2).Info("Budget floor's budget deleted", "podDisruptionBudget", klog.KObj(p))
 			case !apierrors.IsNotFound(err) && !apierrors.IsConflict(err):
-				return fmt.Errorf("deleting %s/%s: %w", p.Namespace, p.Name, err)
+				errs = append(errs, fmt.Errorf("deleting %s/%s: %w", p.Namespace, p.Name, err))
 			}
 			return nil
 		})
-		if last != nil {
+		if last = errors.Join(append(errs, listErr)...); last != nil {
 			logger.Error(last, "Removing the budget floor's budgets failed; retrying")
 			return false, nil
 		}
