@@ -2,6 +2,8 @@
 // replaces the Banzai nodepool-labels-operator and keeps its CRs and its managed-labels
 // annotation. cmd/pool-labeler/app assembles the command: the controller mode from here, its
 // other modes (domain, webhook, handoff, handback, spread, certs) from their own packages.
+// Its two controllers share one Controller: the node controller (controller.go: labels, the
+// pool condition) and the status controller (status.go: each set's status).
 package labeler
 
 import (
