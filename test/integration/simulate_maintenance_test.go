@@ -128,15 +128,17 @@ func TestSimulateMaintenance(t *testing.T) {
 
 // notBehindBy is, per short scenario, how far pool-scheduler's evictions and refused evictions
 // per replica may exceed the default scheduler's in one run of make test's seed (43) before
-// checkNotBehind fails: the largest difference seen over 10 reruns of that seed (4 quiet, 6 under
-// a make test's load) plus the range of the differences (docs/maintenance.md, "The make-test
-// guard"). It includes today's gaps (up to 0.07 evictions per replica on surge-upgrade-small, 0.19
-// on consolidation-small): a change that moves replicas more than that fails make test. Refusals
-// count time waited as much as placement, so their bounds only catch a gross regression.
+// checkNotBehind fails (docs/maintenance.md, "The make-test guard"). Evictions: one eviction
+// (0.03 per replica on the 42 and 37 replicas of surge-upgrade-small and consolidation-small,
+// none on blue-green-small, where every replica moves once): in 24 reruns of that seed under a
+// make test's load, on both release lines, pool-scheduler was 0.05-0.16 below the default, and
+// before the end-share bit it was 0.00-0.19 above, which this catches. Refusals count time waited
+// as much as placement, so their bounds (the largest gap seen plus the gaps' range) only catch a
+// gross regression.
 var notBehindBy = map[string]struct{ evictions, refusals float64 }{
-	"surge-upgrade-small": {evictions: 0.15, refusals: 3.7},
+	"surge-upgrade-small": {evictions: 0.03, refusals: 3.7},
 	"blue-green-small":    {evictions: 0.02, refusals: 3.7},
-	"consolidation-small": {evictions: 0.32, refusals: 4.5},
+	"consolidation-small": {evictions: 0.03, refusals: 4.5},
 }
 
 // checkNotBehind fails when pool-scheduler is behind the default scheduler in c by more than
