@@ -1,6 +1,7 @@
 package simulate
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -147,5 +148,24 @@ pools:
 	wantSets := map[string]string{"user": "aks-user-27255451-vmss", "zonal": "aks-zonal-27255451-vmss", "vmpool": "", "legacy": "legacy-availabilitySet-27255451"}
 	if diff := cmp.Diff(wantSets, sets); diff != "" {
 		t.Errorf("VM sets (-want +got):\n%s", diff)
+	}
+}
+
+// TestDocScenariosParse: the scenarios docs/maintenance.md measures with, outside the built-ins
+// (docs/scenarios/*.yaml), load as `poolctl simulate --scenario <file>` loads them.
+func TestDocScenariosParse(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("..", "..", "docs", "scenarios", "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("docs/scenarios: %v, %d files", err, len(files))
+	}
+	for _, f := range files {
+		sc, err := Load(f)
+		if err != nil {
+			t.Errorf("%s: %v", f, err)
+			continue
+		}
+		if want := strings.TrimSuffix(filepath.Base(f), ".yaml"); sc.Name != want || sc.Maintenance == nil {
+			t.Errorf("%s: name %q (want %q), maintenance %v", f, sc.Name, want, sc.Maintenance != nil)
+		}
 	}
 }
