@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"time"
 
 	policyv1 "k8s.io/api/policy/v1"
@@ -33,50 +34,69 @@ func Remove(ctx context.Context, cs kubernetes.Interface, binding string, settle
 	}))
 	revoked, deleted := false, 0
 	quiet := time.Now()
-	var last error
+	// What keeps Remove from settling, each budget's last refusal by key: kept across rounds so
+	// that an error of the round the deadline cut short hides none.
+	var revokeErr, listErr error
+	refused := map[string]error{}
 	err := wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
 		// Retried, not fatal: the hook's own RBAC may not have reached the authorizer yet.
 		if !revoked {
 			if err := cs.RbacV1().ClusterRoleBindings().Delete(ctx, binding, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-				last = fmt.Errorf("revoking the budget floor's writes (deleting the ClusterRoleBinding %s): %w", binding, err)
-				logger.Error(err, "Revoking the budget floor's writes failed; retrying", "clusterRoleBinding", binding)
+				if ctx.Err() == nil {
+					revokeErr = fmt.Errorf("revoking the budget floor's writes (deleting the ClusterRoleBinding %s): %w", binding, err)
+					logger.Error(err, "Revoking the budget floor's writes failed; retrying", "clusterRoleBinding", binding)
+				}
 				return false, nil
 			}
-			revoked, quiet = true, time.Now()
+			revoked, revokeErr, quiet = true, nil, time.Now()
 			logger.Info("Budget floor's writes revoked", "clusterRoleBinding", binding)
 		}
 		// Every budget is tried each round: one refused (another admission webhook, a 5xx)
 		// holds back no other.
-		var errs []error
-		listErr := list.EachListItem(ctx, metav1.ListOptions{LabelSelector: selector}, func(obj runtime.Object) error {
+		failed := false
+		err := list.EachListItem(ctx, metav1.ListOptions{LabelSelector: selector}, func(obj runtime.Object) error {
 			p := obj.(*policyv1.PodDisruptionBudget)
 			if p.DeletionTimestamp != nil {
 				return nil // going (a finalizer holds it): nothing to add
 			}
 			quiet = time.Now()
+			key := p.Namespace + "/" + p.Name
 			// That object: a budget replaced in the meantime is listed again next round.
 			err := cs.PolicyV1().PodDisruptionBudgets(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &p.UID}})
 			switch {
 			case err == nil:
 				deleted++
+				delete(refused, key)
 				logger.V(2).Info("Budget floor's budget deleted", "podDisruptionBudget", klog.KObj(p))
-			case !apierrors.IsNotFound(err) && !apierrors.IsConflict(err):
-				errs = append(errs, fmt.Errorf("deleting %s/%s: %w", p.Namespace, p.Name, err))
+			case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
+				delete(refused, key)
+			case ctx.Err() == nil:
+				failed = true
+				refused[key] = err
+				logger.Error(err, "Deleting a budget of the floor failed; retrying", "podDisruptionBudget", klog.KObj(p))
 			}
 			return nil
 		})
-		if last = errors.Join(append(errs, listErr)...); last != nil {
-			logger.Error(last, "Removing the budget floor's budgets failed; retrying")
+		if err != nil && ctx.Err() == nil {
+			listErr = err
+			logger.Error(err, "Listing the budget floor's budgets failed; retrying")
 			return false, nil
 		}
-		return time.Since(quiet) >= settle, nil
+		listErr = nil
+		return !failed && time.Since(quiet) >= settle, nil
 	})
 	logger.Info("Budget floor's budgets deleted", "count", deleted)
 	if err != nil {
-		if last != nil {
-			err = fmt.Errorf("%w (last: %w)", err, last)
+		errs := []error{err, revokeErr, listErr}
+		keys := make([]string, 0, len(refused))
+		for k := range refused {
+			keys = append(keys, k)
 		}
-		return deleted, fmt.Errorf("budgets of the floor left after %d deleted: %w", deleted, err)
+		sort.Strings(keys)
+		for _, k := range keys {
+			errs = append(errs, fmt.Errorf("deleting %s: %w", k, refused[k]))
+		}
+		return deleted, fmt.Errorf("budgets of the floor left after %d deleted: %w", deleted, errors.Join(errs...))
 	}
 	return deleted, nil
 }

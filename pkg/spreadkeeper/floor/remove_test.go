@@ -56,7 +56,7 @@ func TestRemove(t *testing.T) {
 				}
 				return false, nil, nil
 			})
-			ctx, cancel := context.WithTimeout(tCtx, 3*time.Second)
+			ctx, cancel := context.WithTimeout(tCtx, 5*time.Second)
 			defer cancel()
 			deleted, err := Remove(ctx, cs, binding, 200*time.Millisecond)
 			switch {
