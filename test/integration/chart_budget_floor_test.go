@@ -136,15 +136,7 @@ func TestHelmChartBudgetFloor(t *testing.T) {
 			}},
 		}
 		for _, r := range refusals {
-			err := r.do(tCtx)
-			switch {
-			case err == nil:
-				t.Errorf("%s: allowed, want refused", r.name)
-			case !(apierrors.IsInvalid(err) || apierrors.IsForbidden(err)) || !strings.Contains(err.Error(), r.message):
-				t.Errorf("%s: %v, want refused (%q)", r.name, err, r.message)
-			default:
-				t.Logf("%s: refused: %v", r.name, err)
-			}
+			wantRefused(t, r.name, r.message, r.do(tCtx))
 		}
 		got, err := admin.PolicyV1().PodDisruptionBudgets(apps).Get(tCtx, users.Name, metav1.GetOptions{})
 		if err != nil || got.Spec.MinAvailable.IntValue() != 2 || got.Labels[floor.ManagedByLabel] != "" {
@@ -197,15 +189,7 @@ func TestHelmChartBudgetFloor(t *testing.T) {
 			}},
 		}
 		for _, r := range hookRefusals {
-			err := r.do(tCtx)
-			switch {
-			case err == nil:
-				t.Errorf("the uninstall hook %s: allowed, want refused", r.name)
-			case !(apierrors.IsInvalid(err) || apierrors.IsForbidden(err)) || !strings.Contains(err.Error(), r.message):
-				t.Errorf("the uninstall hook %s: %v, want refused (%q)", r.name, err, r.message)
-			default:
-				t.Logf("the uninstall hook %s: refused: %v", r.name, err)
-			}
+			wantRefused(t, "the uninstall hook "+r.name, r.message, r.do(tCtx))
 		}
 		if err := hook.PolicyV1().PodDisruptionBudgets(apps).Delete(tCtx, "web-budget-floor", metav1.DeleteOptions{}); err != nil {
 			t.Errorf("the uninstall hook deleting the floor's budget: %v", err)
@@ -228,4 +212,17 @@ func TestHelmChartBudgetFloor(t *testing.T) {
 			t.Errorf("creating a budget with the floor off: %v, want forbidden by RBAC", err)
 		}
 	})
+}
+
+// wantRefused fails unless err is a refusal (RBAC's Forbidden, or admission's) saying message.
+func wantRefused(t *testing.T, what, message string, err error) {
+	t.Helper()
+	switch {
+	case err == nil:
+		t.Errorf("%s: allowed, want refused", what)
+	case !(apierrors.IsInvalid(err) || apierrors.IsForbidden(err)) || !strings.Contains(err.Error(), message):
+		t.Errorf("%s: %v, want refused (%q)", what, err, message)
+	default:
+		t.Logf("%s: refused: %v", what, err)
+	}
 }

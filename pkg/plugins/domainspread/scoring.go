@@ -208,7 +208,9 @@ func (pl *DomainSpread) Score(_ context.Context, state fwk.CycleState, _ *v1.Pod
 	s := c.(*scoreState)
 	ids := pl.domainIDs(nodeInfo.Node(), s.epoch)
 	limit := int32(1)<<s.bits - 1
-	raw := pl.settles(s, ids, nodeInfo.Node())
+	// moves reads the node's fate once for both components that use it.
+	fate := pl.moves(s, ids, nodeInfo.Node())
+	raw := s.settles(ids, fate)
 	for d := range pl.dims {
 		var n int32
 		if ids[d] != noDomain {
@@ -218,7 +220,7 @@ func (pl *DomainSpread) Score(_ context.Context, state fwk.CycleState, _ *v1.Pod
 		}
 		raw = raw<<s.bits | int64(min(n, limit))
 		if d == 0 {
-			raw = raw<<fateBits | pl.moves(s, ids, nodeInfo.Node())
+			raw = raw<<fateBits | fate
 		}
 		if d == 1 && s.layered {
 			// The cell's replicas, then the most filled diagonal first; a node lacking either
@@ -241,18 +243,20 @@ const fateBits = 2
 
 // settles is 0 while a pool upgrades for a node that stays, holds fewer than its share and
 // whose first-dimension domain's staying nodes hold fewer than endShare (see scoreState), else
-// 1; 0 for every node outside upgrades. The raw score then takes 1 + rawBits + fateBits = 63
-// bits at most (TestRawScoreBits): no room for another component.
-func (pl *DomainSpread) settles(s *scoreState, ids nodeDomains, node *v1.Node) int64 {
+// 1; 0 for every node outside upgrades, and while no zone has an end share yet (fewer replicas
+// than zones), when the strict order alone decides. fate is moves' result for the node. The raw
+// score then takes 1 + rawBits + fateBits = 63 bits at most (TestRawScoreBits): no room for
+// another component.
+func (s *scoreState) settles(ids nodeDomains, fate int64) int64 {
 	switch {
-	case s.holding == nil:
+	case s.holding == nil || s.endShare == 0:
 		return 0
 	case ids[0] != noDomain && s.staying[ids[0]] >= s.endShare:
 		return 1
 	}
 	// A node without the zone's keys has no share to exceed: whether it stays decides, as for
 	// a zone with room (neither favoured nor penalised on the zone).
-	return pl.moves(s, ids, node)
+	return fate
 }
 
 // moves is 0 for a node maintenance under way leaves in place and that holds fewer replicas of

@@ -558,6 +558,15 @@ func TestScoreDuringAnUpgrade(t *testing.T) {
 			wantBest: []string{"nozone-reimaged"},
 		},
 		{
+			name: "upgrading: fewer replicas than zones, no end share: the strict order, the unlabelled node not ahead",
+			nodes: []*v1.Node{
+				aks("z0-reimaged", "0", newImage, false), aks("z1-reimaged", "1", newImage, false), aks("z2-old", "2", oldImage, false),
+				aks("nozone-reimaged", "", newImage, false),
+			},
+			existing: []*v1.Pod{rsPod("a1", "rs-a", "z1-reimaged")},
+			wantBest: []string{"z0-reimaged"},
+		},
+		{
 			name:     "no upgrade: generations alike, every node of the emptier zone ties",
 			nodes:    []*v1.Node{aks("z0-a", "0", oldImage, false), aks("z0-b", "0", oldImage, true), aks("z1-a", "1", oldImage, false)},
 			existing: []*v1.Pod{rsPod("a1", "rs-a", "z1-a")},
