@@ -222,7 +222,7 @@ func platformImage(o Options, base v1.Layer, plat *v1.Platform, dir string) (v1.
 func annotations(o Options) map[string]string {
 	return map[string]string{
 		AnnotationTitle:    "pool-scheduler",
-		AnnotationDesc:     "kube-scheduler with node-pool plugins (NodePoolReady, SystemPoolGuard, DomainSpread) and pool-labeler",
+		AnnotationDesc:     "kube-scheduler with node-pool plugins (NodePoolReady, NodePoolAffinity, SystemPoolGuard, DomainSpread) and pool-labeler",
 		AnnotationVersion:  o.Version,
 		AnnotationRevision: o.Revision,
 		AnnotationSource:   o.Source,

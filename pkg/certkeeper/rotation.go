@@ -1,8 +1,9 @@
-// Package certkeeper keeps CAs and the serving certificates they sign: the rotation timeline
-// (a CA rotated with an overlap, serving certificates renewed before they expire), shared by the
-// webhook, which keeps its own, and `pool-labeler certs`, which keeps the CA keys in Secrets of
-// their own and writes only the serving certificate and the CA bundle to the Secrets that serving
-// pods mount. No scheduler plugin imports it (test/static rooms).
+// Package certkeeper keeps CAs and the serving certificates they sign, for `pool-labeler certs`:
+// the rotation timeline (a CA rotated with an overlap, serving certificates renewed before they
+// expire), the CA keys in Secrets of their own, and only the serving certificate and the CA
+// bundle in the Secrets that serving pods mount (the metrics servers' and the webhook's) and in
+// the webhook configuration's caBundle. It is the one certificate keeper: the webhook serves what
+// it writes to its --cert-dir. No scheduler plugin imports it (test/static rooms).
 package certkeeper
 
 import (

@@ -2,10 +2,15 @@ package static
 
 import (
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -35,9 +40,12 @@ type prose struct {
 
 func (p prose) String() string { return fmt.Sprintf("%s:%d", p.file, p.line) }
 
-// paragraphs splits the docs (docFiles) and the Go comments of cmd/ and pkg/ (package docs and
-// command help say how many modes and plugins there are) into paragraphs: runs of non-blank
-// lines; for Go files, runs of // comment lines.
+// paragraphs splits what users read into paragraphs: the docs (docFiles) as runs of non-blank
+// lines; the Go code of cmd/, pkg/ and internal/ as runs of // comment lines (package docs and
+// command help say how many modes and plugins there are) and as string literals (flag help,
+// command descriptions, the image's annotations), one per literal or per sum of literals; and
+// the shipped YAML (manifests/, the chart's Chart.yaml, values and templates) as runs of
+// non-blank lines, comments included.
 func paragraphs(t *testing.T) []prose {
 	t.Helper()
 	root := repoRoot(t)
@@ -64,14 +72,15 @@ func paragraphs(t *testing.T) []prose {
 		}
 		flush()
 	}
+	all := func(l string) (string, bool) { return l, true }
 	for _, f := range docFiles(t) {
 		data, err := os.ReadFile(filepath.Join(root, f))
 		if err != nil {
 			t.Fatal(err)
 		}
-		split(f, strings.Split(string(data), "\n"), func(l string) (string, bool) { return l, true })
+		split(f, strings.Split(string(data), "\n"), all)
 	}
-	for _, dir := range []string{"cmd", "pkg"} {
+	for _, dir := range []string{"cmd", "pkg", "internal"} {
 		err := filepath.WalkDir(filepath.Join(root, dir), func(path string, d fs.DirEntry, err error) error {
 			if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") || strings.HasPrefix(d.Name(), "zz_generated") {
 				return err
@@ -85,13 +94,76 @@ func paragraphs(t *testing.T) []prose {
 				c, ok := strings.CutPrefix(strings.TrimSpace(l), "//")
 				return c, ok && !strings.HasPrefix(c, "go:")
 			})
-			return nil
+			lits, err := stringLiterals(rel, data)
+			out = append(out, lits...)
+			return err
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
 	}
+	err := filepath.WalkDir(filepath.Join(root, "manifests"), func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || (filepath.Ext(path) != ".yaml" && filepath.Ext(path) != ".tpl") {
+			return err
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		split(rel, strings.Split(string(data), "\n"), all)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	return out
+}
+
+// stringLiterals returns the string literals of a Go file, a sum of literals ("a" + "b") as one.
+func stringLiterals(file string, src []byte) ([]prose, error) {
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, file, src, parser.SkipObjectResolution)
+	if err != nil {
+		return nil, err
+	}
+	var out []prose
+	ast.Inspect(f, func(n ast.Node) bool {
+		text, ok := constantString(n)
+		if !ok {
+			return true
+		}
+		if strings.TrimSpace(text) != "" {
+			out = append(out, prose{file: file, line: fset.Position(n.Pos()).Line, text: strings.Join(strings.Fields(text), " ")})
+		}
+		return false // a sum's parts are in it
+	})
+	return out, nil
+}
+
+// constantString is the value of a string literal or of a sum of them.
+func constantString(n ast.Node) (string, bool) {
+	switch e := n.(type) {
+	case *ast.BasicLit:
+		if e.Kind != token.STRING {
+			return "", false
+		}
+		s, err := strconv.Unquote(e.Value)
+		return s, err == nil
+	case *ast.BinaryExpr:
+		if e.Op != token.ADD {
+			return "", false
+		}
+		x, ok := constantString(e.X)
+		if !ok {
+			return "", false
+		}
+		y, ok := constantString(e.Y)
+		return x + y, ok
+	case *ast.ParenExpr:
+		return constantString(e.X)
+	}
+	return "", false
 }
 
 var numberWords = []string{"zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve"}
@@ -133,6 +205,33 @@ func TestDocsCountThePlugins(t *testing.T) {
 	}
 	if checked < 2 { // docs/architecture.md and docs/fuzzing.md say how many there are
 		t.Fatalf("found %d plugin counts in the docs; the pattern no longer matches them", checked)
+	}
+}
+
+// TestPluginListsNameEveryPlugin: a list of plugins that follows the word "plugins" ("node-pool
+// plugins (NodePoolReady, ...)") names every plugin pkg/plugins registers: the binary's help, the
+// image's description and the chart's once listed three of four. A doc about some of them names
+// them without that word before the list.
+func TestPluginListsNameEveryPlugin(t *testing.T) {
+	want := slices.Sorted(maps.Keys(plugins.Registry()))
+	list := regexp.MustCompile(`\bplugins:? \(([A-Z][A-Za-z]+(?:,? (?:and )?[A-Z][A-Za-z]+)+)\)`)
+	name := regexp.MustCompile(`[A-Z][A-Za-z]+`)
+	checked := map[string]bool{}
+	for _, p := range paragraphs(t) {
+		for _, m := range list.FindAllStringSubmatch(p.text, -1) {
+			checked[p.file] = true
+			got := name.FindAllString(m[1], -1)
+			slices.Sort(got)
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("%s: %q lists other plugins than pkg/plugins registers (-registered +listed):\n%s", p, m[0], diff)
+			}
+		}
+	}
+	// The three user-facing descriptions: the binary's help, the image's annotation, the chart's.
+	for _, f := range []string{"cmd/pool-scheduler/app/command.go", "internal/ociimage/image.go", "manifests/charts/pool-scheduler/Chart.yaml"} {
+		if !checked[f] {
+			t.Errorf("%s: no list of plugins found; the pattern no longer matches its description", f)
+		}
 	}
 }
 

@@ -57,7 +57,7 @@ func NewCommand() *cobra.Command {
 		f.DefValue = "true"
 	}
 	cmd.Use = "pool-scheduler"
-	cmd.Short = "pool-scheduler: kube-scheduler with node-pool plugins (NodePoolReady, SystemPoolGuard, DomainSpread)"
+	cmd.Short = "pool-scheduler: kube-scheduler with node-pool plugins (NodePoolReady, NodePoolAffinity, SystemPoolGuard, DomainSpread)"
 	cmd.Long = version.String() + "\n\n" + cmd.Short + ".\n\n" +
 		"It runs the stock kube-scheduler (its flags, configuration and metrics); its leader also publishes a heartbeat of its scheduling loop on its Lease, which the hand-off controller reads (docs/operations.md)."
 	run := cmd.RunE

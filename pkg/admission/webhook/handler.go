@@ -1,7 +1,7 @@
 // Package webhook serves pool-scheduler's admission path as a mutating admission webhook
-// (pool-labeler webhook): admission.Mutator behind controller-runtime's webhook server, with its
-// serving certificate generated and rotated by the webhook itself (certs.go, cert-controller's
-// certificate functions).
+// (pool-labeler webhook): admission.Mutator behind controller-runtime's webhook server. It keeps
+// no certificate of its own: it serves the one in --cert-dir, which the certificate keeper
+// (pkg/certkeeper, pool-labeler certs --webhook-dns-name) or cert-manager writes and renews.
 package webhook
 
 import (
