@@ -51,40 +51,13 @@ etcd: $(ETCD_BIN) ## Build etcd (for tests) from go.mod's tool directive (the de
 $(ETCD_BIN): go.mod go.sum
 	GOFLAGS="$(DEFAULT_GOFLAGS)" GOGC=$(BUILD_GOGC) $(GO) build -o $(ETCD_BIN) go.etcd.io/etcd/server/v3
 
-# Every other line's part (line-all: its integration suite and fuzz smoke, then its line-dependent
-# unit tests and e2e suite) runs in the background once the unit tests and the default line's fuzz
-# smoke are done, beside everything after them (the default line's integration suite, end-to-end,
-# the image, signing, scheduler_perf smoke), with its own log (_output/line-k8s<line>.log; its
-# failures and tail printed at the end). An integration suite keeps about one core busy and the
-# e2e suites mostly wait on control planes, processes and Leases, so on 2 cores the two lines side
-# by side take little more than one; run serially the 1.36 line would add about 30 minutes to CI
-# (docs/compatibility.md has the figures). make test fails if any fails, and then its last lines
-# name what failed in each log (a CI view that shows only the end of the output still names the
-# test; the default line's part is kept in _output/test-default-line.log). bin/etcd, which every
-# line's suites run, is built before, so that two makes never build it at once; each line builds
-# its binaries into its own bin/k8s-<line>/.
+# hack/make-test.sh runs it: the unit tests first, then every other release line's part (make
+# line-all) in the background beside the default line's integration, end-to-end, image, README,
+# signing and scheduler_perf parts, each line with its own log in _output/; the script's header
+# says why, and what it prints when something fails.
 .PHONY: test
 test: ## Unit, alert rules, fuzz smoke, integration (real apiserver), end-to-end (built binaries), the image, the READMEs' blocks run verbatim, release signing, the scheduler_perf smoke test, and every other release line (line-all).
-	$(MAKE) --no-print-directory unit alerts fuzz-smoke etcd
-	@mkdir -p $(CURDIR)/_output
-	@pids=(); for l in $(OTHER_LINES); do \
-	  echo "== release line $$l: make line-all in the background (log _output/line-k8s$$l.log)"; \
-	  $(MAKE) --no-print-directory line-all LINE=$$l > $(CURDIR)/_output/line-k8s$$l.log 2>&1 & pids+=($$!); \
-	done; \
-	status=0; $(MAKE) --no-print-directory integration e2e image-test readme-test signing-test perf-smoke 2>&1 | tee $(CURDIR)/_output/test-default-line.log || status=$$?; \
-	i=0; for l in $(OTHER_LINES); do \
-	  lstatus=0; wait $${pids[$$i]} || lstatus=$$?; i=$$((i+1)); \
-	  echo "== release line $$l: make line-all (exit $$lstatus; full log _output/line-k8s$$l.log)"; \
-	  if [[ $$lstatus -ne 0 ]]; then grep -E -- '--- FAIL|^FAIL|^panic: |^make.*Error|^\s+[A-Za-z0-9_]+_test\.go:[0-9]+: ' $(CURDIR)/_output/line-k8s$$l.log | tail -60 || true; status=$$lstatus; fi; \
-	  tail -15 $(CURDIR)/_output/line-k8s$$l.log; \
-	done; \
-	if [[ $$status -ne 0 ]]; then \
-	  echo "== make test failed; what failed, per log (full logs in _output/):"; \
-	  for f in $(CURDIR)/_output/test-default-line.log $(foreach l,$(OTHER_LINES),$(CURDIR)/_output/line-k8s$(l).log); do \
-	    grep -E -- '--- FAIL|^FAIL|^panic: |race detected|^make.*Error' "$$f" | sed "s|^|$${f##*/}: |" | tail -20 || true; \
-	  done; \
-	fi; \
-	exit $$status
+	MAKE="$(MAKE)" OTHER_LINES="$(OTHER_LINES)" hack/make-test.sh
 
 # The release lines other than the default one (lines/k8s-<minor>/). make test runs the default
 # line's whole suite and, for each of these, the tests of the code that differs between lines

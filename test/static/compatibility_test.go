@@ -69,10 +69,22 @@ func TestCompatibilityMatrix(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// make test's orchestration is hack/make-test.sh, given every other line by the Makefile.
+	script, err := os.ReadFile(filepath.Join(root, "hack", "make-test.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, re := range []string{
-		`(?m)^test:(.*\n\t.*)*\$\(MAKE\) --no-print-directory unit alerts fuzz-smoke etcd\b`,
-		`(?m)^test:(.*\n\t.*)*\$\(MAKE\) --no-print-directory line-all LINE=\$\$l`,
-		`(?m)^test:(.*\n\t.*)*\$\(MAKE\) --no-print-directory integration e2e image-test readme-test signing-test perf-smoke\b`,
+		`(?m)^"\$MAKE" --no-print-directory unit alerts fuzz-smoke etcd$`,
+		`(?m)^for l in "\$\{other_lines\[@\]\}"; do\n(.*\n)*?\s+"\$MAKE" --no-print-directory line-all LINE="\$l" .*&$`,
+		`(?m)^"\$MAKE" --no-print-directory integration e2e image-test readme-test signing-test perf-smoke 2>&1 \|$`,
+	} {
+		if !regexp.MustCompile(re).Match(script) {
+			t.Errorf("hack/make-test.sh: no match for %s: make test must test every release line (binary e2e, integration and fuzz smoke included)", re)
+		}
+	}
+	for _, re := range []string{
+		`(?m)^test:.*\n\tMAKE="\$\(MAKE\)" OTHER_LINES="\$\(OTHER_LINES\)" hack/make-test\.sh$`,
 		`(?m)^OTHER_LINES := .*\$\(wildcard \$\(CURDIR\)/lines/k8s-\*/versions\.env\)`,
 		`(?m)^line-all:(.*\n\t.*)*\$\(MAKE\) --no-print-directory line-deep LINE=\$\(LINE\)`,
 		`(?m)^line-all:(.*\n\t.*)*\$\(MAKE\) --no-print-directory line-test LINE=\$\(LINE\)`,
