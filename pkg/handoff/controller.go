@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"github.com/pool-scheduler/pool-scheduler/pkg/profile"
 	"github.com/pool-scheduler/pool-scheduler/pkg/version"
 )
 
@@ -480,13 +481,17 @@ func (c *Controller) handBack(ctx context.Context, p *v1.Pod, ref *metav1.OwnerR
 	return nil
 }
 
-// Complete takes the Lease whose renewals say pool-scheduler runs from the scheduler's
-// configuration (path names it in errors) and validates o.
-func (o *Options) Complete(path string, schedulerConfig []byte) error {
-	lease, err := LeaseFromConfig(schedulerConfig, ModeLeader)
-	if err != nil {
-		return fmt.Errorf("--config %s: %w", path, err)
+// Complete takes the Lease whose renewals say pool-scheduler runs, and the schedulerName whose
+// pods are watched, from the scheduler's configuration p (decoded once by the caller; nil: no
+// --config), and validates o.
+func (o *Options) Complete(p *profile.Profile) error {
+	if p == nil {
+		return errors.New("--config: required (the scheduler's configuration file)")
 	}
-	o.Lease = *lease
+	lease, err := LeaseFromConfiguration(p.Config, ModeLeader)
+	if err != nil {
+		return fmt.Errorf("--config %s: %w", p.Path, err)
+	}
+	o.Lease, o.SchedulerName = *lease, p.Name()
 	return o.Validate()
 }

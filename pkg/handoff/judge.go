@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
 
 	"github.com/pool-scheduler/pool-scheduler/pkg/profile"
 	"github.com/pool-scheduler/pool-scheduler/pkg/version"
@@ -44,16 +45,21 @@ type Lease struct {
 // LeaseFromConfig returns the Lease that tells whether pool-scheduler runs, from the scheduler
 // configuration document, for --handoff=mode; nil for ModeAlways.
 func LeaseFromConfig(data []byte, mode string) (*Lease, error) {
+	cfg, err := profile.LoadConfiguration(data)
+	if err != nil {
+		return nil, err
+	}
+	return LeaseFromConfiguration(cfg, mode)
+}
+
+// LeaseFromConfiguration is LeaseFromConfig for a decoded configuration.
+func LeaseFromConfiguration(cfg *schedconfig.KubeSchedulerConfiguration, mode string) (*Lease, error) {
 	switch mode {
 	case ModeAlways:
 		return nil, nil
 	case ModeLeader:
 	default:
 		return nil, fmt.Errorf("--handoff: %q is not %s or %s", mode, ModeLeader, ModeAlways)
-	}
-	cfg, err := profile.LoadConfiguration(data)
-	if err != nil {
-		return nil, err
 	}
 	lease, d, ok := LeaderLease(cfg)
 	if !ok {

@@ -19,11 +19,9 @@ import (
 
 // Flags are the controller mode's own flags (pool-labeler controller), as given.
 type Flags struct {
-	// Config is --config, the scheduler's configuration file ("": none); ConfigData its
-	// contents, read once by the caller.
-	Config        string
-	ConfigData    []byte
-	SchedulerName string
+	// Profile is the scheduler's configuration (--config, --scheduler-name), decoded once by
+	// the caller; nil: no --config.
+	Profile *profile.Profile
 	// PoolLabelKeys applies without Config only; PoolLabelKeysSet: given on the command line.
 	PoolLabelKeys    []string
 	PoolLabelKeysSet bool
@@ -52,7 +50,7 @@ func (f Flags) Complete() (Options, string, error) {
 		return Options{}, "", err
 	}
 	var warning string
-	if f.Config == "" {
+	if f.Profile == nil {
 		namespaces, warning, err = namespacesWithoutConfig(f.NamespacesSet, f.AllNamespaces, namespaces, ownNamespace(os.Getenv, serviceAccountNamespaceFile))
 	} else if f.AllNamespaces {
 		err = errors.New("--all-namespaces: not with --config, whose labelSetNamespaces the labeler uses (empty: every namespace)")
@@ -83,7 +81,7 @@ func CacheOptions(o Options, resync time.Duration) cache.Options {
 // its labelSetNamespace, so the labeler and the scheduler see the same sets; an explicit
 // --namespaces or --pool-label-keys that disagrees is refused rather than silently overridden.
 func (f Flags) gate(namespaces *[]string) (pool.Gate, error) {
-	if f.Config == "" {
+	if f.Profile == nil {
 		defaults := profile.DefaultArgs()
 		args := defaults.NodePoolReady
 		args.PoolLabelKeys = f.PoolLabelKeys
@@ -92,15 +90,12 @@ func (f Flags) gate(namespaces *[]string) (pool.Gate, error) {
 	if f.PoolLabelKeysSet {
 		return pool.Gate{}, errors.New("--pool-label-keys: not with --config, whose NodePoolReady poolLabelKeys the labeler uses")
 	}
-	gate, ns, err := GateFromSchedulerConfig(f.ConfigData, f.SchedulerName)
-	if err != nil {
-		return pool.Gate{}, fmt.Errorf("--config %s: %w", f.Config, err)
-	}
+	gate, ns := GateFromProfile(f.Profile.Args)
 	switch {
 	case !f.NamespacesSet:
 		*namespaces = ns
 	case !sameNamespaces(*namespaces, ns):
-		return pool.Gate{}, fmt.Errorf("--namespaces=%s disagrees with the scheduler's labelSetNamespaces %q in %s: the labeler and the scheduler must read the same NodePoolLabelSets; drop --namespaces", strings.Join(*namespaces, ","), ns, f.Config)
+		return pool.Gate{}, fmt.Errorf("--namespaces=%s disagrees with the scheduler's labelSetNamespaces %q in %s: the labeler and the scheduler must read the same NodePoolLabelSets; drop --namespaces", strings.Join(*namespaces, ","), ns, f.Profile.Path)
 	}
 	return gate, nil
 }

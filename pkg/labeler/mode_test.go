@@ -11,6 +11,7 @@ import (
 
 	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config"
 	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
+	"github.com/pool-scheduler/pool-scheduler/pkg/profile"
 )
 
 const testSchedulerConfig = `apiVersion: kubescheduler.config.k8s.io/v1
@@ -39,10 +40,11 @@ func TestFlagsComplete(t *testing.T) {
       systemNodeSelector: {matchLabels: {example.com/system: "true"}, matchExpressions: [{key: example.com/role, operator: Exists}]}
 `
 	withConfig := func(data string, f Flags) Flags {
-		f.Config, f.ConfigData = path, []byte(data)
-		if f.SchedulerName == "" {
-			f.SchedulerName = "pool-scheduler"
+		p, err := profile.Load(path, []byte(data), "pool-scheduler")
+		if err != nil {
+			t.Fatal(err)
 		}
+		f.Profile = p
 		return f
 	}
 	aks := []string{"kubernetes.azure.com/mode"}
@@ -93,7 +95,6 @@ func TestFlagsComplete(t *testing.T) {
 		{name: "one of two namespaces", flags: withConfig(two, Flags{Namespaces: []string{"pool-system"}, NamespacesSet: true}), wantErr: `disagrees with the scheduler's labelSetNamespaces ["pool-system" "pipeline-system"]`},
 		{name: "pool keys from two places", flags: withConfig(testSchedulerConfig, Flags{PoolLabelKeys: []string{"a.io/pool"}, PoolLabelKeysSet: true}), wantErr: "--pool-label-keys: not with --config"},
 		{name: "all namespaces with the configuration", flags: withConfig(testSchedulerConfig, Flags{AllNamespaces: true}), wantErr: "--all-namespaces: not with --config"},
-		{name: "no such profile", flags: withConfig(testSchedulerConfig, Flags{SchedulerName: "other"}), wantErr: `no profile with schedulerName "other"`},
 		{name: "bad pool label key", flags: Flags{PoolLabelKeys: []string{"not a key"}}, wantErr: "--pool-label-keys"},
 		{name: "negative hold warning", flags: Flags{HoldWarningAfter: -1}, wantErr: "--hold-warning-after"},
 	}

@@ -23,11 +23,17 @@ func init() {
 // GateFromSchedulerConfig returns, from a KubeSchedulerConfiguration document, NodePoolReady's
 // rule (with SystemPoolGuard's system-node keys, which no set may name) and the namespaces whose
 // NodePoolLabelSets it reads (its labelSetNamespaces; empty: every namespace) for the profile
-// schedulerName: what the controller mode runs with when given --scheduler-config.
+// schedulerName: what the controller mode runs with when given --config.
 func GateFromSchedulerConfig(data []byte, schedulerName string) (pool.Gate, []string, error) {
 	args, err := profile.LoadArgs(data, schedulerName)
 	if err != nil {
 		return pool.Gate{}, nil, err
 	}
-	return pool.NewGateWithSystemArgs(args.NodePoolReady, args.SystemPoolGuard), slices.Clone(args.NodePoolReady.LabelSetNamespaces), nil
+	gate, ns := GateFromProfile(args)
+	return gate, ns, nil
+}
+
+// GateFromProfile is GateFromSchedulerConfig for a profile's decoded args.
+func GateFromProfile(args profile.Args) (pool.Gate, []string) {
+	return pool.NewGateWithSystemArgs(args.NodePoolReady, args.SystemPoolGuard), slices.Clone(args.NodePoolReady.LabelSetNamespaces)
 }

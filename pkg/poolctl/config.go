@@ -28,7 +28,7 @@ type configSource struct {
 func (s *configSource) addFlags(f *pflag.FlagSet) {
 	f.StringVar(&s.file, "config", "", "the deployed KubeSchedulerConfiguration file (the "+profile.ConfigKey+" key of the scheduler's ConfigMap); default: read the ConfigMap from the cluster (--config-map)")
 	f.StringVar(&s.configMap, "config-map", DefaultConfigMap, "NAMESPACE/NAME of the scheduler's ConfigMap (key "+profile.ConfigKey+"); a kustomize-generated NAME-<hash> is found too")
-	f.StringVar(&s.schedulerName, "scheduler-name", "pool-scheduler", "the profile of the configuration to judge by")
+	f.StringVar(&s.schedulerName, "scheduler-name", profile.DefaultSchedulerName, "the profile of the configuration to judge by")
 }
 
 // read returns the deployed configuration document and where it came from.

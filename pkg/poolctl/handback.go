@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/util/flowcontrol"
 
 	"github.com/pool-scheduler/pool-scheduler/pkg/handoff"
+	"github.com/pool-scheduler/pool-scheduler/pkg/profile"
 )
 
 // Dry-run strategies, in kubectl's words (k8s.io/kubectl pkg/cmd/util GetDryRunStrategy):
@@ -100,7 +101,7 @@ func newHandbackCommand() *cobra.Command {
 func (o *handbackOptions) addFlags(f *pflag.FlagSet) {
 	o.cluster.AddFlags(f)
 	f.BoolVarP(&o.allNamespaces, "all-namespaces", "A", false, "hand back the waiting pods of every namespace (or name one: -n)")
-	f.StringVar(&o.schedulerName, "scheduler-name", "pool-scheduler", "the scheduler whose waiting pods are handed back; also the name of its MutatingWebhookConfiguration, MutatingAdmissionPolicyBinding and Lease")
+	f.StringVar(&o.schedulerName, "scheduler-name", profile.DefaultSchedulerName, "the scheduler whose waiting pods are handed back; also the name of its MutatingWebhookConfiguration, MutatingAdmissionPolicyBinding and Lease")
 	f.StringVar(&o.schedulerNamespace, "scheduler-namespace", "pool-scheduler", "the namespace of the scheduler's Lease and hand-off switch")
 	f.StringVar(&o.dryRun, "dry-run", dryRunClient, `"client" (the default) lists what would be handed back and deletes nothing; "none" deletes`)
 	f.Lookup("dry-run").NoOptDefVal = dryRunClient

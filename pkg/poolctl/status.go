@@ -163,15 +163,12 @@ func status(ctx context.Context, o statusOptions) (*Status, error) {
 	if err != nil {
 		return nil, err
 	}
-	args, err := profile.LoadArgs(data, o.config.schedulerName)
+	p, err := profile.Decode(data, o.config.schedulerName)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", source, err)
 	}
 	source = fmt.Sprintf("%s, profile %s", source, o.config.schedulerName)
-	schedCfg, err := profile.LoadConfiguration(data)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", source, err)
-	}
+	args, schedCfg := p.Args, p.Config
 	gate := pool.NewGateWithSystemArgs(args.NodePoolReady, args.SystemPoolGuard)
 	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {

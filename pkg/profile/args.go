@@ -94,6 +94,11 @@ func LoadProfile(data []byte, schedulerName string) (*schedconfig.KubeSchedulerP
 	if err != nil {
 		return nil, err
 	}
+	return profileOf(cfg, schedulerName)
+}
+
+// profileOf returns cfg's profile named schedulerName ("" means the first profile).
+func profileOf(cfg *schedconfig.KubeSchedulerConfiguration, schedulerName string) (*schedconfig.KubeSchedulerProfile, error) {
 	var names []string
 	for i := range cfg.Profiles {
 		p := &cfg.Profiles[i]

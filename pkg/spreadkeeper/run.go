@@ -31,13 +31,15 @@ type Options struct {
 const LeaseName = "pool-scheduler-spread"
 
 // Complete takes DomainSpread's dimensions and mode (and, to rebalance, SystemPoolGuard's
-// system nodes) from the scheduler's configuration, for profile o.Keeper.SchedulerName, and
-// validates o. deletionCost false turns the keeper off; path names the file in errors.
-func (o *Options) Complete(path string, schedulerConfig []byte, deletionCost bool) error {
-	args, err := profile.LoadArgs(schedulerConfig, o.Keeper.SchedulerName)
-	if err != nil {
-		return fmt.Errorf("--config %s: %w", path, err)
+// system nodes) and the schedulerName whose pods are kept from the scheduler's configuration p
+// (decoded once by the caller; nil: no --config), and validates o. deletionCost false turns the
+// keeper off.
+func (o *Options) Complete(p *profile.Profile, deletionCost bool) error {
+	if p == nil {
+		return errors.New("--config: required (the scheduler's configuration file)")
 	}
+	path, args := p.Path, p.Args
+	o.Keeper.SchedulerName = p.Name()
 	o.Keeper.Spread = args.DomainSpread
 	o.Keeper.Off = !deletionCost
 	o.Rebalancer.MaxSkew = 1

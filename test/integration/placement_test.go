@@ -22,6 +22,7 @@ import (
 	"github.com/pool-scheduler/pool-scheduler/pkg/controlplane"
 	"github.com/pool-scheduler/pool-scheduler/pkg/labeler"
 	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
+	"github.com/pool-scheduler/pool-scheduler/pkg/profile"
 	"github.com/pool-scheduler/pool-scheduler/test/util"
 )
 
@@ -90,15 +91,20 @@ func chartLabeler(t *testing.T, values string) shippedLabeler {
 // (the ones that decide what it lifts and where it reads sets; defaults for the others).
 func (s shippedLabeler) options(t *testing.T) labeler.Options {
 	t.Helper()
-	f := labeler.Flags{Config: "/etc/pool-scheduler/config.yaml", ConfigData: s.config, SchedulerName: "pool-scheduler", StartupTaintKey: pool.StartupTaintKey}
+	f, schedulerName := labeler.Flags{StartupTaintKey: pool.StartupTaintKey}, profile.DefaultSchedulerName
 	for _, a := range s.deployment.Spec.Template.Spec.Containers[0].Args {
 		if v, ok := strings.CutPrefix(a, "--startup-taint-key="); ok {
 			f.StartupTaintKey = v
 		}
 		if v, ok := strings.CutPrefix(a, "--scheduler-name="); ok {
-			f.SchedulerName = v
+			schedulerName = v
 		}
 	}
+	p, err := profile.Load("/etc/pool-scheduler/config.yaml", s.config, schedulerName)
+	if err != nil {
+		t.Fatalf("the shipped labeler's --config: %v", err)
+	}
+	f.Profile = p
 	o, _, err := f.Complete()
 	if err != nil {
 		t.Fatalf("the shipped labeler's flags: %v", err)

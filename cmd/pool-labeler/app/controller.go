@@ -19,11 +19,12 @@ var controllerMode = mode{
 	short: "Reconcile every node towards its pool's NodePoolLabelSet (leader-elected Deployment)",
 	config: "the scheduler's KubeSchedulerConfiguration file (its ConfigMap mounted): NodePoolReady's args there give the pool label keys, " +
 		"the rule the status judges nodes by, and the NodePoolLabelSet namespaces (labelSetNamespaces); empty: the plugin's defaults and --pool-label-keys",
-	configAlias: "scheduler-config",
-	serve:       &serving{},
-	lease:       "pool-labeler",
-	scheme:      labeler.Scheme,
-	flags:       controllerFlags,
+	configAlias:   "scheduler-config",
+	schedulerName: "the profile of --config whose NodePoolReady args the labeler applies",
+	serve:         &serving{},
+	lease:         "pool-labeler",
+	scheme:        labeler.Scheme,
+	flags:         controllerFlags,
 }
 
 func controllerFlags(f *pflag.FlagSet, s *shared) runner {
@@ -33,7 +34,6 @@ func controllerFlags(f *pflag.FlagSet, s *shared) runner {
 		resync time.Duration
 		warn   string
 	)
-	f.StringVar(&lf.SchedulerName, "scheduler-name", "pool-scheduler", "the profile of --config")
 	f.StringSliceVar(&lf.Namespaces, "namespaces", nil, "namespaces whose NodePoolLabelSets are applied; with --config its labelSetNamespaces (which this must then equal); without it and without --all-namespaces: the labeler's own namespace ($POD_NAMESPACE, else its ServiceAccount's)")
 	f.BoolVar(&lf.AllNamespaces, "all-namespaces", false, "without --config: apply the NodePoolLabelSets of every namespace (whoever may write a set in any namespace then decides node labels)")
 	f.StringSliceVar(&lf.PoolLabelKeys, "pool-label-keys", configv1.DefaultPoolLabelKeys, "ordered node label keys naming a node's pool (without --config)")
@@ -43,7 +43,7 @@ func controllerFlags(f *pflag.FlagSet, s *shared) runner {
 	f.DurationVar(&resync, "resync-period", 10*time.Minute, "how often every node is reconciled again, to catch anything missed")
 	return runner{
 		complete: func(cmd *cobra.Command) ([]any, error) {
-			lf.Config, lf.ConfigData = s.config, s.configData
+			lf.Profile = s.profile
 			lf.PoolLabelKeysSet, lf.NamespacesSet = cmd.Flags().Changed("pool-label-keys"), cmd.Flags().Changed("namespaces")
 			var err error
 			o, warn, err = lf.Complete()

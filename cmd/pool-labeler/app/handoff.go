@@ -22,6 +22,7 @@ var handoffMode = mode{
 		"and hand back pods stranded while it does not run (leader-elected Deployment)",
 	config:          "the scheduler's KubeSchedulerConfiguration file (its ConfigMap mounted): its leaderElection names the Lease whose renewals say pool-scheduler runs",
 	configRequired:  true,
+	schedulerName:   "the profile of --config whose waiting pods are watched and handed back",
 	serve:           &serving{},
 	lease:           handoff.LeaseName,
 	leaseHelp:       "; each release in a namespace needs its own (the chart: <scheduler name>-handoff)",
@@ -31,7 +32,6 @@ var handoffMode = mode{
 
 func handoffFlags(f *pflag.FlagSet, s *shared) runner {
 	o := handoff.Options{}
-	f.StringVar(&o.SchedulerName, "scheduler-name", "pool-scheduler", "the schedulerName whose waiting pods are watched and handed back")
 	f.StringVar(&o.Switch.Name, "switch-configmap", handoff.SwitchConfigMap, "the ConfigMap the MutatingAdmissionPolicy reads as its parameter (data.handoff \"true\" or \"false\"); empty: none written (webhook installs)")
 	f.StringVar(&o.Switch.Namespace, "switch-namespace", os.Getenv("POD_NAMESPACE"), "namespace of --switch-configmap")
 	f.BoolVar(&o.Handback, "handback", true, "delete pods that waited for pool-scheduler longer than --handback-after while it had no healthy leader, when a ReplicaSet, StatefulSet or ReplicationController recreates them (for the default scheduler); others are reported with an event")
@@ -41,7 +41,7 @@ func handoffFlags(f *pflag.FlagSet, s *shared) runner {
 	f.DurationVar(&o.ProgressBound, "progress-bound", handoff.DefaultProgressBound, "a leader that renews its Lease but whose heartbeat shows pods waiting in its queue and no scheduling attempt finished for this long, or a pod or node change not reached by its informers within it, is treated as down (docs/operations.md); 0: the Lease alone")
 	return runner{
 		complete: func(*cobra.Command) ([]any, error) {
-			if err := o.Complete(s.config, s.configData); err != nil {
+			if err := o.Complete(s.profile); err != nil {
 				return nil, err
 			}
 			return []any{"lease", o.Lease.Lease.String(), "schedulerName", o.SchedulerName, "switch", o.Switch.String(), "handback", o.Handback, "handbackAfter", o.HandbackAfter}, nil
@@ -56,16 +56,16 @@ var handbackMode = mode{
 	name: "handback",
 	short: "Before pool-scheduler is removed: delete the admission path, then hand back every pod waiting for it that a controller recreates, " +
 		"until none has appeared for --settle; with --budget-floor-binding, also remove the budget floor's budgets (Job run once, e.g. Helm's pre-delete hook)",
-	flags: handbackFlags,
+	schedulerName: "the schedulerName whose waiting pods are handed back",
+	flags:         handbackFlags,
 }
 
 // floorRemovalQPS is the uninstall hook's request rate for the floor's budgets: 1000 budgets in
 // 20 s.
 const floorRemovalQPS = 50
 
-func handbackFlags(f *pflag.FlagSet, _ *shared) runner {
+func handbackFlags(f *pflag.FlagSet, s *shared) runner {
 	o := handoff.UninstallOptions{}
-	f.StringVar(&o.SchedulerName, "scheduler-name", "pool-scheduler", "the schedulerName whose waiting pods are handed back")
 	f.StringSliceVar(&o.WebhookConfigurations, "webhook-configuration", nil, "MutatingWebhookConfigurations to delete first (the webhook way in)")
 	f.StringSliceVar(&o.PolicyBindings, "policy-binding", nil, "MutatingAdmissionPolicyBindings to delete first (the policy way in)")
 	f.DurationVar(&o.Settle, "settle", 10*time.Second, "hand back until no recreatable pod has appeared for this long")
@@ -75,6 +75,7 @@ func handbackFlags(f *pflag.FlagSet, _ *shared) runner {
 	f.StringVar(&floorBinding, "budget-floor-binding", "", "also remove the budget floor (pool-labeler spread --budget-floor): delete this ClusterRoleBinding, which grants its writes, then every PodDisruptionBudget it keeps, until none has appeared for --settle; empty: the floor's budgets are left")
 	return runner{
 		complete: func(*cobra.Command) ([]any, error) {
+			o.SchedulerName = s.schedulerName
 			return []any{"schedulerName", o.SchedulerName, "webhookConfigurations", o.WebhookConfigurations, "policyBindings", o.PolicyBindings, "budgetFloorBinding", floorBinding}, o.Validate()
 		},
 		run: func(ctx context.Context, cfg *rest.Config) error {

@@ -18,6 +18,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/pool-scheduler/pool-scheduler/internal/tlsserving"
+	"github.com/pool-scheduler/pool-scheduler/pkg/profile"
 )
 
 // A mode is one pool-labeler subcommand: which of the shared flags it takes, its own flags, and
@@ -30,6 +31,9 @@ type mode struct {
 	configRequired bool
 	// configAlias is the mode's earlier name of --config, still accepted (deprecated).
 	configAlias string
+	// schedulerName is what --scheduler-name means to the mode (its help); "": it takes none.
+	// With --config it names the profile of the configuration the mode serves.
+	schedulerName string
 	// serve: the mode serves /metrics, /healthz and /readyz; nil: it serves nothing.
 	serve *serving
 	// lease is the default Lease of leader election, leaseHelp what to know about its name;
@@ -54,7 +58,7 @@ type serving struct {
 
 // runner is how a mode runs: complete, then either setup on the manager, or run.
 type runner struct {
-	// complete validates the mode's flags (the configuration read into shared.configData) and
+	// complete validates the mode's flags (the configuration decoded into shared.profile) and
 	// returns the "Starting" line's keys and values. It runs before anything is connected to.
 	complete func(cmd *cobra.Command) ([]any, error)
 	// managerOptions adjusts the manager's options (the labeler's cache, the keeper's metrics
@@ -71,8 +75,11 @@ type runner struct {
 type shared struct {
 	kubeconfig *string
 
-	config     string
-	configData []byte
+	config string
+	// schedulerName is --scheduler-name; profile is --config decoded once, with that profile
+	// picked (nil without --config).
+	schedulerName string
+	profile       *profile.Profile
 
 	metricsAddr    string
 	metricsSecure  bool
@@ -92,6 +99,9 @@ func (s *shared) addFlags(f *pflag.FlagSet, m mode) {
 			f.StringVar(&s.config, m.configAlias, "", "the same as --config (its earlier name)")
 			_ = f.MarkDeprecated(m.configAlias, "use --config")
 		}
+	}
+	if m.schedulerName != "" {
+		f.StringVar(&s.schedulerName, "scheduler-name", profile.DefaultSchedulerName, m.schedulerName)
 	}
 	if m.serve != nil {
 		f.StringVar(&s.metricsAddr, "metrics-bind-address", ":8443", "address of /metrics; 0 disables")
@@ -151,7 +161,8 @@ func (m mode) command(kubeconfig *string) *cobra.Command {
 	return cmd
 }
 
-// complete validates the shared flags and reads the scheduler's configuration, once.
+// complete validates the shared flags and reads and decodes the scheduler's configuration,
+// once, for every mode that takes it.
 func (s *shared) complete(m mode) error {
 	if m.lease != "" {
 		if err := validateLeaderElection(s.leaseDuration, s.renewDeadline, s.retryPeriod); err != nil {
@@ -168,7 +179,9 @@ func (s *shared) complete(m mode) error {
 		if err != nil {
 			return fmt.Errorf("--config: %w", err)
 		}
-		s.configData = data
+		if s.profile, err = profile.Load(s.config, data, s.schedulerName); err != nil {
+			return err
+		}
 	case m.configRequired:
 		return errors.New("--config: required (the scheduler's configuration file)")
 	}

@@ -2,12 +2,16 @@ package app
 
 import (
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	scheduler "github.com/pool-scheduler/pool-scheduler/manifests/scheduler"
+	"github.com/pool-scheduler/pool-scheduler/pkg/profile"
 )
 
 func TestValidateLeaderElection(t *testing.T) {
@@ -39,7 +43,14 @@ func TestValidateLeaderElection(t *testing.T) {
 // controller's earlier name, --scheduler-config, still sets it (deprecated), and a file that
 // cannot be read is refused, naming the flag, before anything is connected to.
 func TestConfigFlag(t *testing.T) {
-	missing := filepath.Join(t.TempDir(), "missing.yaml")
+	dir := t.TempDir()
+	missing, shipped, notConfig := filepath.Join(dir, "missing.yaml"), filepath.Join(dir, "config.yaml"), filepath.Join(dir, "configmap.yaml")
+	if err := os.WriteFile(shipped, scheduler.Config, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(notConfig, []byte("apiVersion: v1\nkind: ConfigMap\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name    string
 		args    []string
@@ -54,6 +65,9 @@ func TestConfigFlag(t *testing.T) {
 		{name: "spread requires it", args: []string{"spread"}, wantErr: "--config: required"},
 		{name: "webhook requires it", args: []string{"webhook"}, wantErr: "--config: required"},
 		{name: "no earlier name elsewhere", args: []string{"spread", "--scheduler-config=" + missing}, wantErr: "unknown flag: --scheduler-config"},
+		// Decoded once, before any mode completes: a profile the file lacks is refused by name.
+		{name: "no such profile", args: []string{"handoff", "--config=" + shipped, "--scheduler-name=other"}, wantErr: "--config " + shipped + `: no profile with schedulerName "other"`},
+		{name: "not a configuration", args: []string{"spread", "--config=" + notConfig}, wantErr: "--config " + notConfig + ": "},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -75,13 +89,14 @@ func TestConfigFlag(t *testing.T) {
 func TestSharedFlags(t *testing.T) {
 	serving := []string{"health-probe-bind-address", "metrics-bind-address", "metrics-cert-dir", "metrics-secure"}
 	leader := []string{"leader-elect", "leader-elect-lease", "leader-elect-lease-duration", "leader-elect-namespace", "leader-elect-renew-deadline", "leader-elect-retry-period"}
-	all := append(append([]string{"config"}, serving...), leader...)
+	config := []string{"config", "scheduler-name"}
+	all := append(append(config, serving...), leader...)
 	want := map[string][]string{
 		"controller": all,
 		"domain":     nil,
-		"webhook":    append([]string{"config"}, serving...),
+		"webhook":    append(config, serving...),
 		"handoff":    all,
-		"handback":   nil,
+		"handback":   {"scheduler-name"},
 		"spread":     all,
 		"certs":      serving,
 	}
@@ -97,5 +112,11 @@ func TestSharedFlags(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("shared flags per mode (-want +got):\n%s", diff)
+	}
+	// One flag, one default: the profile the shipped configuration serves.
+	for _, c := range NewCommand().Commands() {
+		if f := c.Flags().Lookup("scheduler-name"); f != nil && f.DefValue != profile.DefaultSchedulerName {
+			t.Errorf("%s: --scheduler-name defaults to %q, want %q", c.Name(), f.DefValue, profile.DefaultSchedulerName)
+		}
 	}
 }

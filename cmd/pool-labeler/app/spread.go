@@ -25,6 +25,7 @@ var spreadMode = mode{
 		"and optionally rebalance drifted workloads through the Eviction API (leader-elected Deployment)",
 	config:          "the scheduler's KubeSchedulerConfiguration file (its ConfigMap mounted): DomainSpread's dimensions and mode there",
 	configRequired:  true,
+	schedulerName:   "the profile of --config whose pods are kept",
 	serve:           &serving{},
 	lease:           spreadkeeper.LeaseName,
 	leaseHelp:       "; each release in a namespace needs its own (the chart: <scheduler name>-spread)",
@@ -35,7 +36,6 @@ var spreadMode = mode{
 func spreadFlags(f *pflag.FlagSet, s *shared) runner {
 	o := spreadkeeper.Options{}
 	var deletionCost bool
-	f.StringVar(&o.Keeper.SchedulerName, "scheduler-name", "pool-scheduler", "the profile whose pods are kept")
 	f.BoolVar(&deletionCost, "deletion-cost", true, "keep controller.kubernetes.io/pod-deletion-cost on the replicas of ReplicaSets and ReplicationControllers DomainSpread spreads")
 	f.Float64Var(&o.Keeper.QPS, "deletion-cost-rate", 20, "pod patches per second at most")
 	f.IntVar(&o.Keeper.Burst, "deletion-cost-burst", 40, "pod patches in a burst at most")
@@ -58,7 +58,7 @@ func spreadFlags(f *pflag.FlagSet, s *shared) runner {
 			if handoffSwitch.Name != "" && handoffSwitch.Namespace == "" {
 				return nil, errors.New("--handoff-switch-namespace: required with --handoff-switch-configmap (default: $POD_NAMESPACE)")
 			}
-			if err := o.Complete(s.config, s.configData, deletionCost); err != nil {
+			if err := o.Complete(s.profile, deletionCost); err != nil {
 				return nil, err
 			}
 			return []any{"schedulerName", o.Keeper.SchedulerName, "deletionCost", deletionCost, "rebalance", o.Rebalance, "rebalanceDryRun", o.Rebalancer.DryRun, "budgetFloor", o.BudgetFloor,

@@ -20,6 +20,7 @@ var webhookMode = mode{
 	short:          "Serve the mutating admission webhook that gives pods of opted-in namespaces to pool-scheduler (Deployment)",
 	config:         "the scheduler's KubeSchedulerConfiguration file (the mounted ConfigMap), so the webhook mutates for what the scheduler enforces",
 	configRequired: true,
+	schedulerName:  "the profile of --config set on pods (\"\": its first profile)",
 	serve:          &serving{ready: "ready once the certificate is served"},
 	scheme:         labeler.Scheme,
 	flags:          webhookFlags,
@@ -27,7 +28,6 @@ var webhookMode = mode{
 
 func webhookFlags(f *pflag.FlagSet, s *shared) runner {
 	o := webhook.WebhookOptions{}
-	f.StringVar(&o.SchedulerName, "scheduler-name", "", "profile of --config to set on pods; empty: the first profile")
 	f.StringVar(&o.HandoffMode, "handoff", handoff.ModeLeader, "when pods are given to pool-scheduler: leader (only while its leader renews the Lease of --config's leaderElection, within its leaseDuration; otherwise they keep the default scheduler, with the system-node affinity) or always")
 	f.StringVar(&o.Switch.Name, "handoff-switch-configmap", "", "with --handoff=leader: the hand-off controller's switch (its --switch-configmap); pods are handed over only while it also says handoff \"true\" (the controller reads the leader's heartbeat: docs/operations.md); empty: the Lease alone")
 	f.StringVar(&o.Switch.Namespace, "handoff-switch-namespace", os.Getenv("POD_NAMESPACE"), "namespace of --handoff-switch-configmap")
@@ -55,8 +55,8 @@ func webhookFlags(f *pflag.FlagSet, s *shared) runner {
 	}
 	return runner{
 		complete: func(*cobra.Command) ([]any, error) {
-			o.Config = s.config
-			if err := o.Complete(s.configData); err != nil {
+			o.Profile = s.profile
+			if err := o.Complete(); err != nil {
 				return nil, err
 			}
 			return []any{"schedulerName", o.Mutator.SchedulerName(), "systemNodeAffinity", o.Mutator.AvoidSystem() != nil, "handoff", o.HandoffMode, "handoffSwitch", o.Switch.String()}, nil

@@ -148,7 +148,7 @@ func TestWebhookOptionsValidate(t *testing.T) {
 			t.Errorf("error %v does not name %s", err, flag)
 		}
 	}
-	ok := WebhookOptions{Config: "c", Port: 9443, CertDir: "/tmp/x"}
+	ok := WebhookOptions{Profile: &profile.Profile{Path: "c"}, Port: 9443, CertDir: "/tmp/x"}
 	if err := ok.Validate(); err != nil {
 		t.Errorf("valid options: %v", err)
 	}

@@ -26,9 +26,9 @@ import (
 
 // WebhookOptions configure `pool-labeler webhook`.
 type WebhookOptions struct {
-	// Config is the scheduler's configuration file: the webhook mutates for its profile.
-	Config        string
-	SchedulerName string
+	// Profile is the scheduler's configuration (--config, --scheduler-name), decoded once by
+	// the caller: the webhook mutates for this profile.
+	Profile *profile.Profile
 	// SystemNodeAffinity adds the node affinity that keeps user pods off system nodes.
 	SystemNodeAffinity bool
 	// Handoff, when set, is the Lease of pool-scheduler's leader: pods are handed over only
@@ -52,7 +52,7 @@ type WebhookOptions struct {
 // Validate names the flag at fault.
 func (o *WebhookOptions) Validate() error {
 	var errs []error
-	if o.Config == "" {
+	if o.Profile == nil {
 		errs = append(errs, errors.New("--config: required (the scheduler's configuration file)"))
 	}
 	if o.Port <= 0 || o.Port > 65535 {
@@ -67,19 +67,18 @@ func (o *WebhookOptions) Validate() error {
 	return errors.Join(errs...)
 }
 
-// Complete validates o, then builds the Mutator and the hand-off Lease from the scheduler's
-// configuration, the contents of o.Config (read once by the caller).
-func (o *WebhookOptions) Complete(schedulerConfig []byte) error {
+// Complete validates o, then builds the Mutator and the hand-off Lease from o.Profile.
+func (o *WebhookOptions) Complete() error {
 	if err := o.Validate(); err != nil {
 		return err
 	}
-	m, err := mutatorFromConfig(o.Config, schedulerConfig, o.SchedulerName, o.SystemNodeAffinity)
+	m, err := mutatorFromProfile(o.Profile, o.SystemNodeAffinity)
 	if err != nil {
 		return err
 	}
 	o.Mutator = m
-	if o.Handoff, err = handoff.LeaseFromConfig(schedulerConfig, o.HandoffMode); err != nil {
-		return fmt.Errorf("--config %s: %w", o.Config, err)
+	if o.Handoff, err = handoff.LeaseFromConfiguration(o.Profile.Config, o.HandoffMode); err != nil {
+		return fmt.Errorf("--config %s: %w", o.Profile.Path, err)
 	}
 	return nil
 }
@@ -91,26 +90,21 @@ func MutatorFromConfig(path, schedulerName string, systemNodeAffinity bool) (*ad
 	if err != nil {
 		return nil, fmt.Errorf("--config: %w", err)
 	}
-	return mutatorFromConfig(path, data, schedulerName, systemNodeAffinity)
+	p, err := profile.Load(path, data, schedulerName)
+	if err != nil {
+		return nil, err
+	}
+	return mutatorFromProfile(p, systemNodeAffinity)
 }
 
-func mutatorFromConfig(path string, data []byte, schedulerName string, systemNodeAffinity bool) (*admissionpkg.Mutator, error) {
-	p, err := profile.LoadProfile(data, schedulerName)
+func mutatorFromProfile(p *profile.Profile, systemNodeAffinity bool) (*admissionpkg.Mutator, error) {
+	m, err := admissionpkg.NewMutator(p.Name(), p.Args.SystemPoolGuard, systemNodeAffinity)
 	if err != nil {
-		return nil, fmt.Errorf("--config %s: %w", path, err)
-	}
-	name := p.SchedulerName
-	args, err := profile.ArgsFromProfile(p)
-	if err != nil {
-		return nil, fmt.Errorf("--config %s: %w", path, err)
-	}
-	m, err := admissionpkg.NewMutator(name, args.SystemPoolGuard, systemNodeAffinity)
-	if err != nil {
-		return nil, fmt.Errorf("--config %s: profile %s: %w", path, name, err)
+		return nil, fmt.Errorf("--config %s: profile %s: %w", p.Path, p.Name(), err)
 	}
 	// The degraded spread stands in for DomainSpread: none where the profile does not spread.
-	if profile.Enabled(p, config.DomainSpreadName) {
-		m.WithDegradedSpread(args.DomainSpread)
+	if profile.Enabled(p.Profile, config.DomainSpreadName) {
+		m.WithDegradedSpread(p.Args.DomainSpread)
 	}
 	return m, nil
 }
