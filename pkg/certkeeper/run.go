@@ -2,58 +2,16 @@ package certkeeper
 
 import (
 	"crypto/tls"
-	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/kubernetes"
 	certutil "k8s.io/client-go/util/cert"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 )
-
-// Options configure `pool-labeler certs`.
-type Options struct {
-	Sets     []Set
-	Interval time.Duration
-}
-
-// SetupWithManager adds the keeper of o.Sets to mgr, which cmd/pool-labeler/app builds; its
-// metrics and probe servers start first: a pass that fails (a Secret or the webhook
-// configuration missing) is logged, counted (pool_scheduler_certificate_syncs_total{result="error"})
-// and retried within 10 seconds while /healthz stays ok; /readyz reports whether the last pass
-// succeeded.
-func SetupWithManager(mgr ctrl.Manager, o Options) error {
-	cs, err := kubernetes.NewForConfig(mgr.GetConfig())
-	if err != nil {
-		return err
-	}
-	k, err := NewKeeper(cs, o.Interval, o.Sets...)
-	if err != nil {
-		return err
-	}
-	return k.setupWithManager(mgr, o)
-}
-
-func (k *Keeper) setupWithManager(mgr ctrl.Manager, o Options) error {
-	for _, s := range o.Sets {
-		if s.CertDir != "" {
-			if err := os.MkdirAll(s.CertDir, 0o700); err != nil {
-				return fmt.Errorf("set %s: %w", s.Name, err)
-			}
-		}
-	}
-	if err := mgr.Add(manager.RunnableFunc(k.Run)); err != nil {
-		return err
-	}
-	return mgr.AddReadyzCheck("certificates", func(*http.Request) error { return k.Ready() })
-}
 
 // ServeMetricsFromCertDir makes the keeper's own /metrics server, when it serves HTTPS from a
 // CertDir (a set's, normally), serve the certificate there, reloaded once the keeper writes it,

@@ -30,26 +30,6 @@ import (
 	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
 )
 
-// Options configure the controller mode.
-type Options struct {
-	// Gate is NodePoolReady's rule, built (pool.NewGateWithSystemArgs) from the NodePoolReady and
-	// SystemPoolGuard args of the scheduler's configuration, so the status says what the
-	// scheduler enforces and the controller ignores the keys it ignores. Its Identity says which
-	// pool a node is in. The zero value is NodePoolReady's defaults, with no system-node keys.
-	Gate pool.Gate
-	// Namespaces restricts the NodePoolLabelSets considered; empty means all namespaces.
-	Namespaces []string
-	// OverwriteConflicts applies desired labels even over values someone else set.
-	OverwriteConflicts bool
-	// HoldWarningAfter: a node held by the gate this long gets a Warning event (once per
-	// hold); 0 sends none.
-	HoldWarningAfter time.Duration
-	// StartupTaintKey is the taint lifted from a node of a pool with a NodePoolLabelSet once
-	// the node, as the labeler's patch leaves it, is ready by Gate's rule; in the same patch as
-	// the labels (docs/gate.md). Empty: no taint is ever touched.
-	StartupTaintKey string
-}
-
 // maxHeldNodes bounds NodePoolLabelSetStatus.HeldNodes (the CRD's maxItems).
 const maxHeldNodes = 20
 

@@ -148,7 +148,7 @@ func TestKustomizeLineOverlayOptsNamespacesIn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := webhook.SetupWithManager(mgr, webhook.WebhookOptions{Mutator: m, Port: port, CertDir: certDir}); err != nil {
+	if err := webhook.SetupWithManager(mgr, webhook.Options{Mutator: m, Port: port, CertDir: certDir}); err != nil {
 		t.Fatal(err)
 	}
 	go func() { done <- mgr.Start(webhookCtx) }()

@@ -91,7 +91,7 @@ func chartLabeler(t *testing.T, values string) shippedLabeler {
 // (the ones that decide what it lifts and where it reads sets; defaults for the others).
 func (s shippedLabeler) options(t *testing.T) labeler.Options {
 	t.Helper()
-	f, schedulerName := labeler.Flags{StartupTaintKey: pool.StartupTaintKey}, profile.DefaultSchedulerName
+	f, schedulerName := labeler.Options{StartupTaintKey: pool.StartupTaintKey}, profile.DefaultSchedulerName
 	for _, a := range s.deployment.Spec.Template.Spec.Containers[0].Args {
 		if v, ok := strings.CutPrefix(a, "--startup-taint-key="); ok {
 			f.StartupTaintKey = v
@@ -105,11 +105,10 @@ func (s shippedLabeler) options(t *testing.T) labeler.Options {
 		t.Fatalf("the shipped labeler's --config: %v", err)
 	}
 	f.Profile = p
-	o, _, err := f.Complete()
-	if err != nil {
+	if err := f.Complete(); err != nil {
 		t.Fatalf("the shipped labeler's flags: %v", err)
 	}
-	return o
+	return f
 }
 
 // startDefaultScheduler runs kube-scheduler's default profile (default-scheduler, which places

@@ -28,28 +28,24 @@ var certsMode = mode{
 }
 
 func certsFlags(f *pflag.FlagSet, s *shared) runner {
-	var (
-		cf certkeeper.Flags
-		o  certkeeper.Options
-	)
-	f.StringVar(&cf.Namespace, "namespace", os.Getenv("POD_NAMESPACE"), "namespace of the CA Secret and the serving Secret")
-	f.StringVar(&cf.CASecret, "metrics-tls-ca-secret", "pool-scheduler-metrics-ca-key", "Secret holding the metrics CA and its key (ca.crt, ca.key, and ca-next.*, ca-previous.crt during a rotation): nothing else may read it (must exist; the chart creates it empty)")
-	f.StringVar(&cf.TLSSecret, "metrics-tls-secret", "pool-scheduler-metrics-tls", "Secret the /metrics servers mount: tls.crt, tls.key and ca.crt, the bundle of every CA in use (must exist)")
-	f.StringSliceVar(&cf.DNSNames, "metrics-tls-dns-names", nil, "DNS names of the /metrics serving certificate (<service>.<namespace>.svc ...); the first is its subject; empty: no metrics certificate")
-	f.StringSliceVar(&cf.CACopies, "metrics-tls-ca-copy", nil, "<namespace>/<name> of Secrets that get the CA bundle alone (ca.crt), for scrapers that must not read tls.key (must exist)")
-	f.StringVar(&cf.WebhookCASecret, "webhook-tls-ca-secret", "pool-scheduler-webhook-ca-key", "with --webhook-dns-name: Secret holding the webhook's CA and its key (must exist)")
-	f.StringVar(&cf.WebhookSecret, "webhook-tls-secret", "pool-scheduler-webhook-tls", "with --webhook-dns-name: Secret the webhook mounts (tls.crt, tls.key, ca.crt); a CA kept there by the webhook itself (--cert-rotation) is taken over (must exist)")
-	f.StringVar(&cf.WebhookDNSName, "webhook-dns-name", "", "the webhook Service's <name>.<namespace>.svc: keep the webhook's certificate too; empty: not")
-	f.StringVar(&cf.WebhookConfiguration, "webhook-configuration", "pool-scheduler", "with --webhook-dns-name: MutatingWebhookConfiguration whose caBundle is kept equal to the CA bundle")
+	o := certkeeper.Options{}
+	f.StringVar(&o.Namespace, "namespace", os.Getenv("POD_NAMESPACE"), "namespace of the CA Secret and the serving Secret")
+	f.StringVar(&o.CASecret, "metrics-tls-ca-secret", "pool-scheduler-metrics-ca-key", "Secret holding the metrics CA and its key (ca.crt, ca.key, and ca-next.*, ca-previous.crt during a rotation): nothing else may read it (must exist; the chart creates it empty)")
+	f.StringVar(&o.TLSSecret, "metrics-tls-secret", "pool-scheduler-metrics-tls", "Secret the /metrics servers mount: tls.crt, tls.key and ca.crt, the bundle of every CA in use (must exist)")
+	f.StringSliceVar(&o.DNSNames, "metrics-tls-dns-names", nil, "DNS names of the /metrics serving certificate (<service>.<namespace>.svc ...); the first is its subject; empty: no metrics certificate")
+	f.StringSliceVar(&o.CACopies, "metrics-tls-ca-copy", nil, "<namespace>/<name> of Secrets that get the CA bundle alone (ca.crt), for scrapers that must not read tls.key (must exist)")
+	f.StringVar(&o.WebhookCASecret, "webhook-tls-ca-secret", "pool-scheduler-webhook-ca-key", "with --webhook-dns-name: Secret holding the webhook's CA and its key (must exist)")
+	f.StringVar(&o.WebhookSecret, "webhook-tls-secret", "pool-scheduler-webhook-tls", "with --webhook-dns-name: Secret the webhook mounts (tls.crt, tls.key, ca.crt); a CA kept there by the webhook itself (--cert-rotation) is taken over (must exist)")
+	f.StringVar(&o.WebhookDNSName, "webhook-dns-name", "", "the webhook Service's <name>.<namespace>.svc: keep the webhook's certificate too; empty: not")
+	f.StringVar(&o.WebhookConfiguration, "webhook-configuration", "pool-scheduler", "with --webhook-dns-name: MutatingWebhookConfiguration whose caBundle is kept equal to the CA bundle")
 	f.DurationVar(&o.Interval, "interval", time.Minute, "how often the certificates are checked (failures are retried within 10 seconds)")
 	return runner{
 		complete: func(*cobra.Command) ([]any, error) {
-			cf.CertDir = s.metricsCertDir
-			var err error
-			if o.Sets, err = cf.Sets(); err != nil {
+			o.CertDir = s.metricsCertDir
+			if err := o.Complete(); err != nil {
 				return nil, err
 			}
-			return []any{"sets", len(o.Sets), "metricsDNSNames", cf.DNSNames, "caCopies", cf.CACopies, "webhookDNSName", cf.WebhookDNSName}, nil
+			return []any{"sets", len(o.Sets), "metricsDNSNames", o.DNSNames, "caCopies", o.CACopies, "webhookDNSName", o.WebhookDNSName}, nil
 		},
 		// Without a metrics set the keeper serves a certificate mounted there (the chart's
 		// monitoring.serviceMonitor.tlsSecretName), a self-signed one while there is none.

@@ -29,24 +29,21 @@ var controllerMode = mode{
 
 func controllerFlags(f *pflag.FlagSet, s *shared) runner {
 	var (
-		lf     labeler.Flags
 		o      labeler.Options
 		resync time.Duration
-		warn   string
 	)
-	f.StringSliceVar(&lf.Namespaces, "namespaces", nil, "namespaces whose NodePoolLabelSets are applied; with --config its labelSetNamespaces (which this must then equal); without it and without --all-namespaces: the labeler's own namespace ($POD_NAMESPACE, else its ServiceAccount's)")
-	f.BoolVar(&lf.AllNamespaces, "all-namespaces", false, "without --config: apply the NodePoolLabelSets of every namespace (whoever may write a set in any namespace then decides node labels)")
-	f.StringSliceVar(&lf.PoolLabelKeys, "pool-label-keys", configv1.DefaultPoolLabelKeys, "ordered node label keys naming a node's pool (without --config)")
-	f.DurationVar(&lf.HoldWarningAfter, "hold-warning-after", 5*time.Minute, "a Warning event (NodeHeld) on a node that pool-scheduler's NodePoolReady has kept pods off this long; 0: none")
-	f.StringVar(&lf.StartupTaintKey, "startup-taint-key", pool.StartupTaintKey, "the taint lifted from a node of a pool with a NodePoolLabelSet once its labels are applied (docs/gate.md); empty: none")
-	f.BoolVar(&lf.OverwriteConflicts, "overwrite-conflicts", false, "apply desired labels over values set by someone else (default: report the conflict in status and events)")
+	f.StringSliceVar(&o.Namespaces, "namespaces", nil, "namespaces whose NodePoolLabelSets are applied; with --config its labelSetNamespaces (which this must then equal); without it and without --all-namespaces: the labeler's own namespace ($POD_NAMESPACE, else its ServiceAccount's)")
+	f.BoolVar(&o.AllNamespaces, "all-namespaces", false, "without --config: apply the NodePoolLabelSets of every namespace (whoever may write a set in any namespace then decides node labels)")
+	f.StringSliceVar(&o.PoolLabelKeys, "pool-label-keys", configv1.DefaultPoolLabelKeys, "ordered node label keys naming a node's pool (without --config)")
+	f.DurationVar(&o.HoldWarningAfter, "hold-warning-after", 5*time.Minute, "a Warning event (NodeHeld) on a node that pool-scheduler's NodePoolReady has kept pods off this long; 0: none")
+	f.StringVar(&o.StartupTaintKey, "startup-taint-key", pool.StartupTaintKey, "the taint lifted from a node of a pool with a NodePoolLabelSet once its labels are applied (docs/gate.md); empty: none")
+	f.BoolVar(&o.OverwriteConflicts, "overwrite-conflicts", false, "apply desired labels over values set by someone else (default: report the conflict in status and events)")
 	f.DurationVar(&resync, "resync-period", 10*time.Minute, "how often every node is reconciled again, to catch anything missed")
 	return runner{
 		complete: func(cmd *cobra.Command) ([]any, error) {
-			lf.Profile = s.profile
-			lf.PoolLabelKeysSet, lf.NamespacesSet = cmd.Flags().Changed("pool-label-keys"), cmd.Flags().Changed("namespaces")
-			var err error
-			o, warn, err = lf.Complete()
+			o.Profile = s.profile
+			o.PoolLabelKeysSet, o.NamespacesSet = cmd.Flags().Changed("pool-label-keys"), cmd.Flags().Changed("namespaces")
+			err := o.Complete()
 			return []any{"schedulerConfig", s.config, "namespaces", o.Namespaces}, err
 		},
 		managerOptions: func(opts *ctrl.Options) error {
@@ -54,8 +51,8 @@ func controllerFlags(f *pflag.FlagSet, s *shared) runner {
 			return nil
 		},
 		setup: func(ctx context.Context, mgr ctrl.Manager) error {
-			if warn != "" {
-				klog.Warning(warn)
+			if o.Warning != "" {
+				klog.Warning(o.Warning)
 			}
 			return labeler.SetupWithManager(mgr, o)
 		},

@@ -22,7 +22,7 @@ var domainMode = mode{
 }
 
 func domainFlags(f *pflag.FlagSet, _ *shared) runner {
-	o := domainlabeler.ModeOptions{}
+	o := domainlabeler.Options{}
 	f.StringVar(&o.NodeName, "node-name", os.Getenv("NODE_NAME"), "this node's name (downward API: spec.nodeName)")
 	f.StringVar(&o.Endpoint, "imds-endpoint", domainlabeler.DefaultIMDSEndpoint, "instance metadata compute document URL")
 	f.StringVar(&o.UpdateDomainKey, "update-domain-key", configv1.UpdateDomainLabelKey, "label key for the platform update domain")

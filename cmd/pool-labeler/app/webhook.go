@@ -27,7 +27,7 @@ var webhookMode = mode{
 }
 
 func webhookFlags(f *pflag.FlagSet, s *shared) runner {
-	o := webhook.WebhookOptions{}
+	o := webhook.Options{}
 	f.StringVar(&o.HandoffMode, "handoff", handoff.ModeLeader, "when pods are given to pool-scheduler: leader (only while its leader renews the Lease of --config's leaderElection, within its leaseDuration; otherwise they keep the default scheduler, with the system-node affinity) or always")
 	f.StringVar(&o.Switch.Name, "handoff-switch-configmap", "", "with --handoff=leader: the hand-off controller's switch (its --switch-configmap); pods are handed over only while it also says handoff \"true\" (the controller reads the leader's heartbeat: docs/operations.md); empty: the Lease alone")
 	f.StringVar(&o.Switch.Namespace, "handoff-switch-namespace", os.Getenv("POD_NAMESPACE"), "namespace of --handoff-switch-configmap")

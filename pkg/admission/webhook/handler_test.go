@@ -141,14 +141,14 @@ func TestHandler(t *testing.T) {
 	}
 }
 
-func TestWebhookOptionsValidate(t *testing.T) {
-	err := (&WebhookOptions{Port: 70000}).Validate()
+func TestOptionsValidate(t *testing.T) {
+	err := (&Options{Port: 70000}).Validate()
 	for _, flag := range []string{"--config", "--port", "--cert-dir"} {
 		if err == nil || !strings.Contains(err.Error(), flag) {
 			t.Errorf("error %v does not name %s", err, flag)
 		}
 	}
-	ok := WebhookOptions{Profile: &profile.Profile{Path: "c"}, Port: 9443, CertDir: "/tmp/x"}
+	ok := Options{Profile: &profile.Profile{Path: "c"}, Port: 9443, CertDir: "/tmp/x"}
 	if err := ok.Validate(); err != nil {
 		t.Errorf("valid options: %v", err)
 	}

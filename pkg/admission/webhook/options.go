@@ -24,8 +24,8 @@ import (
 	"github.com/pool-scheduler/pool-scheduler/pkg/profile"
 )
 
-// WebhookOptions configure `pool-labeler webhook`.
-type WebhookOptions struct {
+// Options configure `pool-labeler webhook`.
+type Options struct {
 	// Profile is the scheduler's configuration (--config, --scheduler-name), decoded once by
 	// the caller: the webhook mutates for this profile.
 	Profile *profile.Profile
@@ -50,7 +50,7 @@ type WebhookOptions struct {
 }
 
 // Validate names the flag at fault.
-func (o *WebhookOptions) Validate() error {
+func (o *Options) Validate() error {
 	var errs []error
 	if o.Profile == nil {
 		errs = append(errs, errors.New("--config: required (the scheduler's configuration file)"))
@@ -68,7 +68,7 @@ func (o *WebhookOptions) Validate() error {
 }
 
 // Complete validates o, then builds the Mutator and the hand-off Lease from o.Profile.
-func (o *WebhookOptions) Complete() error {
+func (o *Options) Complete() error {
 	if err := o.Validate(); err != nil {
 		return err
 	}
@@ -112,10 +112,10 @@ func mutatorFromProfile(p *profile.Profile, systemNodeAffinity bool) (*admission
 // SetupWithManager adds the webhook server (o.Mutator's mutations), the version-skew check and
 // the hand-off judge to mgr, which cmd/pool-labeler/app builds with labeler.Scheme; /readyz
 // reports ready once the certificate is served.
-func SetupWithManager(mgr ctrl.Manager, o WebhookOptions) error {
+func SetupWithManager(mgr ctrl.Manager, o Options) error {
 	cfg, m, scheme := mgr.GetConfig(), o.Mutator, mgr.GetScheme()
 	if m == nil {
-		return errors.New("webhook: no Mutator (WebhookOptions.Complete builds it)")
+		return errors.New("webhook: no Mutator (Options.Complete builds it)")
 	}
 	server := webhook.NewServer(webhook.Options{Port: o.Port, CertDir: o.CertDir, TLSOpts: []func(*tls.Config){tlsserving.DisableHTTP2}})
 	// The hand-off stops while kube-apiserver runs a version this line does not serve: checked

@@ -18,8 +18,9 @@ const (
 	OnNotAzureFail = "fail"
 )
 
-// ModeOptions configure `pool-labeler domain`: DomainOptions and what the command adds to them.
-type ModeOptions struct {
+// Options configure `pool-labeler domain`: DomainOptions and what the command adds to them.
+// The mode is no manager: Run is what SetupWithManager is to the other modes.
+type Options struct {
 	DomainOptions
 	// OnNotAzure: OnNotAzureExit (0), OnNotAzureIdle (probe again every Reprobe), OnNotAzureFail.
 	OnNotAzure string
@@ -31,7 +32,7 @@ type ModeOptions struct {
 }
 
 // Complete validates o and fills the backoffs; each error names the flag at fault.
-func (o *ModeOptions) Complete() error {
+func (o *Options) Complete() error {
 	o.Backoff = wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.2, Steps: o.Attempts, Cap: time.Minute}
 	o.PatchBackoff = wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.2, Cap: time.Minute}
 	var errs []error
@@ -51,7 +52,7 @@ func (o *ModeOptions) Complete() error {
 
 // Run labels the node until ctx ends, or returns as OnNotAzure says on a node that is not on
 // Azure; o must be Completed.
-func (o ModeOptions) Run(ctx context.Context, cs kubernetes.Interface) error {
+func (o Options) Run(ctx context.Context, cs kubernetes.Interface) error {
 	err := RunDomainMode(ctx, cs, o.DomainOptions, o.Interval)
 	if errors.Is(err, ErrMetadataUnreachable) {
 		// An Azure VM whose endpoint this pod cannot reach is a failure in every mode (the

@@ -39,7 +39,7 @@ func TestFlagsComplete(t *testing.T) {
     args:
       systemNodeSelector: {matchLabels: {example.com/system: "true"}, matchExpressions: [{key: example.com/role, operator: Exists}]}
 `
-	withConfig := func(data string, f Flags) Flags {
+	withConfig := func(data string, f Options) Options {
 		p, err := profile.Load(path, []byte(data), "pool-scheduler")
 		if err != nil {
 			t.Fatal(err)
@@ -50,57 +50,58 @@ func TestFlagsComplete(t *testing.T) {
 	aks := []string{"kubernetes.azure.com/mode"}
 	tests := []struct {
 		name           string
-		flags          Flags
+		flags          Options
 		wantGate       pool.Gate
 		wantNamespaces []string
 		wantErr        string
 	}{
 		{
 			name:           "no config: the plugin's defaults and --pool-label-keys",
-			flags:          Flags{PoolLabelKeys: []string{"a.io/pool"}, PoolLabelKeysSet: true, Namespaces: []string{"ns"}, NamespacesSet: true},
+			flags:          Options{PoolLabelKeys: []string{"a.io/pool"}, PoolLabelKeysSet: true, Namespaces: []string{"ns"}, NamespacesSet: true},
 			wantGate:       pool.Gate{Identity: pool.NewIdentity([]string{"a.io/pool"}), UnknownPoolPolicy: config.UnknownPoolAuto, SystemNodeKeys: aks},
 			wantNamespaces: []string{"ns"},
 		},
 		{
 			name:           "the scheduler's args and namespace",
-			flags:          withConfig(testSchedulerConfig, Flags{}),
+			flags:          withConfig(testSchedulerConfig, Options{}),
 			wantGate:       pool.Gate{Identity: pool.NewIdentity([]string{"example.com/pool"}), UnknownPoolPolicy: config.UnknownPoolReject, RequiredLabelKeys: []string{"example.com/zone"}, SystemNodeKeys: aks},
 			wantNamespaces: []string{"pool-system"},
 		},
 		{
 			name:           "the same namespace given twice is fine",
-			flags:          withConfig(testSchedulerConfig, Flags{Namespaces: []string{"pool-system"}, NamespacesSet: true}),
+			flags:          withConfig(testSchedulerConfig, Options{Namespaces: []string{"pool-system"}, NamespacesSet: true}),
 			wantGate:       pool.Gate{Identity: pool.NewIdentity([]string{"example.com/pool"}), UnknownPoolPolicy: config.UnknownPoolReject, RequiredLabelKeys: []string{"example.com/zone"}, SystemNodeKeys: aks},
 			wantNamespaces: []string{"pool-system"},
 		},
 		{
 			name:           "the scheduler's systemNodeSelector",
-			flags:          withConfig(system, Flags{}),
+			flags:          withConfig(system, Options{}),
 			wantGate:       pool.Gate{Identity: pool.NewIdentity([]string{"example.com/pool"}), UnknownPoolPolicy: config.UnknownPoolReject, RequiredLabelKeys: []string{"example.com/zone"}, SystemNodeKeys: []string{"example.com/system", "example.com/role"}},
 			wantNamespaces: []string{"pool-system"},
 		},
-		{name: "another namespace", flags: withConfig(testSchedulerConfig, Flags{Namespaces: []string{"other"}, NamespacesSet: true}), wantErr: `disagrees with the scheduler's labelSetNamespaces ["pool-system"]`},
+		{name: "another namespace", flags: withConfig(testSchedulerConfig, Options{Namespaces: []string{"other"}, NamespacesSet: true}), wantErr: `disagrees with the scheduler's labelSetNamespaces ["pool-system"]`},
 		{
 			name:           "two namespaces",
-			flags:          withConfig(two, Flags{}),
+			flags:          withConfig(two, Options{}),
 			wantGate:       pool.Gate{Identity: pool.NewIdentity([]string{"example.com/pool"}), UnknownPoolPolicy: config.UnknownPoolReject, RequiredLabelKeys: []string{"example.com/zone"}, SystemNodeKeys: aks},
 			wantNamespaces: []string{"pool-system", "pipeline-system"},
 		},
 		{
 			name:           "two namespaces given again in another order",
-			flags:          withConfig(two, Flags{Namespaces: []string{"pipeline-system", "pool-system"}, NamespacesSet: true}),
+			flags:          withConfig(two, Options{Namespaces: []string{"pipeline-system", "pool-system"}, NamespacesSet: true}),
 			wantGate:       pool.Gate{Identity: pool.NewIdentity([]string{"example.com/pool"}), UnknownPoolPolicy: config.UnknownPoolReject, RequiredLabelKeys: []string{"example.com/zone"}, SystemNodeKeys: aks},
 			wantNamespaces: []string{"pipeline-system", "pool-system"},
 		},
-		{name: "one of two namespaces", flags: withConfig(two, Flags{Namespaces: []string{"pool-system"}, NamespacesSet: true}), wantErr: `disagrees with the scheduler's labelSetNamespaces ["pool-system" "pipeline-system"]`},
-		{name: "pool keys from two places", flags: withConfig(testSchedulerConfig, Flags{PoolLabelKeys: []string{"a.io/pool"}, PoolLabelKeysSet: true}), wantErr: "--pool-label-keys: not with --config"},
-		{name: "all namespaces with the configuration", flags: withConfig(testSchedulerConfig, Flags{AllNamespaces: true}), wantErr: "--all-namespaces: not with --config"},
-		{name: "bad pool label key", flags: Flags{PoolLabelKeys: []string{"not a key"}}, wantErr: "--pool-label-keys"},
-		{name: "negative hold warning", flags: Flags{HoldWarningAfter: -1}, wantErr: "--hold-warning-after"},
+		{name: "one of two namespaces", flags: withConfig(two, Options{Namespaces: []string{"pool-system"}, NamespacesSet: true}), wantErr: `disagrees with the scheduler's labelSetNamespaces ["pool-system" "pipeline-system"]`},
+		{name: "pool keys from two places", flags: withConfig(testSchedulerConfig, Options{PoolLabelKeys: []string{"a.io/pool"}, PoolLabelKeysSet: true}), wantErr: "--pool-label-keys: not with --config"},
+		{name: "all namespaces with the configuration", flags: withConfig(testSchedulerConfig, Options{AllNamespaces: true}), wantErr: "--all-namespaces: not with --config"},
+		{name: "bad pool label key", flags: Options{PoolLabelKeys: []string{"not a key"}}, wantErr: "--pool-label-keys"},
+		{name: "negative hold warning", flags: Options{HoldWarningAfter: -1}, wantErr: "--hold-warning-after"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, _, err := tt.flags.Complete()
+			got := tt.flags
+			err := got.Complete()
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("error %v, want one containing %q", err, tt.wantErr)

@@ -17,48 +17,68 @@ import (
 	"github.com/pool-scheduler/pool-scheduler/pkg/profile"
 )
 
-// Flags are the controller mode's own flags (pool-labeler controller), as given.
-type Flags struct {
+// Options configure the controller mode (pool-labeler controller): its flags as given, and
+// what Complete derives from them (Gate, Namespaces, Warning).
+type Options struct {
 	// Profile is the scheduler's configuration (--config, --scheduler-name), decoded once by
 	// the caller; nil: no --config.
 	Profile *profile.Profile
-	// PoolLabelKeys applies without Config only; PoolLabelKeysSet: given on the command line.
+	// PoolLabelKeys applies without Profile only; PoolLabelKeysSet: given on the command line.
 	PoolLabelKeys    []string
 	PoolLabelKeysSet bool
-	// Namespaces (NamespacesSet: given) and AllNamespaces say whose NodePoolLabelSets apply.
-	Namespaces         []string
-	NamespacesSet      bool
-	AllNamespaces      bool
+	// Namespaces restricts the NodePoolLabelSets considered; empty means all namespaces. As
+	// given (NamespacesSet), then completed: the configuration's labelSetNamespaces, or the
+	// labeler's own namespace (see Complete). AllNamespaces asks for every namespace.
+	Namespaces    []string
+	NamespacesSet bool
+	AllNamespaces bool
+
+	// Gate is NodePoolReady's rule, built (pool.NewGateWithSystemArgs) from the NodePoolReady and
+	// SystemPoolGuard args of the scheduler's configuration, so the status says what the
+	// scheduler enforces and the controller ignores the keys it ignores. Its Identity says which
+	// pool a node is in. The zero value is NodePoolReady's defaults, with no system-node keys.
+	// Complete fills it.
+	Gate pool.Gate
+	// OverwriteConflicts applies desired labels even over values someone else set.
 	OverwriteConflicts bool
-	HoldWarningAfter   time.Duration
-	StartupTaintKey    string
+	// HoldWarningAfter: a node held by the gate this long gets a Warning event (once per
+	// hold); 0 sends none.
+	HoldWarningAfter time.Duration
+	// StartupTaintKey is the taint lifted from a node of a pool with a NodePoolLabelSet once
+	// the node, as the labeler's patch leaves it, is ready by Gate's rule; in the same patch as
+	// the labels (docs/gate.md). Empty: no taint is ever touched.
+	StartupTaintKey string
+
+	// Warning is what Complete found worth logging at start ("" for nothing): the
+	// NodePoolLabelSets of its own namespace only, when nothing says whose.
+	Warning string
 }
 
-// Complete validates f and returns the controller's Options, and a warning to log (the
-// NodePoolLabelSets of its own namespace only, when nothing says whose). Each error names the
-// flag at fault.
-func (f Flags) Complete() (Options, string, error) {
-	if errs := validation.ValidateLabelKeys(f.PoolLabelKeys, nil); len(errs) > 0 {
-		return Options{}, "", fmt.Errorf("--pool-label-keys: %v", errs.ToAggregate())
+// Complete validates o and fills Gate, Namespaces and Warning. Each error names the flag at
+// fault.
+func (o *Options) Complete() error {
+	if errs := validation.ValidateLabelKeys(o.PoolLabelKeys, nil); len(errs) > 0 {
+		return fmt.Errorf("--pool-label-keys: %v", errs.ToAggregate())
 	}
-	if f.HoldWarningAfter < 0 {
-		return Options{}, "", fmt.Errorf("--hold-warning-after must not be negative, got %v", f.HoldWarningAfter)
+	if o.HoldWarningAfter < 0 {
+		return fmt.Errorf("--hold-warning-after must not be negative, got %v", o.HoldWarningAfter)
 	}
-	namespaces := f.Namespaces
-	gate, err := f.gate(&namespaces)
+	namespaces := o.Namespaces
+	gate, err := o.gate(&namespaces)
 	if err != nil {
-		return Options{}, "", err
+		return err
 	}
 	var warning string
-	if f.Profile == nil {
-		namespaces, warning, err = namespacesWithoutConfig(f.NamespacesSet, f.AllNamespaces, namespaces, ownNamespace(os.Getenv, serviceAccountNamespaceFile))
-	} else if f.AllNamespaces {
+	if o.Profile == nil {
+		namespaces, warning, err = namespacesWithoutConfig(o.NamespacesSet, o.AllNamespaces, namespaces, ownNamespace(os.Getenv, serviceAccountNamespaceFile))
+	} else if o.AllNamespaces {
 		err = errors.New("--all-namespaces: not with --config, whose labelSetNamespaces the labeler uses (empty: every namespace)")
 	}
 	if err != nil {
-		return Options{}, "", err
+		return err
 	}
-	return Options{Gate: gate, Namespaces: namespaces, OverwriteConflicts: f.OverwriteConflicts, HoldWarningAfter: f.HoldWarningAfter, StartupTaintKey: f.StartupTaintKey}, warning, nil
+	o.Gate, o.Namespaces, o.Warning = gate, namespaces, warning
+	return nil
 }
 
 // CacheOptions are the manager's cache for o: every object resynced each resync period, and
@@ -80,22 +100,22 @@ func CacheOptions(o Options, resync time.Duration) cache.Options {
 // defaults with --pool-label-keys. With the configuration, the NodePoolLabelSet namespace is
 // its labelSetNamespace, so the labeler and the scheduler see the same sets; an explicit
 // --namespaces or --pool-label-keys that disagrees is refused rather than silently overridden.
-func (f Flags) gate(namespaces *[]string) (pool.Gate, error) {
-	if f.Profile == nil {
+func (o *Options) gate(namespaces *[]string) (pool.Gate, error) {
+	if o.Profile == nil {
 		defaults := profile.DefaultArgs()
 		args := defaults.NodePoolReady
-		args.PoolLabelKeys = f.PoolLabelKeys
+		args.PoolLabelKeys = o.PoolLabelKeys
 		return pool.NewGateWithSystemArgs(args, defaults.SystemPoolGuard), nil
 	}
-	if f.PoolLabelKeysSet {
+	if o.PoolLabelKeysSet {
 		return pool.Gate{}, errors.New("--pool-label-keys: not with --config, whose NodePoolReady poolLabelKeys the labeler uses")
 	}
-	gate, ns := GateFromProfile(f.Profile.Args)
+	gate, ns := GateFromProfile(o.Profile.Args)
 	switch {
-	case !f.NamespacesSet:
+	case !o.NamespacesSet:
 		*namespaces = ns
 	case !sameNamespaces(*namespaces, ns):
-		return pool.Gate{}, fmt.Errorf("--namespaces=%s disagrees with the scheduler's labelSetNamespaces %q in %s: the labeler and the scheduler must read the same NodePoolLabelSets; drop --namespaces", strings.Join(*namespaces, ","), ns, f.Profile.Path)
+		return pool.Gate{}, fmt.Errorf("--namespaces=%s disagrees with the scheduler's labelSetNamespaces %q in %s: the labeler and the scheduler must read the same NodePoolLabelSets; drop --namespaces", strings.Join(*namespaces, ","), ns, o.Profile.Path)
 	}
 	return gate, nil
 }
