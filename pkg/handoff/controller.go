@@ -23,11 +23,8 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/klog/v2"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
-	"github.com/pool-scheduler/pool-scheduler/pkg/profile"
 	"github.com/pool-scheduler/pool-scheduler/pkg/version"
 )
 
@@ -90,77 +87,6 @@ func setGauge(g prometheus.Gauge, ok bool) {
 	} else {
 		g.Set(0)
 	}
-}
-
-// Options configure the hand-off controller (`pool-labeler handoff`).
-type Options struct {
-	// Lease is pool-scheduler's leader Lease; SchedulerName the profile pods are handed to.
-	Lease         Lease
-	SchedulerName string
-	// Switch is the ConfigMap the MutatingAdmissionPolicy reads; empty name: none written.
-	Switch types.NamespacedName
-	// Handback turns the recovery of stranded pods on.
-	Handback bool
-	// HandbackAfter is the bound: a pod is handed back once pool-scheduler has had no healthy
-	// leader for this long and the pod has waited this long.
-	HandbackAfter time.Duration
-	// HandbackQPS bounds deletions per second.
-	HandbackQPS float64
-	// Interval between syncs.
-	Interval time.Duration
-	// ProgressBound: a leader whose heartbeat shows no progress this long is down (Progress);
-	// 0: the Lease alone.
-	ProgressBound time.Duration
-}
-
-// LeaseName is the hand-off controller's default leader Lease (the chart names its own per
-// release, <scheduler name>-handoff: two releases in one namespace must not share it).
-const LeaseName = "pool-scheduler-handoff"
-
-// Validate names the flag at fault.
-func (o *Options) Validate() error {
-	var errs []error
-	if o.SchedulerName == "" {
-		errs = append(errs, errors.New("--scheduler-name: required"))
-	}
-	if o.Switch.Name != "" && o.Switch.Namespace == "" {
-		errs = append(errs, errors.New("--switch-namespace: required with --switch-configmap (default: $POD_NAMESPACE)"))
-	}
-	if o.Handback && o.HandbackAfter < o.Lease.Duration {
-		errs = append(errs, fmt.Errorf("--handback-after: %s is shorter than the scheduler's lease duration %s (a leader change would strand nothing yet)", o.HandbackAfter, o.Lease.Duration))
-	}
-	if o.HandbackQPS <= 0 {
-		errs = append(errs, fmt.Errorf("--handback-rate: must be positive, got %v", o.HandbackQPS))
-	}
-	if o.Interval <= 0 {
-		errs = append(errs, fmt.Errorf("--sync-interval: must be positive, got %s", o.Interval))
-	}
-	if err := ValidateProgressBound(o.ProgressBound); err != nil {
-		errs = append(errs, err)
-	}
-	return errors.Join(errs...)
-}
-
-// SetupWithManager adds the hand-off controller to mgr, which cmd/pool-labeler/app builds
-// (leader-elected on the Lease pool-scheduler-handoff, released on cancel: a replica that stops
-// leading exits, and its successor starts from a clean verdict). The leader judges
-// pool-scheduler's health as the webhook does, writes the switch, reports the pods that wait for
-// pool-scheduler and hands back the stranded ones.
-func SetupWithManager(mgr ctrl.Manager, o Options) error {
-	cfg := mgr.GetConfig()
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
-	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
-	if err != nil {
-		return err
-	}
-	c, err := New(cs, dc, mgr.GetEventRecorderFor("pool-scheduler-handoff"), o, time.Now)
-	if err != nil {
-		return err
-	}
-	return mgr.Add(manager.RunnableFunc(c.Run))
 }
 
 // Controller is the hand-off controller's leader: Run it; tests call Sync.
@@ -479,19 +405,4 @@ func (c *Controller) handBack(ctx context.Context, p *v1.Pod, ref *metav1.OwnerR
 		p.Name, c.o.SchedulerName, age.Round(time.Second), reason, ref.Kind, c.o.SchedulerName)
 	klog.FromContext(ctx).Info("Stranded pod handed back", "pod", klog.KObj(p), "owner", ref.Kind+"/"+ref.Name, "waited", age.Round(time.Second))
 	return nil
-}
-
-// Complete takes the Lease whose renewals say pool-scheduler runs, and the schedulerName whose
-// pods are watched, from the scheduler's configuration p (decoded once by the caller; nil: no
-// --config), and validates o.
-func (o *Options) Complete(p *profile.Profile) error {
-	if p == nil {
-		return errors.New("--config: required (the scheduler's configuration file)")
-	}
-	lease, err := LeaseFromConfiguration(p.Config, ModeLeader)
-	if err != nil {
-		return fmt.Errorf("--config %s: %w", p.Path, err)
-	}
-	o.Lease, o.SchedulerName = *lease, p.Name()
-	return o.Validate()
 }

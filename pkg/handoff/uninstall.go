@@ -17,20 +17,6 @@ import (
 	"k8s.io/klog/v2"
 )
 
-// UninstallOptions name the admission path to remove and how to wait.
-type UninstallOptions struct {
-	SchedulerName string
-	// WebhookConfigurations and PolicyBindings name the admission path
-	// (MutatingWebhookConfigurations, MutatingAdmissionPolicyBindings); a missing one is fine.
-	WebhookConfigurations []string
-	PolicyBindings        []string
-	// Settle: after the path is gone, hand back until no recreatable pod waited for this long
-	// (an API server's admission caches may hand a pod over for a moment after the delete).
-	Settle  time.Duration
-	Timeout time.Duration
-	QPS     float64
-}
-
 // policyBindings are the MutatingAdmissionPolicyBinding versions (v1 from Kubernetes 1.36,
 // v1beta1 before): each is deleted where served.
 var policyBindings = []schema.GroupVersionResource{
@@ -98,19 +84,6 @@ func Uninstall(ctx context.Context, cs kubernetes.Interface, dyn dynamic.Interfa
 		return reported, errors.Join(fmt.Errorf("pods kept waiting for %s after %s", o.SchedulerName, o.Timeout), err)
 	}
 	return reported, nil
-}
-
-// Validate names the flag at fault (pool-labeler handback).
-func (o UninstallOptions) Validate() error {
-	switch {
-	case o.SchedulerName == "":
-		return errors.New("--scheduler-name: required")
-	case o.Settle < 0 || o.Timeout <= o.Settle:
-		return fmt.Errorf("--settle %s and --timeout %s: want 0 <= settle < timeout", o.Settle, o.Timeout)
-	case o.QPS <= 0:
-		return fmt.Errorf("--rate: must be positive, got %v", o.QPS)
-	}
-	return nil
 }
 
 // RunUninstall is Uninstall as `pool-labeler handback` runs it (a Job: it returns when done),

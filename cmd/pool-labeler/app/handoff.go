@@ -76,7 +76,7 @@ func handbackFlags(f *pflag.FlagSet, s *shared) runner {
 	return runner{
 		complete: func(*cobra.Command) ([]any, error) {
 			o.SchedulerName = s.schedulerName
-			return []any{"schedulerName", o.SchedulerName, "webhookConfigurations", o.WebhookConfigurations, "policyBindings", o.PolicyBindings, "budgetFloorBinding", floorBinding}, o.Validate()
+			return []any{"schedulerName", o.SchedulerName, "webhookConfigurations", o.WebhookConfigurations, "policyBindings", o.PolicyBindings, "budgetFloorBinding", floorBinding}, o.Complete()
 		},
 		run: func(ctx context.Context, cfg *rest.Config) error {
 			if floorBinding == "" {
