@@ -77,13 +77,17 @@ func Remove(ctx context.Context, cs kubernetes.Interface, binding string, settle
 			}
 			return nil
 		})
-		if err != nil && ctx.Err() == nil {
-			listErr = err
-			logger.Error(err, "Listing the budget floor's budgets failed; retrying")
+		if err != nil {
+			if ctx.Err() == nil {
+				listErr = err
+				logger.Error(err, "Listing the budget floor's budgets failed; retrying")
+			}
 			return false, nil
 		}
 		listErr = nil
-		return !failed && time.Since(quiet) >= settle, nil
+		// A round the deadline cut short saw too little to settle on (its list or deletes
+		// failed with the context): the poll returns the deadline, with what was refused.
+		return !failed && ctx.Err() == nil && time.Since(quiet) >= settle, nil
 	})
 	logger.Info("Budget floor's budgets deleted", "count", deleted)
 	if err != nil {

@@ -88,3 +88,29 @@ func TestRemove(t *testing.T) {
 		})
 	}
 }
+
+// TestRemoveCutShort: a round the deadline cuts short (its list fails with the context) is not
+// a quiet round: Remove reports the budget still refused, not success.
+func TestRemoveCutShort(t *testing.T) {
+	tCtx := ktesting.Init(t)
+	b := budget("b-budget-floor", nil)
+	b.Labels = map[string]string{ManagedByLabel: ManagedBy}
+	cs := fake.NewClientset(b)
+	ctx, cancel := context.WithCancel(tCtx)
+	defer cancel()
+	cs.PrependReactor("delete", "poddisruptionbudgets", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(schema.GroupResource{Group: "policy", Resource: "poddisruptionbudgets"}, "b-budget-floor", nil)
+	})
+	lists := 0
+	cs.PrependReactor("list", "poddisruptionbudgets", func(clienttesting.Action) (bool, runtime.Object, error) {
+		if lists++; lists < 2 {
+			return false, nil, nil
+		}
+		cancel() // the deadline, as it falls in the second round's list
+		return true, nil, context.Canceled
+	})
+	_, err := Remove(ctx, cs, "binding", 10*time.Millisecond)
+	if err == nil || !strings.Contains(err.Error(), "b-budget-floor") {
+		t.Errorf("Remove: %v, want an error naming b-budget-floor", err)
+	}
+}
