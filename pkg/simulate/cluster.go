@@ -73,6 +73,15 @@ func (s *Scenario) providerID(p *Pool, i int) string {
 	}
 }
 
+// zoneName is the zone label of a zonal pool's zone index.
+func zoneName(s *Scenario, i int) string {
+	region := "region"
+	if s.Azure != nil {
+		region = s.Azure.Region
+	}
+	return fmt.Sprintf("%s-%d", region, 1+i)
+}
+
 // buildNode returns the i-th node of the pool; labelled says whether the NodePoolLabelSet's
 // labels are already applied (with the managed-labels annotation, as the labeler leaves it).
 func (s *Scenario) buildNode(p *Pool, i int, labelled bool) *v1.Node {

@@ -6,7 +6,7 @@ import (
 )
 
 // FloorTolerance is issue #58's goal: a surge upgrade's evictions per replica within this of
-// its floor (MaintenanceResult.Floor).
+// its floor (aksemu.Result.Floor).
 const FloorTolerance = 0.02
 
 // Goal is one of the maintenance goals (issues #43 and #58), judged on pool-scheduler's runs

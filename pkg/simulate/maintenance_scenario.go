@@ -12,20 +12,15 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
+
+	"github.com/pool-scheduler/pool-scheduler/pkg/aksemu"
 )
 
-// Maintenance kinds.
+// Maintenance kinds: the operations pkg/aksemu plays.
 const (
-	// SurgeUpgrade is AKS's rolling upgrade (Kubernetes version or node image): surge nodes,
-	// batches of old nodes cordoned, drained and reimaged in place, surge nodes removed.
-	SurgeUpgrade = "surgeUpgrade"
-	// BlueGreen is AKS's blue-green pool upgrade (preview): every old (blue) node cordoned, as
-	// many new (green) nodes added, blue drained in batches with soaks, then deleted.
-	BlueGreen = "blueGreen"
-	// Consolidation is Karpenter's (AKS Node Auto Provisioning's) disruption of a budget of
-	// nodes at a time: tainted, replacements started and Ready, drained, deleted; waves until
-	// every old node is replaced (as drift to a new image does).
-	Consolidation = "consolidation"
+	SurgeUpgrade  = aksemu.SurgeUpgrade
+	BlueGreen     = aksemu.BlueGreen
+	Consolidation = aksemu.Consolidation
 )
 
 var maintenanceKinds = []string{SurgeUpgrade, BlueGreen, Consolidation}

@@ -2,18 +2,14 @@ package simulate
 
 import (
 	"bytes"
-	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"golang.org/x/net/html"
-	v1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/pool-scheduler/pool-scheduler/pkg/aksemu"
 	"github.com/pool-scheduler/pool-scheduler/pkg/report"
 )
 
@@ -119,70 +115,14 @@ func TestIntOrPercentOf(t *testing.T) {
 	}
 }
 
-func TestFloor(t *testing.T) {
-	got := map[int]int{}
-	for _, r := range []int{1, 2, 3, 4, 5, 6, 24, 30} {
-		got[r] = Floor(r)
-	}
-	want := map[int]int{1: 0, 2: 0, 3: 2, 4: 3, 5: 4, 6: 4, 24: 16, 30: 20}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("Floor (-want +got):\n%s", diff)
-	}
-}
-
-func rsPod(name string, ready, terminating bool) *v1.Pod {
-	p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name,
-		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web-00-r1", Controller: ptrTrue()}}}}
-	if ready {
-		p.Status.Conditions = []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionTrue}}
-	}
-	if terminating {
-		p.DeletionTimestamp = &metav1.Time{}
-	}
-	return p
-}
-
-func ptrTrue() *bool { b := true; return &b }
-
-// TestReadyTracker: Ready replicas count pods Ready and not terminating, as the ReplicaSet's
-// readyReplicas does; a change after the start is a timeline point and may lower the minimum.
-func TestReadyTracker(t *testing.T) {
-	minute := 0.0
-	tr := &readyTracker{pods: map[string]podState{}, ready: map[string]int{}, clock: func() float64 { return minute },
-		wl: map[string]*MaintainedWorkload{"default/replicaset/web-00-r1": {Name: "default/replicaset/web-00-r1", Replicas: 3, Floor: 2}}}
-	for _, name := range []string{"a", "b", "c"} {
-		tr.observe(rsPod(name, false, false), false)
-		tr.observe(rsPod(name, true, false), false)
-	}
-	if !tr.allReady() {
-		t.Fatal("3 Ready pods of 3 replicas: not all Ready")
-	}
-	tr.start()
-	minute = 2
-	tr.observe(rsPod("a", true, true), false) // evicted: terminating
-	minute = 2.5
-	tr.observe(rsPod("b", true, true), false)
-	tr.observe(rsPod("a", true, true), true) // gone: no second drop
-	minute = 3
-	tr.observe(rsPod("d", true, false), false)
-	minute = 4
-	tr.stop()
-	got := tr.wl["default/replicaset/web-00-r1"]
-	want := &MaintainedWorkload{Name: "default/replicaset/web-00-r1", Replicas: 3, Floor: 2, MinReady: 1,
-		Timeline: []ReadyPoint{{0, 3}, {2, 2}, {2.5, 1}, {3, 2}, {4, 2}}}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("tracked workload (-want +got):\n%s", diff)
-	}
-}
-
 func maintained(mode string, evictions, refusals, belowFloor int, minutes float64, zoneSkew int) *Result {
 	r := result(mode, report.Workload{Name: "default/replicaset/web-00-r1", Replicas: 10, Skew: []int{zoneSkew, 0}})
 	r.Report.Dimensions = []report.Dimension{{Name: "zone", Keys: []string{ZoneKey}}, {Name: "update-domain", Keys: []string{UpdateDomainKey}}}
-	r.Maintenance = &MaintenanceResult{Kind: SurgeUpgrade, Outcome: OutcomeSucceeded, Replicas: 100, Evictions: evictions, Refusals: refusals,
+	r.Maintenance = &aksemu.Result{Kind: SurgeUpgrade, Outcome: aksemu.OutcomeSucceeded, Replicas: 100, Evictions: evictions, Refusals: refusals,
 		EvictionsPerReplica: float64(evictions) / 100, RefusalsPerReplica: float64(refusals) / 100, BelowFloor: belowFloor, Minutes: minutes,
 		Floor: 1.03, // a goal of 1.05
-		Workloads: []MaintainedWorkload{{Name: "default/replicaset/web-00-r1", Replicas: 10, Floor: 7, MinReady: 8,
-			Timeline: []ReadyPoint{{0, 10}, {minutes / 2, 8}, {minutes, 10}}}}}
+		Workloads: []aksemu.MaintainedWorkload{{Name: "default/replicaset/web-00-r1", Replicas: 10, Floor: 7, MinReady: 8,
+			Timeline: []aksemu.ReadyPoint{{Minute: 0, Ready: 10}, {Minute: minutes / 2, Ready: 8}, {Minute: minutes, Ready: 10}}}}}
 	return r
 }
 
@@ -304,33 +244,3 @@ func TestWriteMaintenance(t *testing.T) {
 		t.Errorf("a goal not met is not marked bad: %v", badText)
 	}
 }
-
-// TestBudgetRefusal: only the Eviction API's budget refusals count as refusals; a 429 a loaded
-// API server sheds (no budget cause) and other errors are retried uncounted.
-func TestBudgetRefusal(t *testing.T) {
-	withCause := func(msg string) error {
-		err := apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0)
-		err.ErrStatus.Details.Causes = append(err.ErrStatus.Details.Causes, metav1.StatusCause{Type: policyv1.DisruptionBudgetCause, Message: msg})
-		return err
-	}
-	tests := []struct {
-		name string
-		err  error
-		want bool
-	}{
-		{name: "budget refuses", err: withCause("The disruption budget web needs 11 healthy pods and has 11 currently"), want: true},
-		{name: "budget not yet processed", err: withCause("The disruption budget web is still being processed by the server."), want: true},
-		{name: "API Priority and Fairness sheds the request", err: apierrors.NewTooManyRequests("the server has received too many requests and has asked us to try again later", 1)},
-		{name: "server error", err: apierrors.NewInternalError(errTest)},
-		{name: "evicted", err: nil},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := budgetRefusal(tt.err); got != tt.want {
-				t.Errorf("budgetRefusal(%v) = %v, want %v", tt.err, got, tt.want)
-			}
-		})
-	}
-}
-
-var errTest = errors.New("etcd timeout")

@@ -3,6 +3,8 @@ package simulate
 import (
 	"fmt"
 	"strings"
+
+	"github.com/pool-scheduler/pool-scheduler/pkg/aksemu"
 )
 
 // maintenanceRows are the table's rows for a maintenance scenario: what the operation did
@@ -15,7 +17,7 @@ func maintenanceRows(c *Comparison) []row {
 	if !has {
 		return nil
 	}
-	m := func(f func(*MaintenanceResult) string) func(*Result) string {
+	m := func(f func(*aksemu.Result) string) func(*Result) string {
 		return func(r *Result) string {
 			if r.Maintenance == nil {
 				return "-"
@@ -24,22 +26,22 @@ func maintenanceRows(c *Comparison) []row {
 		}
 	}
 	out := []row{
-		{label: "maintenance outcome (nodes new, reimaged, removed)", value: m(func(mr *MaintenanceResult) string {
+		{label: "maintenance outcome (nodes new, reimaged, removed)", value: m(func(mr *aksemu.Result) string {
 			s := fmt.Sprintf("%s (%d, %d, %d)", mr.Outcome, len(mr.NewNodes), len(mr.ReimagedNodes), len(mr.RemovedNodes))
 			if len(mr.QuarantinedNodes) > 0 {
 				s += fmt.Sprintf("; %d quarantined", len(mr.QuarantinedNodes))
 			}
 			return s
 		})},
-		{label: "evictions per replica (evictions / replicas)", value: m(func(mr *MaintenanceResult) string {
+		{label: "evictions per replica (evictions / replicas)", value: m(func(mr *aksemu.Result) string {
 			return fmt.Sprintf("%.2f (%d / %d)", mr.EvictionsPerReplica, mr.Evictions, mr.Replicas)
 		})},
-		{label: "refused evictions per replica (refused)", value: m(func(mr *MaintenanceResult) string {
+		{label: "refused evictions per replica (refused)", value: m(func(mr *aksemu.Result) string {
 			return fmt.Sprintf("%.2f (%d)", mr.RefusalsPerReplica, mr.Refusals)
 		})},
-		{label: "workloads below ceil(2r/3) Ready at some moment", violation: true, value: m(func(mr *MaintenanceResult) string { return count(mr.BelowFloor) })},
+		{label: "workloads below ceil(2r/3) Ready at some moment", violation: true, value: m(func(mr *aksemu.Result) string { return count(mr.BelowFloor) })},
 		{label: "lowest Ready share of a workload", value: m(lowestReady)},
-		{label: "maintenance time (simulated)", value: m(func(mr *MaintenanceResult) string { return fmt.Sprintf("%.0f min", mr.Minutes) })},
+		{label: "maintenance time (simulated)", value: m(func(mr *aksemu.Result) string { return fmt.Sprintf("%.0f min", mr.Minutes) })},
 	}
 	if len(c.Results) != 2 {
 		return out
@@ -62,9 +64,9 @@ func maintenanceRows(c *Comparison) []row {
 const notMet = "NOT met"
 
 // lowestReady is the workload that kept the smallest share of its replicas Ready.
-func lowestReady(mr *MaintenanceResult) string {
+func lowestReady(mr *aksemu.Result) string {
 	best, name := 2.0, ""
-	var w MaintainedWorkload
+	var w aksemu.MaintainedWorkload
 	for _, wl := range mr.Workloads {
 		if wl.Replicas == 0 {
 			continue
@@ -113,10 +115,10 @@ func timelineCharts(c *Comparison) ([]timelineChart, []legendEntry) {
 	var maxMinute float64
 	names := []string{}
 	seen := map[string]bool{}
-	byMode := make([]map[string]MaintainedWorkload, len(c.Results))
+	byMode := make([]map[string]aksemu.MaintainedWorkload, len(c.Results))
 	var legend []legendEntry
 	for i, r := range c.Results {
-		byMode[i] = map[string]MaintainedWorkload{}
+		byMode[i] = map[string]aksemu.MaintainedWorkload{}
 		if r.Maintenance == nil {
 			continue
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"golang.org/x/net/html"
 
+	"github.com/pool-scheduler/pool-scheduler/pkg/aksemu"
 	"github.com/pool-scheduler/pool-scheduler/pkg/report"
 )
 
@@ -235,9 +236,9 @@ func TestWriteTableFitsTheTerminal(t *testing.T) {
 					r.Report.PendingPods = append(r.Report.PendingPods, report.Finding{Object: fmt.Sprintf("ns/pod-%d", i), Detail: reasons[i%len(reasons)]})
 				}
 				if sc.Maintenance != nil {
-					r.Maintenance = &MaintenanceResult{Outcome: OutcomeFailed, Replicas: 123456, Evictions: 1234567, Refusals: 12345678, EvictionsPerReplica: 1234.56,
+					r.Maintenance = &aksemu.Result{Outcome: aksemu.OutcomeFailed, Replicas: 123456, Evictions: 1234567, Refusals: 12345678, EvictionsPerReplica: 1234.56,
 						RefusalsPerReplica: 12345.67, BelowFloor: 123456, Minutes: 1234567, NewNodes: make([]string, 1000), RemovedNodes: make([]string, 5000), ReimagedNodes: make([]string, 5000),
-						QuarantinedNodes: make([]string, 1000), Workloads: []MaintainedWorkload{{Name: "a-namespace-name/replicaset/" + strings.Repeat("w", 63), Replicas: 1000, MinReady: 1}}}
+						QuarantinedNodes: make([]string, 1000), Workloads: []aksemu.MaintainedWorkload{{Name: "a-namespace-name/replicaset/" + strings.Repeat("w", 63), Replicas: 1000, MinReady: 1}}}
 				}
 				return r
 			}

@@ -24,6 +24,7 @@ import (
 
 	shipped "github.com/pool-scheduler/pool-scheduler/manifests/scheduler"
 	"github.com/pool-scheduler/pool-scheduler/pkg/admission"
+	"github.com/pool-scheduler/pool-scheduler/pkg/aksemu"
 	labelsv1alpha1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/labels/v1alpha1"
 	"github.com/pool-scheduler/pool-scheduler/pkg/controlplane"
 	"github.com/pool-scheduler/pool-scheduler/pkg/profile"
@@ -47,7 +48,7 @@ type Result struct {
 	// scheduler (scenarios with optInByLabel).
 	OptedIn int `json:"optedIn,omitempty"`
 	// Maintenance is what a maintenance scenario's operation did.
-	Maintenance *MaintenanceResult `json:"maintenance,omitempty"`
+	Maintenance *aksemu.Result `json:"maintenance,omitempty"`
 }
 
 // Options tune a run.
@@ -225,7 +226,7 @@ func Run(ctx context.Context, sc *Scenario, mode Mode, opts Options) (*Result, e
 		for j := 0; j < p.Nodes; j++ {
 			node := sc.buildNode(p, j, true)
 			if m := sc.Maintenance; m != nil && m.Pool == p.Name {
-				setVersion(node, m.FromNodeImage, m.FromKubelet)
+				aksemu.SetVersion(node, m.FromNodeImage, m.FromKubelet)
 			}
 			if _, err := cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
 				return nil, err

@@ -1,6 +1,8 @@
 // Package simulate runs a scenario cluster twice on an embedded control plane, once under the
 // default kube-scheduler profile and once under pool-scheduler's shipped profile (the real
-// scheduler code in both), and measures both with pkg/report.
+// scheduler code in both), and measures both with pkg/report. It holds the scenario language,
+// the runs, their rendering (table and HTML page) and the maintenance goals; a maintenance
+// scenario's operation is filled into a pkg/aksemu UpgradePlan, which aksemu plays.
 package simulate
 
 import (

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/pool-scheduler/pool-scheduler/pkg/aksemu"
 	"github.com/pool-scheduler/pool-scheduler/pkg/simulate"
 	"github.com/pool-scheduler/pool-scheduler/pkg/spreadkeeper/floor"
 )
@@ -78,7 +79,7 @@ func TestSimulateBudgetFloor(t *testing.T) {
 		t.Errorf("the floor's budgets when the upgrade starts (-want +got):\n%s", diff)
 	}
 	mr := res.Maintenance
-	if mr.Outcome != simulate.OutcomeSucceeded || mr.BelowFloor != 0 {
+	if mr.Outcome != aksemu.OutcomeSucceeded || mr.BelowFloor != 0 {
 		t.Errorf("with the budget floor: upgrade %s, %d workloads below ceil(2r/3) Ready; want Succeeded, 0", mr.Outcome, mr.BelowFloor)
 	}
 	for _, w := range mr.Workloads {

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/pool-scheduler/pool-scheduler/pkg/aksemu"
 	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
 	"github.com/pool-scheduler/pool-scheduler/pkg/simulate"
 	"github.com/pool-scheduler/pool-scheduler/test/util"
@@ -181,7 +182,7 @@ func runMaintenance(t *testing.T, sc *simulate.Scenario, mode simulate.Mode) *si
 	if mr == nil {
 		t.Fatalf("%s: no maintenance result", mode.Name)
 	}
-	if mr.Outcome != simulate.OutcomeSucceeded {
+	if mr.Outcome != aksemu.OutcomeSucceeded {
 		t.Errorf("%s: %s %s (quarantined %v)", mode.Name, m.Kind, mr.Outcome, mr.QuarantinedNodes)
 	}
 	var original []string
@@ -258,7 +259,7 @@ func runMaintenance(t *testing.T, sc *simulate.Scenario, mode simulate.Mode) *si
 			t.Errorf("%s: %s has no PodDisruptionBudget but %d refused evictions", mode.Name, w.Name, w.Refusals)
 		}
 		pdbRefusals += w.Refusals
-		if len(w.Timeline) < 2 || w.Timeline[0] != (simulate.ReadyPoint{Minute: 0, Ready: w.Replicas}) {
+		if len(w.Timeline) < 2 || w.Timeline[0] != (aksemu.ReadyPoint{Minute: 0, Ready: w.Replicas}) {
 			t.Errorf("%s: %s timeline %v does not start with all %d Ready", mode.Name, w.Name, w.Timeline, w.Replicas)
 		}
 		if w.Evictions > 0 && w.MinReady >= w.Replicas {

@@ -1,4 +1,11 @@
-package simulate
+// Package aksemu emulates the node operations AKS and Karpenter (AKS Node Auto Provisioning)
+// play on a pool: AKS's surge upgrade (surge nodes, batches cordoned, drained through the
+// Eviction API and reimaged in place) and blue-green upgrade, and Karpenter's consolidation,
+// against any API server. It runs an UpgradePlan, which the caller fills (pkg/simulate from a
+// scenario's maintenance), and records what the operation did to the workloads: evictions,
+// refused evictions and each ReplicaSet's Ready replicas over time. It knows no scenario:
+// what it needs of the cluster comes in the plan.
+package aksemu
 
 import (
 	"context"
@@ -10,30 +17,33 @@ import (
 	"sync"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
-	"k8s.io/klog/v2"
-	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
 	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
-	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
-	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/pool-scheduler/pool-scheduler/pkg/controlplane"
-	"github.com/pool-scheduler/pool-scheduler/pkg/kubesim"
 	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
-	"github.com/pool-scheduler/pool-scheduler/pkg/spreadkeeper/floor"
+)
+
+// The operations.
+const (
+	// SurgeUpgrade is AKS's rolling upgrade (Kubernetes version or node image): surge nodes,
+	// batches of old nodes cordoned, drained and reimaged in place, surge nodes removed.
+	SurgeUpgrade = "surgeUpgrade"
+	// BlueGreen is AKS's blue-green pool upgrade (preview): every old (blue) node cordoned, as
+	// many new (green) nodes added, blue drained in batches with soaks, then deleted.
+	BlueGreen = "blueGreen"
+	// Consolidation is Karpenter's (AKS Node Auto Provisioning's) disruption of a budget of
+	// nodes at a time: tainted, replacements started and Ready, drained, deleted; waves until
+	// every old node is replaced (as drift to a new image does).
+	Consolidation = "consolidation"
 )
 
 // Node labels and annotations AKS writes during an upgrade (docs/maintenance.md).
@@ -49,266 +59,83 @@ const (
 	evictionRetry = 5 * time.Second
 )
 
-// Maintenance outcomes.
-const (
-	OutcomeSucceeded = "Succeeded"
-	OutcomeFailed    = "Failed"
-)
+// UpgradePlan is one operation on one pool, settings resolved: what the caller fills and Run
+// plays. Durations are AKS time; the run compresses them by TimeScale.
+type UpgradePlan struct {
+	// Kind is SurgeUpgrade, BlueGreen or Consolidation.
+	Kind string
+	// Nodes are the pool's nodes, in the pool's order; the operation takes them in an order
+	// drawn from Seed. Zones is the pool's zones (0: not zonal), which new nodes are drawn from.
+	Nodes []string
+	Zones int
+	// MaxSurge (SurgeUpgrade) is the surge nodes asked for, capped here at the pool's nodes;
+	// MaxSurgeSetting the setting as written, for the progress line.
+	MaxSurge        int
+	MaxSurgeSetting string
+	// QuarantineUndrainable (SurgeUpgrade): a node still undrained at DrainTimeout is
+	// quarantined (AKS's undrainableNodeBehavior Cordon) and the upgrade goes on; otherwise
+	// (Schedule) the blocked nodes are uncordoned and the upgrade ends failed.
+	QuarantineUndrainable bool
+	// KeepNodeOnReimage (SurgeUpgrade): a reimage updates the same Node object; otherwise it
+	// deletes it and registers a new one under the same name.
+	KeepNodeOnReimage bool
+	// DrainBatchSize (BlueGreen) is the blue nodes drained at once; BatchSoak the wait after
+	// each batch, FinalSoak the wait before blue is deleted.
+	DrainBatchSize       int
+	BatchSoak, FinalSoak time.Duration
+	// Budget (Consolidation) is the nodes disrupted at once.
+	Budget int
+	// DrainTimeout bounds each node's drain; NodeSoak is the wait after a node's drain before
+	// its reimage; ReimageTime how long a reimaged node stays NotReady; ProvisionTime how long a
+	// new node takes to join.
+	DrainTimeout, NodeSoak, ReimageTime, ProvisionTime time.Duration
+	// Seed fixes the random choices (node order, new nodes' zones).
+	Seed int64
+	// TimeScale is AKS time per real time.
+	TimeScale float64
+	// ToNodeImage and ToKubelet are the new nodes' kubernetes.azure.com/node-image-version and
+	// status.nodeInfo.kubeletVersion.
+	ToNodeImage, ToKubelet string
+	// Workloads are the ReplicaSets whose Ready replicas are recorded; Run waits until all are
+	// Ready before it starts, and again after the operation.
+	Workloads []Workload
 
-// MaintenanceResult is what a maintenance did to the workloads.
-type MaintenanceResult struct {
-	Kind    string `json:"kind"`
-	Outcome string `json:"outcome"`
-	// Replicas is the workloads' replicas in all; the per-replica figures divide by it.
-	Replicas int `json:"replicas"`
-	// Evictions are the Eviction API calls that evicted a pod; Refusals those a
-	// PodDisruptionBudget refused (429), each retry counted.
-	Evictions           int     `json:"evictions"`
-	Refusals            int     `json:"refusals"`
-	EvictionsPerReplica float64 `json:"evictionsPerReplica"`
-	RefusalsPerReplica  float64 `json:"refusalsPerReplica"`
-	// Minutes is the maintenance's length in AKS time, from the first surge node asked for to
-	// the last surge node deleted.
-	Minutes float64 `json:"minutes"`
-	// Floor is the fewest evictions per replica any placement could reach in this operation
-	// (0: not stated): a surge upgrade's 1 + surge nodes / original nodes (the first batch's
-	// replicas have only surge nodes and older nodes to go to, both drained later), a
-	// blue-green upgrade's 1.
-	Floor float64 `json:"floor,omitempty"`
-	// BelowFloor counts workloads of 3 or more replicas that had fewer than Floor Ready at some
-	// moment of the maintenance.
-	BelowFloor int `json:"belowFloor"`
-	// NewNodes are the nodes the operation created (surge, green or replacement nodes);
-	// ReimagedNodes those it reimaged in place; RemovedNodes those it deleted.
-	NewNodes         []string             `json:"newNodes"`
-	ReimagedNodes    []string             `json:"reimagedNodes,omitempty"`
-	RemovedNodes     []string             `json:"removedNodes,omitempty"`
-	QuarantinedNodes []string             `json:"quarantinedNodes,omitempty"`
-	Workloads        []MaintainedWorkload `json:"workloads"`
+	// NewNode returns the operation's i-th new node (0 first) of the pool, in zone index zone
+	// (-1: the pool's round-robin zone), as it joins; Run sets its image and kubelet version.
+	NewNode func(i, zone int) *v1.Node
+	// Progress reports a step (printf style); nil: none.
+	Progress func(format string, args ...any)
+	// Start, if set, is called once every workload is Ready, before the operation begins.
+	Start func(context.Context) error
 }
 
-// MaintainedWorkload is one ReplicaSet through the maintenance.
-type MaintainedWorkload struct {
+// Workload is a ReplicaSet the operation's record follows.
+type Workload struct {
 	// Name is namespace/replicaset/name, as pkg/report names workloads.
-	Name      string `json:"name"`
-	Replicas  int    `json:"replicas"`
-	Floor     int    `json:"floor"`
-	MinReady  int    `json:"minReady"`
-	PDB       bool   `json:"pdb,omitempty"`
-	Evictions int    `json:"evictions"`
-	Refusals  int    `json:"refusals"`
-	// Timeline is its Ready replicas (not terminating and Ready, as the ReplicaSet's
-	// status.readyReplicas counts them) at each change, in AKS minutes since the start.
-	Timeline []ReadyPoint `json:"timeline"`
+	Name     string
+	Replicas int
+	// PDB says whether a PodDisruptionBudget covers it.
+	PDB bool
 }
 
-// ReadyPoint is a workload's Ready replicas from a moment on.
-type ReadyPoint struct {
-	Minute float64 `json:"minute"`
-	Ready  int     `json:"ready"`
+// sim converts an AKS duration into the run's real time.
+func (p *UpgradePlan) sim(d time.Duration) time.Duration {
+	return time.Duration(float64(d) / p.TimeScale)
 }
 
-// Floor is the fewest Ready replicas a workload of r replicas may keep during maintenance:
-// two thirds, rounded up, for 3 or more (issue #43); smaller workloads have none.
-func Floor(r int) int {
-	if r < 3 {
-		return 0
-	}
-	return (2*r + 2) / 3
-}
-
-// readyTracker counts every ReplicaSet's Ready pods from a pod informer and records, once
-// started, their changes and minimum.
-type readyTracker struct {
-	mu      sync.Mutex
-	clock   func() float64 // AKS minutes since the start
-	started bool
-	pods    map[string]podState
-	ready   map[string]int
-	wl      map[string]*MaintainedWorkload
-}
-
-type podState struct {
-	owner string
-	ready bool
-}
-
-func ownerName(p *v1.Pod) string {
-	ref := metav1.GetControllerOfNoCopy(p)
-	if ref == nil || ref.Kind != "ReplicaSet" {
-		return ""
-	}
-	return p.Namespace + "/replicaset/" + ref.Name
-}
-
-func (t *readyTracker) observe(p *v1.Pod, deleted bool) {
-	owner := ownerName(p)
-	if owner == "" {
-		return
-	}
-	key := p.Namespace + "/" + p.Name
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	old := t.pods[key]
-	now := podState{owner: owner, ready: !deleted && p.DeletionTimestamp == nil && podutil.IsPodReady(p)}
-	if deleted {
-		delete(t.pods, key)
-	} else {
-		t.pods[key] = now
-	}
-	if old.ready == now.ready {
-		return
-	}
-	if now.ready {
-		t.ready[owner]++
-	} else {
-		t.ready[owner]--
-	}
-	if w := t.wl[owner]; w != nil && t.started {
-		w.MinReady = min(w.MinReady, t.ready[owner])
-		w.Timeline = append(w.Timeline, ReadyPoint{Minute: t.clock(), Ready: t.ready[owner]})
-	}
-}
-
-// start begins the record: every workload's count now is its first point and minimum.
-func (t *readyTracker) start() {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.started = true
-	for name, w := range t.wl {
-		w.MinReady = t.ready[name]
-		w.Timeline = []ReadyPoint{{Minute: 0, Ready: t.ready[name]}}
-	}
-}
-
-func (t *readyTracker) stop() {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if !t.started {
-		return
-	}
-	t.started = false
-	end := t.clock()
-	for name, w := range t.wl {
-		w.Timeline = append(w.Timeline, ReadyPoint{Minute: end, Ready: t.ready[name]})
-	}
-}
-
-func (t *readyTracker) allReady() bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	for name, w := range t.wl {
-		if t.ready[name] != w.Replicas {
-			return false
-		}
-	}
-	return true
-}
-
-// maintenanceWorkloads creates the workloads as ReplicaSets (and their PodDisruptionBudgets)
-// for the ReplicaSet controller to fill.
-func maintenanceWorkloads(ctx context.Context, cs kubernetes.Interface, sc *Scenario, schedulerName func(*Workload) string, t *readyTracker) error {
-	floored := 0
-	for i := range sc.Workloads {
-		w := &sc.Workloads[i]
-		if sc.Maintenance.BudgetFloor {
-			patch := fmt.Sprintf(`{"metadata":{"labels":{%q:"true"}}}`, floor.NamespaceLabel)
-			if _, err := cs.CoreV1().Namespaces().Patch(ctx, w.Namespace, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-				return fmt.Errorf("opting namespace %s in to the budget floor: %w", w.Namespace, err)
-			}
-		}
-		for j := 0; j < w.ReplicaSets; j++ {
-			rs := replicaSet(w, j, 1)
-			pod := replica(w, rs, 0, schedulerName(w))
-			rs.Spec.Template.Spec = pod.Spec
-			if sc.Maintenance.BudgetFloor {
-				d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: rs.Namespace, Name: rs.Name, Labels: rs.Labels},
-					Spec: appsv1.DeploymentSpec{Replicas: rs.Spec.Replicas, Selector: rs.Spec.Selector, Template: rs.Spec.Template}}
-				d, err := cs.AppsV1().Deployments(d.Namespace).Create(ctx, d, metav1.CreateOptions{})
-				if err != nil {
-					return fmt.Errorf("creating Deployment %s/%s: %w", rs.Namespace, rs.Name, err)
-				}
-				rs.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(d, appsv1.SchemeGroupVersion.WithKind("Deployment"))}
-				if w.PDB == nil && w.Replicas >= floor.MinReplicas {
-					floored++
-				}
-			}
-			if _, err := cs.AppsV1().ReplicaSets(w.Namespace).Create(ctx, rs, metav1.CreateOptions{}); err != nil {
-				return fmt.Errorf("creating ReplicaSet %s/%s: %w", rs.Namespace, rs.Name, err)
-			}
-			budgeted := w.PDB != nil || sc.Maintenance.BudgetFloor && w.Replicas >= floor.MinReplicas
-			t.wl[w.Namespace+"/replicaset/"+rs.Name] = &MaintainedWorkload{Name: w.Namespace + "/replicaset/" + rs.Name, Replicas: w.Replicas, Floor: Floor(w.Replicas), PDB: budgeted}
-			if w.PDB == nil {
-				continue
-			}
-			pdb := &policyv1.PodDisruptionBudget{
-				ObjectMeta: metav1.ObjectMeta{Namespace: rs.Namespace, Name: rs.Name},
-				Spec:       policyv1.PodDisruptionBudgetSpec{Selector: rs.Spec.Selector},
-			}
-			if w.PDB.MaxUnavailable != nil {
-				pdb.Spec.MaxUnavailable = ptr.To(w.PDB.MaxUnavailable.IntOrString())
-			} else {
-				pdb.Spec.MinAvailable = ptr.To(w.PDB.MinAvailable.IntOrString())
-			}
-			if _, err := cs.PolicyV1().PodDisruptionBudgets(rs.Namespace).Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
-				return fmt.Errorf("creating PodDisruptionBudget %s/%s: %w", pdb.Namespace, pdb.Name, err)
-			}
-		}
-	}
-	if floored == 0 {
-		return nil
-	}
-	// The floor's budgets exist before the maintenance starts, as they would in a cluster where
-	// it ran before the upgrade.
-	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		l, err := cs.PolicyV1().PodDisruptionBudgets(metav1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: floor.ManagedByLabel + "=" + floor.ManagedBy})
-		return err == nil && len(l.Items) == floored, nil
-	})
-}
-
-var setControllerRuntimeLogger sync.Once
-
-// startBudgetFloor runs the budget floor controller in process, as pool-labeler spread
-// --budget-floor runs it (its cache options, no leader election), until ctx ends. Runs in
-// parallel share the process: the controller's name is not unique in it.
-func startBudgetFloor(ctx context.Context, cp *controlplane.ControlPlane) error {
-	// controller-runtime's own logger (its informers log through it) goes to klog too, as the
-	// manager's; unset, it warns on stderr.
-	setControllerRuntimeLogger.Do(func() { ctrllog.SetLogger(klog.Background()) })
-	opts := ctrl.Options{Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0", Logger: klog.Background(),
-		Controller: ctrlconfig.Controller{SkipNameValidation: ptr.To(true)}}
-	floor.CacheOptions(&opts)
-	mgr, err := ctrl.NewManager(cp.Config, opts)
-	if err != nil {
-		return err
-	}
-	if err := floor.SetupWithManager(mgr); err != nil {
-		return err
-	}
-	go func() { _ = mgr.Start(ctx) }()
-	return nil
-}
-
-// runMaintenance starts the controllers and the kubelet stand-in, creates the workloads, waits
-// until they are Ready, plays the maintenance and waits until they are Ready again.
-func runMaintenance(ctx context.Context, cp *controlplane.ControlPlane, sc *Scenario, schedulerName func(*Workload) string, progress func(string, ...any), observe func(context.Context, Stage) error) (*MaintenanceResult, error) {
-	m := sc.Maintenance
-	cs := cp.Client
-	kubesim.StartReplicaSetController(ctx, cp)
-	if err := kubesim.StartDisruptionController(ctx, cp); err != nil {
-		return nil, err
-	}
-	if m.BudgetFloor {
-		if err := startBudgetFloor(ctx, cp); err != nil {
-			return nil, fmt.Errorf("budget floor: %w", err)
-		}
-	}
-	if err := kubesim.StartKubelet(ctx, cs, kubesim.KubeletOptions{ReadyAfter: m.Sim(m.PodReadyAfter.Duration), Logf: func(string, ...any) {}}); err != nil {
-		return nil, err
+// Run waits until every workload of the plan is Ready, plays the operation and waits until
+// they are Ready again (at most DrainTimeout in AKS time and 10 s), and returns its record.
+func Run(ctx context.Context, cs kubernetes.Interface, plan *UpgradePlan) (*Result, error) {
+	progress := plan.Progress
+	if progress == nil {
+		progress = func(string, ...any) {}
 	}
 	var begin time.Time
 	t := &readyTracker{pods: map[string]podState{}, ready: map[string]int{}, wl: map[string]*MaintainedWorkload{},
-		clock: func() float64 { return time.Since(begin).Minutes() * m.TimeScale }}
+		clock: func() float64 { return time.Since(begin).Minutes() * plan.TimeScale }}
+	for _, w := range plan.Workloads {
+		t.wl[w.Name] = &MaintainedWorkload{Name: w.Name, Replicas: w.Replicas, Floor: Floor(w.Replicas), PDB: w.PDB}
+	}
 	factory := informers.NewSharedInformerFactory(cs, 0)
 	podInformer := factory.Core().V1().Pods().Informer()
 	if _, err := podInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -316,9 +143,6 @@ func runMaintenance(ctx context.Context, cp *controlplane.ControlPlane, sc *Scen
 		UpdateFunc: func(_, obj any) { t.observeObj(obj, false) },
 		DeleteFunc: func(obj any) { t.observeObj(obj, true) },
 	}); err != nil {
-		return nil, err
-	}
-	if err := maintenanceWorkloads(ctx, cs, sc, schedulerName, t); err != nil {
 		return nil, err
 	}
 	factory.Start(ctx.Done())
@@ -330,19 +154,19 @@ func runMaintenance(ctx context.Context, cp *controlplane.ControlPlane, sc *Scen
 	if err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(context.Context) (bool, error) { return t.allReady(), nil }); err != nil {
 		return nil, fmt.Errorf("workloads not Ready before the maintenance: %w", err)
 	}
-	u := &upgrader{cs: cs, sc: sc, m: m, rng: rand.New(rand.NewSource(m.Seed)), progress: progress,
-		evictions: map[string]int{}, refusals: map[string]int{}, res: &MaintenanceResult{Kind: m.Kind, Outcome: OutcomeSucceeded, Replicas: replicas}}
-	for i := range sc.Pools {
-		if sc.Pools[i].Name == m.Pool {
-			u.pool = &sc.Pools[i]
-		}
+	u := &upgrader{cs: cs, plan: plan, rng: rand.New(rand.NewSource(plan.Seed)), progress: progress,
+		evictions: map[string]int{}, refusals: map[string]int{}, res: &Result{Kind: plan.Kind, Outcome: OutcomeSucceeded, Replicas: replicas}}
+	play := map[string]func(context.Context) error{SurgeUpgrade: u.surgeUpgrade, BlueGreen: u.blueGreen, Consolidation: u.consolidation}[plan.Kind]
+	if play == nil {
+		return nil, fmt.Errorf("no operation %q", plan.Kind)
 	}
-	if err := observe(ctx, StageMaintenanceStart); err != nil {
-		return nil, err
+	if plan.Start != nil {
+		if err := plan.Start(ctx); err != nil {
+			return nil, err
+		}
 	}
 	begin = time.Now()
 	t.start()
-	play := map[string]func(context.Context) error{SurgeUpgrade: u.surgeUpgrade, BlueGreen: u.blueGreen, Consolidation: u.consolidation}[m.Kind]
 	if err := play(ctx); err != nil {
 		return nil, err
 	}
@@ -352,7 +176,7 @@ func runMaintenance(ctx context.Context, cp *controlplane.ControlPlane, sc *Scen
 	progress("maintenance done in %.0f simulated minutes; waiting until every workload is Ready again", res.Minutes)
 	// The end state (skew) is measured once the last evicted pods are back; a workload that
 	// cannot come back leaves it as it is.
-	settle, cancel := context.WithTimeout(ctx, m.Sim(m.DrainTimeout.Duration)+10*time.Second)
+	settle, cancel := context.WithTimeout(ctx, plan.sim(plan.DrainTimeout)+10*time.Second)
 	defer cancel()
 	_ = wait.PollUntilContextCancel(settle, 100*time.Millisecond, true, func(context.Context) (bool, error) { return t.allReady(), nil })
 
@@ -375,27 +199,16 @@ func runMaintenance(ctx context.Context, cp *controlplane.ControlPlane, sc *Scen
 	return res, nil
 }
 
-func (t *readyTracker) observeObj(obj any, deleted bool) {
-	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tomb.Obj
-	}
-	if p, ok := obj.(*v1.Pod); ok {
-		t.observe(p, deleted)
-	}
-}
-
 // upgrader plays a maintenance (surge upgrade, blue-green upgrade, consolidation) on one pool.
 type upgrader struct {
 	cs       kubernetes.Interface
-	sc       *Scenario
-	m        *Maintenance
-	pool     *Pool
+	plan     *UpgradePlan
 	rng      *rand.Rand
 	progress func(string, ...any)
 
 	mu                  sync.Mutex
 	evictions, refusals map[string]int
-	res                 *MaintenanceResult
+	res                 *Result
 }
 
 // sleep waits d of AKS time.
@@ -403,16 +216,14 @@ func (u *upgrader) sleep(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return ctx.Err()
 	}
-	return sleepUntil(ctx, time.Now().Add(u.m.Sim(d)))
+	return sleepUntil(ctx, time.Now().Add(u.plan.sim(d)))
 }
 
 // draw returns the pool's original nodes in the random (seeded) order the maintenance takes
 // them, and the zones of newZones new nodes. The zones are drawn first, so both modes draw the
 // same zones and order from the seed.
 func (u *upgrader) draw(newZones int) (nodes []string, zones []int) {
-	for i := 0; i < u.pool.Nodes; i++ {
-		nodes = append(nodes, u.sc.nodeName(u.pool, i))
-	}
+	nodes = slices.Clone(u.plan.Nodes)
 	if newZones > 0 {
 		zones = u.randomZones(newZones)
 	}
@@ -424,9 +235,8 @@ func (u *upgrader) draw(newZones int) (nodes []string, zones []int) {
 // parallel through the Eviction API, soak, reimage in place), then the surge nodes drained
 // and deleted.
 func (u *upgrader) surgeUpgrade(ctx context.Context) error {
-	p := u.pool
-	n := p.Nodes
-	surge := min(u.m.MaxSurge.Of(n), n)
+	n := len(u.plan.Nodes)
+	surge := min(u.plan.MaxSurge, n)
 	u.res.Floor = 1 + float64(surge)/float64(n)
 	old, zones := u.draw(surge)
 
@@ -438,7 +248,7 @@ func (u *upgrader) surgeUpgrade(ctx context.Context) error {
 			return err
 		}
 	}
-	u.progress("surge: %d new nodes (maxSurge %s of %d)", surge, u.m.MaxSurge, n)
+	u.progress("surge: %d new nodes (maxSurge %s of %d)", surge, u.plan.MaxSurgeSetting, n)
 	surgeNodes, err := u.addNodes(ctx, zones)
 	if err != nil {
 		return err
@@ -462,7 +272,7 @@ func (u *upgrader) surgeUpgrade(ctx context.Context) error {
 				defer wg.Done()
 				drained[i], errs[i] = u.drain(ctx, name)
 				if errs[i] == nil && drained[i] {
-					if errs[i] = u.sleep(ctx, u.m.NodeSoak.Duration); errs[i] == nil {
+					if errs[i] = u.sleep(ctx, u.plan.NodeSoak); errs[i] == nil {
 						errs[i] = u.reimage(ctx, name)
 					}
 				}
@@ -482,7 +292,7 @@ func (u *upgrader) surgeUpgrade(ctx context.Context) error {
 		if len(blocked) == 0 {
 			continue
 		}
-		if u.m.Undrainable == UndrainableSchedule {
+		if !u.plan.QuarantineUndrainable {
 			// The blocked nodes are made schedulable, not upgraded; the operation fails and
 			// the surge nodes are deleted (best effort): the next PUT would resume.
 			for _, name := range blocked {
@@ -530,25 +340,21 @@ func (u *upgrader) surgeUpgrade(ctx context.Context) error {
 func (u *upgrader) randomZones(n int) []int {
 	zones := make([]int, n)
 	for i := range zones {
-		zones[i] = u.rng.Intn(max(u.pool.Zones, 1))
+		zones[i] = u.rng.Intn(max(u.plan.Zones, 1))
 	}
 	return zones
 }
 
-// addNodes waits provisionTime, then creates a node on the new image and kubelet per zone
-// index (-1: the pool's round-robin zone), named with the scale set's next instance ids.
+// addNodes waits provisionTime, then creates a node (the plan's NewNode) on the new image and
+// kubelet per zone index (-1: the pool's round-robin zone).
 func (u *upgrader) addNodes(ctx context.Context, zones []int) ([]string, error) {
-	if err := u.sleep(ctx, u.m.ProvisionTime.Duration); err != nil {
+	if err := u.sleep(ctx, u.plan.ProvisionTime); err != nil {
 		return nil, err
 	}
-	p := u.pool
 	var names []string
 	for _, zone := range zones {
-		node := u.sc.buildNode(p, p.Nodes+p.JoiningNodes+len(u.res.NewNodes), true)
-		if p.Zones > 0 && zone >= 0 {
-			node.Labels[ZoneKey] = zoneName(u.sc, zone)
-		}
-		setVersion(node, u.m.ToNodeImage, u.m.ToKubelet)
+		node := u.plan.NewNode(len(u.res.NewNodes), zone)
+		SetVersion(node, u.plan.ToNodeImage, u.plan.ToKubelet)
 		if _, err := u.cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
 			return nil, fmt.Errorf("creating node %s: %w", node.Name, err)
 		}
@@ -587,9 +393,8 @@ func (u *upgrader) drainAll(ctx context.Context, names []string, then func(ctx c
 // nodes at a time in random order with batchSoak after each batch, finalSoak, blue deleted.
 // A drain past drainTimeout fails the upgrade: the rest is left as it is.
 func (u *upgrader) blueGreen(ctx context.Context) error {
-	p := u.pool
-	n := p.Nodes
-	batch := min(u.m.DrainBatchSize.Of(n), n)
+	n := len(u.plan.Nodes)
+	batch := min(u.plan.DrainBatchSize, n)
 	blue, _ := u.draw(0)
 	u.res.Floor = 1
 	u.progress("blue-green: cordon %d blue nodes, add %d green", n, n)
@@ -617,12 +422,12 @@ func (u *upgrader) blueGreen(ctx context.Context) error {
 			return nil
 		}
 		if start+batch < n {
-			if err := u.sleep(ctx, u.m.BatchSoak.Duration); err != nil {
+			if err := u.sleep(ctx, u.plan.BatchSoak); err != nil {
 				return err
 			}
 		}
 	}
-	if err := u.sleep(ctx, u.m.FinalSoak.Duration); err != nil {
+	if err := u.sleep(ctx, u.plan.FinalSoak); err != nil {
 		return err
 	}
 	for _, name := range blue {
@@ -639,9 +444,8 @@ func (u *upgrader) blueGreen(ctx context.Context) error {
 // Ready, then drained (PodDisruptionBudgets honoured) and deleted, until every old node is
 // replaced. A drain past drainTimeout stops it (Karpenter itself would keep waiting).
 func (u *upgrader) consolidation(ctx context.Context) error {
-	p := u.pool
-	n := p.Nodes
-	budget := min(u.m.Budget.Of(n), n)
+	n := len(u.plan.Nodes)
+	budget := min(u.plan.Budget, n)
 	old, zones := u.draw(n)
 	disrupted := v1.Taint{Key: pool.TaintKarpenterDisrupted, Effect: v1.TaintEffectNoSchedule}
 	for start := 0; start < n; start += budget {
@@ -679,7 +483,7 @@ func (u *upgrader) consolidation(ctx context.Context) error {
 // parallel, retrying refusals, and waits until they are gone; false if the deadline
 // (drainTimeout) came first.
 func (u *upgrader) drain(ctx context.Context, node string) (bool, error) {
-	deadline := time.Now().Add(u.m.Sim(u.m.DrainTimeout.Duration))
+	deadline := time.Now().Add(u.plan.sim(u.plan.DrainTimeout))
 	dctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	list, err := u.cs.CoreV1().Pods(v1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String()})
@@ -700,7 +504,7 @@ func (u *upgrader) drain(ctx context.Context, node string) (bool, error) {
 	}
 	wg.Wait()
 	// Evicted pods are gone once the kubelet has stopped them.
-	err = wait.PollUntilContextCancel(dctx, u.m.Sim(evictionRetry)/5+10*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+	err = wait.PollUntilContextCancel(dctx, u.plan.sim(evictionRetry)/5+10*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		left, err := u.cs.CoreV1().Pods(v1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String()})
 		if err != nil {
 			return false, nil
@@ -765,17 +569,17 @@ func (u *upgrader) reimage(ctx context.Context, name string) error {
 	if err := u.setReady(ctx, name, v1.ConditionFalse, ""); err != nil {
 		return err
 	}
-	if u.m.Reimage == ReimageRegistersAgain {
+	if !u.plan.KeepNodeOnReimage {
 		return u.registerAgain(ctx, name)
 	}
-	if err := u.sleep(ctx, u.m.ReimageTime.Duration); err != nil {
+	if err := u.sleep(ctx, u.plan.ReimageTime); err != nil {
 		return err
 	}
-	if err := u.setReady(ctx, name, v1.ConditionTrue, u.m.ToKubelet); err != nil {
+	if err := u.setReady(ctx, name, v1.ConditionTrue, u.plan.ToKubelet); err != nil {
 		return err
 	}
 	return u.updateNode(ctx, name, func(node *v1.Node) {
-		node.Labels[pool.NodeImageVersionLabel] = u.m.ToNodeImage
+		node.Labels[pool.NodeImageVersionLabel] = u.plan.ToNodeImage
 		node.Spec.Unschedulable = false
 		var kept []v1.Taint
 		for _, t := range node.Spec.Taints {
@@ -799,7 +603,7 @@ func (u *upgrader) registerAgain(ctx context.Context, name string) error {
 	if err := u.deleteNode(ctx, name); err != nil {
 		return err
 	}
-	if err := u.sleep(ctx, u.m.ReimageTime.Duration); err != nil {
+	if err := u.sleep(ctx, u.plan.ReimageTime); err != nil {
 		return err
 	}
 	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: old.Labels, Annotations: old.Annotations},
@@ -815,7 +619,7 @@ func (u *upgrader) registerAgain(ctx context.Context, name string) error {
 			node.Status.Conditions[i].LastTransitionTime = metav1.Now()
 		}
 	}
-	setVersion(node, u.m.ToNodeImage, u.m.ToKubelet)
+	SetVersion(node, u.plan.ToNodeImage, u.plan.ToKubelet)
 	if _, err := u.cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("registering reimaged node %s again: %w", name, err)
 	}
@@ -878,17 +682,8 @@ func (u *upgrader) deleteNode(ctx context.Context, name string) error {
 	return nil
 }
 
-// zoneName is the zone label of a zonal pool's zone index (as buildNode writes it).
-func zoneName(sc *Scenario, i int) string {
-	region := "region"
-	if sc.Azure != nil {
-		region = sc.Azure.Region
-	}
-	return fmt.Sprintf("%s-%d", region, 1+i)
-}
-
-// setVersion labels the node with its image and sets its kubelet version.
-func setVersion(node *v1.Node, image, kubelet string) {
+// SetVersion labels the node with its image and sets its kubelet version, as AKS leaves them.
+func SetVersion(node *v1.Node, image, kubelet string) {
 	node.Labels[pool.NodeImageVersionLabel] = image
 	node.Status.NodeInfo.KubeletVersion = kubelet
 }
@@ -899,4 +694,15 @@ func nodeList(names []string) string {
 		return strings.Join(names, ", ")
 	}
 	return fmt.Sprintf("%d nodes (%s, ...)", len(names), names[0])
+}
+
+func sleepUntil(ctx context.Context, t time.Time) error {
+	timer := time.NewTimer(time.Until(t))
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-timer.C:
+		return nil
+	}
 }
