@@ -27,7 +27,7 @@ import (
 )
 
 // maintenanceWorkloads creates the workloads as ReplicaSets (and their PodDisruptionBudgets)
-// for the ReplicaSet controller to fill.
+// for the ReplicaSet controller to fill, and returns the ReplicaSets for aksemu's record.
 func maintenanceWorkloads(ctx context.Context, cs kubernetes.Interface, sc *Scenario, schedulerName func(*Workload) string) ([]aksemu.Workload, error) {
 	var recorded []aksemu.Workload
 	floored := 0
