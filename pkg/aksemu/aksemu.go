@@ -29,6 +29,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
+	"github.com/pool-scheduler/pool-scheduler/pkg/maintenance"
 	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
 )
 
@@ -447,7 +448,7 @@ func (u *upgrader) consolidation(ctx context.Context) error {
 	n := len(u.plan.Nodes)
 	budget := min(u.plan.Budget, n)
 	old, zones := u.draw(n)
-	disrupted := v1.Taint{Key: pool.TaintKarpenterDisrupted, Effect: v1.TaintEffectNoSchedule}
+	disrupted := v1.Taint{Key: maintenance.TaintKarpenterDisrupted, Effect: v1.TaintEffectNoSchedule}
 	for start := 0; start < n; start += budget {
 		names := old[start:min(start+budget, n)]
 		u.progress("wave %d of %d: disrupt %s", start/budget+1, (n+budget-1)/budget, nodeList(names))
@@ -579,7 +580,7 @@ func (u *upgrader) reimage(ctx context.Context, name string) error {
 		return err
 	}
 	return u.updateNode(ctx, name, func(node *v1.Node) {
-		node.Labels[pool.NodeImageVersionLabel] = u.plan.ToNodeImage
+		node.Labels[maintenance.NodeImageVersionLabel] = u.plan.ToNodeImage
 		node.Spec.Unschedulable = false
 		var kept []v1.Taint
 		for _, t := range node.Spec.Taints {
@@ -684,7 +685,7 @@ func (u *upgrader) deleteNode(ctx context.Context, name string) error {
 
 // SetVersion labels the node with its image and sets its kubelet version, as AKS leaves them.
 func SetVersion(node *v1.Node, image, kubelet string) {
-	node.Labels[pool.NodeImageVersionLabel] = image
+	node.Labels[maintenance.NodeImageVersionLabel] = image
 	node.Status.NodeInfo.KubeletVersion = kubelet
 }
 

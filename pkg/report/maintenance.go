@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/pool-scheduler/pool-scheduler/pkg/maintenance"
 	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
 )
 
@@ -51,7 +52,7 @@ func MaintenanceRisks(id pool.Identity, nodes []*v1.Node, pods []*v1.Pod, pdbs [
 			poolSize[p]++
 		}
 	}
-	fates := pool.FatesOf(id, nodes)
+	fates := maintenance.FatesOf(id, nodes)
 	type group struct {
 		name   string
 		sample *v1.Pod
@@ -81,7 +82,7 @@ func MaintenanceRisks(id pool.Identity, nodes []*v1.Node, pods []*v1.Pod, pdbs [
 			g.perNode[pl] = map[string]int{}
 		}
 		g.perNode[pl][node.Name]++
-		if fates[node.Name] == pool.Surge {
+		if fates[node.Name] == maintenance.Surge {
 			g.onSurge++
 		}
 	}

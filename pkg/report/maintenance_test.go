@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
+	"github.com/pool-scheduler/pool-scheduler/pkg/maintenance"
 	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
 )
 
@@ -47,10 +48,10 @@ func TestMaintenanceRisks(t *testing.T) {
 	var nodes []*v1.Node
 	for i := range 30 {
 		n := vmssNode("user", i, fmt.Sprintf("westeurope-%d", i%3+1), "0")
-		n.Labels[pool.NodeImageVersionLabel] = oldImage
+		n.Labels[maintenance.NodeImageVersionLabel] = oldImage
 		n.CreationTimestamp = metav1.NewTime(created)
 		if i >= 28 {
-			n.Labels[pool.NodeImageVersionLabel] = newImage
+			n.Labels[maintenance.NodeImageVersionLabel] = newImage
 			n.CreationTimestamp = metav1.NewTime(created.Add(time.Hour))
 		}
 		nodes = append(nodes, n)

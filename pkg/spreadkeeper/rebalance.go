@@ -20,6 +20,7 @@ import (
 	"k8s.io/klog/v2"
 	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
 
+	"github.com/pool-scheduler/pool-scheduler/pkg/maintenance"
 	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
 )
 
@@ -150,7 +151,7 @@ type Rebalancer struct {
 	started sync.Once
 
 	// rollouts follows the pools' upgrades, fed by the keeper's node informer.
-	rollouts *pool.Rollouts
+	rollouts *maintenance.Rollouts
 
 	mu    sync.Mutex
 	state map[workloadKey]*workloadState
@@ -179,7 +180,7 @@ func NewRebalancer(k *Keeper, o RebalanceOptions) (*Rebalancer, error) {
 	}}); err != nil {
 		return nil, err
 	}
-	r := &Rebalancer{k: k, o: o, all: all, rollouts: pool.NewRollouts(o.Pools), state: map[workloadKey]*workloadState{}, now: time.Now}
+	r := &Rebalancer{k: k, o: o, all: all, rollouts: maintenance.NewRollouts(o.Pools), state: map[workloadKey]*workloadState{}, now: time.Now}
 	if _, err := k.nodes.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { r.nodeChanged(obj) },
 		UpdateFunc: func(_, obj any) { r.nodeChanged(obj) },

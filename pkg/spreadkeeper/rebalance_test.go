@@ -21,6 +21,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config"
+	"github.com/pool-scheduler/pool-scheduler/pkg/maintenance"
 	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
 )
 
@@ -168,9 +169,9 @@ func pooled(nodes []*v1.Node, namePool ...string) []*v1.Node {
 // runs two generations, which is an upgrade under way.
 func upgrading(nodes []*v1.Node, newer string) []*v1.Node {
 	for _, n := range nodes {
-		n.Labels[pool.NodeImageVersionLabel] = "v1"
+		n.Labels[maintenance.NodeImageVersionLabel] = "v1"
 		if n.Name == newer {
-			n.Labels[pool.NodeImageVersionLabel] = "v2"
+			n.Labels[maintenance.NodeImageVersionLabel] = "v2"
 		}
 	}
 	return nodes
@@ -360,8 +361,8 @@ func TestRebalancerDecisions(t *testing.T) {
 		{
 			name: "a pool the workload neither is on nor may move to upgrades: it moves",
 			cluster: rebalanceCluster{nodes: upgrading(append(pooled(zones(nil), "na0", "main", "na1", "main", "nb0", "main", "nb1", "main", "nc0", "main", "nc1", "main"),
-				node("nd0", "d").Label("agentpool", "batch").Label(pool.NodeImageVersionLabel, "v1").Obj(),
-				node("nd1", "d").Label("agentpool", "batch").Label(pool.NodeImageVersionLabel, "v1").Obj()), "nd1"),
+				node("nd0", "d").Label("agentpool", "batch").Label(maintenance.NodeImageVersionLabel, "v1").Obj(),
+				node("nd1", "d").Label("agentpool", "batch").Label(maintenance.NodeImageVersionLabel, "v1").Obj()), "nd1"),
 				pods: skewed("ns", "web", func(p *st.PodWrapper) *st.PodWrapper {
 					return p.NodeAffinityIn("agentpool", []string{"main"}, st.NodeSelectorTypeMatchExpressions)
 				})},

@@ -19,7 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/pool-scheduler/pool-scheduler/pkg/aksemu"
-	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
+	"github.com/pool-scheduler/pool-scheduler/pkg/maintenance"
 	"github.com/pool-scheduler/pool-scheduler/pkg/simulate"
 	"github.com/pool-scheduler/pool-scheduler/test/util"
 )
@@ -42,7 +42,7 @@ func identities(ctx context.Context, cs kubernetes.Interface) (map[string]nodeId
 	}
 	out := map[string]nodeIdentity{}
 	for _, n := range list.Items {
-		id := nodeIdentity{UID: n.UID, Created: n.CreationTimestamp.Time, Image: n.Labels[pool.NodeImageVersionLabel],
+		id := nodeIdentity{UID: n.UID, Created: n.CreationTimestamp.Time, Image: n.Labels[maintenance.NodeImageVersionLabel],
 			Kubelet: n.Status.NodeInfo.KubeletVersion, Unschedulable: n.Spec.Unschedulable}
 		for _, t := range n.Spec.Taints {
 			id.NotReadyTaint = id.NotReadyTaint || t.Key == v1.TaintNodeNotReady

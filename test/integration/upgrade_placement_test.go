@@ -11,7 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
+	"github.com/pool-scheduler/pool-scheduler/pkg/maintenance"
 	"github.com/pool-scheduler/pool-scheduler/test/util"
 )
 
@@ -29,7 +29,7 @@ func TestUpgradePlacement(t *testing.T) {
 	const oldImage, newImage = "AKSUbuntu-2204gen2containerd-202410.27.0", "AKSUbuntu-2204gen2containerd-202411.12.0"
 	node := func(name string, zone int, image string) *v1.Node {
 		n := util.Node(name, map[string]string{"kubernetes.azure.com/agentpool": "user", "topology.kubernetes.io/zone": fmt.Sprintf("westeurope-%d", zone),
-			updateDomainKey: "0", pool.NodeImageVersionLabel: image}).Obj()
+			updateDomainKey: "0", maintenance.NodeImageVersionLabel: image}).Obj()
 		n.Status.NodeInfo.KubeletVersion = "v1.34.10"
 		return n
 	}

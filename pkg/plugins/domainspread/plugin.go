@@ -19,6 +19,7 @@ import (
 	"github.com/pool-scheduler/pool-scheduler/internal/compat/framework"
 	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config"
 	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config/validation"
+	"github.com/pool-scheduler/pool-scheduler/pkg/maintenance"
 	"github.com/pool-scheduler/pool-scheduler/pkg/plugins/internal/nodememo"
 	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
 )
@@ -57,7 +58,7 @@ type DomainSpread struct {
 	// rollouts follows the pools' upgrades, fed by nodeInformer: while a pool upgrades, a
 	// replica is placed on a node that stays rather than one the upgrade drains (scoring.go).
 	// The same handler numbers each node's domains as it joins or changes (numberDomains).
-	rollouts     *pool.Rollouts
+	rollouts     *maintenance.Rollouts
 	nodeInformer cache.SharedIndexInformer
 	nodeReg      cache.ResourceEventHandlerRegistration
 }
@@ -119,7 +120,7 @@ func New(ctx context.Context, obj runtime.Object, h framework.Handle) (framework
 		return nil, fmt.Errorf("%s: watching pods: %w", Name, err)
 	}
 	pl.replicas.registration = reg
-	pl.rollouts = pool.NewRollouts(pool.Identity{})
+	pl.rollouts = maintenance.NewRollouts(pool.Identity{})
 	pl.nodeInformer = h.SharedInformerFactory().Core().V1().Nodes().Informer()
 	if pl.nodeReg, err = pl.nodeInformer.AddEventHandler(pl.nodeHandler()); err != nil {
 		return nil, fmt.Errorf("%s: watching nodes: %w", Name, err)

@@ -7,6 +7,7 @@ import (
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
+	"github.com/pool-scheduler/pool-scheduler/pkg/maintenance"
 	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
 )
 
@@ -36,22 +37,22 @@ func (pl *DomainSpread) Reserve(ctx context.Context, state fwk.CycleState, pod *
 // checkSurgeBatch reports (event on the pod, counter) the placement that takes the workload's
 // replicas on surge nodes past a third of its replicas: one predicted batch, drained at once
 // when the upgrade ends. Only while a pool upgrades, and only for placements on surge nodes.
-func (pl *DomainSpread) checkSurgeBatch(ctx context.Context, view *pool.RolloutView, pod *v1.Pod, w workload, nodeName string) {
+func (pl *DomainSpread) checkSurgeBatch(ctx context.Context, view *maintenance.RolloutView, pod *v1.Pod, w workload, nodeName string) {
 	nodeInfos := pl.sharedLister.NodeInfos()
-	fate := func(name string) pool.Fate {
+	fate := func(name string) maintenance.Fate {
 		ni, err := nodeInfos.Get(name)
 		if err != nil || ni.Node() == nil {
-			return pool.Stays
+			return maintenance.Stays
 		}
 		return view.FateOf(pool.Identity{}, ni.Node())
 	}
-	if fate(nodeName) != pool.Surge {
+	if fate(nodeName) != maintenance.Surge {
 		return
 	}
 	var total, onSurge int32
 	pl.replicas.each(w, func(node string, n int32) {
 		total += n
-		if fate(node) == pool.Surge {
+		if fate(node) == maintenance.Surge {
 			onSurge += n
 		}
 	})

@@ -11,7 +11,7 @@ import (
 
 	"github.com/pool-scheduler/pool-scheduler/internal/compat/framework"
 	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config"
-	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
+	"github.com/pool-scheduler/pool-scheduler/pkg/maintenance"
 )
 
 func TestPreemptionAdjustsCounts(t *testing.T) {
@@ -71,7 +71,7 @@ func TestSurgeBatchReported(t *testing.T) {
 	aks := func(name, image string, surge bool) *v1.Node {
 		n := node(name, "0", "0")
 		n.Labels["kubernetes.azure.com/agentpool"] = "user"
-		n.Labels[pool.NodeImageVersionLabel] = image
+		n.Labels[maintenance.NodeImageVersionLabel] = image
 		n.CreationTimestamp = metav1.NewTime(now.Add(-time.Hour))
 		if surge {
 			n.CreationTimestamp = now

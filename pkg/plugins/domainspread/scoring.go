@@ -11,6 +11,7 @@ import (
 
 	"github.com/pool-scheduler/pool-scheduler/internal/compat/framework"
 	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config/validation"
+	"github.com/pool-scheduler/pool-scheduler/pkg/maintenance"
 	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
 )
 
@@ -57,7 +58,7 @@ type scoreState struct {
 	// dimension: the replica keeps its zone and moves once, and the few nodes upgraded first do
 	// not pile up a workload's replicas. Upgrades only: holding counts the workload's replicas per
 	// node, zoneNodes the scored nodes per domain of the first dimension.
-	rollout   *pool.RolloutView
+	rollout   *maintenance.RolloutView
 	holding   map[string]int32
 	zoneNodes map[int32]int32
 	// Before every dimension while a pool upgrades: a node that stays, holds fewer than its share
@@ -119,7 +120,7 @@ func (pl *DomainSpread) countUpgrade(s *scoreState) {
 	nodeInfos := pl.sharedLister.NodeInfos()
 	for name, n := range s.holding {
 		ni, err := nodeInfos.Get(name)
-		if err != nil || ni.Node() == nil || s.rollout.FateOf(pool.Identity{}, ni.Node()) != pool.Stays {
+		if err != nil || ni.Node() == nil || s.rollout.FateOf(pool.Identity{}, ni.Node()) != maintenance.Stays {
 			continue
 		}
 		if id := pl.domainIDs(ni.Node(), s.epoch)[0]; id != noDomain {
@@ -272,7 +273,7 @@ func (pl *DomainSpread) moves(s *scoreState, ids nodeDomains, node *v1.Node) int
 	if s.holding == nil && len(node.Spec.Taints) == 0 && !node.Spec.Unschedulable && !s.rollout.InLifecycle() {
 		return 0
 	}
-	if s.rollout.FateOf(pool.Identity{}, node) != pool.Stays {
+	if s.rollout.FateOf(pool.Identity{}, node) != maintenance.Stays {
 		return 1
 	}
 	if s.holding == nil {

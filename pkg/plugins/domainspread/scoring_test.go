@@ -20,7 +20,7 @@ import (
 	"github.com/pool-scheduler/pool-scheduler/internal/compat/framework"
 	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config"
 	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config/validation"
-	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
+	"github.com/pool-scheduler/pool-scheduler/pkg/maintenance"
 )
 
 // scores runs PreScore, Score and NormalizeScore over nodes.
@@ -464,7 +464,7 @@ func TestScoreDuringAnUpgrade(t *testing.T) {
 	aks := func(name, zone, image string, surge bool) *v1.Node {
 		n := node(name, zone, "0")
 		n.Labels["kubernetes.azure.com/agentpool"] = "user"
-		n.Labels[pool.NodeImageVersionLabel] = image
+		n.Labels[maintenance.NodeImageVersionLabel] = image
 		n.Status.NodeInfo.KubeletVersion = "v1.34.2"
 		n.CreationTimestamp = metav1.NewTime(created.Add(-48 * time.Hour))
 		if surge {
@@ -473,7 +473,7 @@ func TestScoreDuringAnUpgrade(t *testing.T) {
 		return n
 	}
 	candidate := aks("z0-candidate", "0", oldImage, false)
-	candidate.Spec.Taints = []v1.Taint{{Key: pool.TaintDeletionCandidate, Effect: v1.TaintEffectPreferNoSchedule}}
+	candidate.Spec.Taints = []v1.Taint{{Key: maintenance.TaintDeletionCandidate, Effect: v1.TaintEffectPreferNoSchedule}}
 	// KEP-5683: a node being drained says so with a condition, without a taint.
 	draining := aks("z0-draining", "0", oldImage, false)
 	draining.Status.Conditions = append(draining.Status.Conditions, v1.NodeCondition{Type: "DrainInProgress", Status: v1.ConditionTrue})

@@ -1,4 +1,4 @@
-package pool
+package maintenance
 
 import (
 	"maps"
@@ -9,6 +9,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/version"
+
+	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
 )
 
 // What maintenance writes on nodes (docs/maintenance.md has the sources).
@@ -233,7 +235,7 @@ func MarkedForRemoval(node *v1.Node) bool {
 // Updates cost O(1) unless a node changes generation, joins or leaves; a node's status
 // heartbeats do not republish the view.
 type Rollouts struct {
-	id Identity
+	id pool.Identity
 
 	mu    sync.Mutex
 	nodes map[string]nodeRecord
@@ -282,7 +284,7 @@ type poolUpgrade struct {
 }
 
 // NewRollouts returns an empty tracker reading pools with id.
-func NewRollouts(id Identity) *Rollouts {
+func NewRollouts(id pool.Identity) *Rollouts {
 	r := &Rollouts{id: id, nodes: map[string]nodeRecord{}, pools: map[string]*poolGenerations{}, inLifecycle: map[string]bool{}}
 	r.view.Store(&RolloutView{})
 	return r
@@ -514,7 +516,7 @@ func (v *RolloutView) UpgradingPools() []string {
 
 // FateOf says what the maintenance under way will do to node, read with id. It does not
 // allocate.
-func (v *RolloutView) FateOf(id Identity, node *v1.Node) Fate {
+func (v *RolloutView) FateOf(id pool.Identity, node *v1.Node) Fate {
 	if MarkedForRemoval(node) || v.InLifecycle() && v.inLifecycle[node.Name] {
 		return Leaving
 	}
@@ -539,7 +541,7 @@ func (v *RolloutView) FateOf(id Identity, node *v1.Node) Fate {
 }
 
 // FatesOf classifies a list of nodes at once (tools, reports): the same rules as Rollouts.
-func FatesOf(id Identity, nodes []*v1.Node) map[string]Fate {
+func FatesOf(id pool.Identity, nodes []*v1.Node) map[string]Fate {
 	r := NewRollouts(id)
 	for _, n := range nodes {
 		r.Upsert(n)

@@ -1,4 +1,4 @@
-package pool
+package maintenance
 
 import (
 	"testing"
@@ -8,6 +8,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
+
+	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
 )
 
 const (
@@ -85,7 +87,7 @@ func TestFatesOf(t *testing.T) {
 		// A node without a pool label is never judged by generation.
 		st.MakeNode().Name("no-pool").Obj(),
 	}
-	got := FatesOf(Identity{}, nodes)
+	got := FatesOf(pool.Identity{}, nodes)
 	want := map[string]Fate{
 		"old-1": Leaving, "old-2": Leaving, "reimaged": Stays, "surge-1": Surge, "surge-2": Surge, "old-cordoned": Leaving,
 		"batch-1": Stays, "candidate": Leaving, "disrupted": Leaving,
@@ -141,7 +143,7 @@ func TestFatesOfMixedFlavours(t *testing.T) {
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if diff := cmp.Diff(tc.want, FatesOf(Identity{}, tc.nodes)); diff != "" {
+			if diff := cmp.Diff(tc.want, FatesOf(pool.Identity{}, tc.nodes)); diff != "" {
 				t.Errorf("fates (-want +got):\n%s", diff)
 			}
 		})
@@ -170,7 +172,7 @@ func TestSplitImage(t *testing.T) {
 // TestRolloutsFollowAnUpgrade plays a surge upgrade through the tracker: the view changes only
 // when a pool's upgrade state does, and every step's fates are those the upgrade gives.
 func TestRolloutsFollowAnUpgrade(t *testing.T) {
-	r := NewRollouts(Identity{})
+	r := NewRollouts(pool.Identity{})
 	a := aksNode("a", "user", oldImage, "v1.34.2", 0)
 	b := aksNode("b", "user", oldImage, "v1.34.2", 1)
 	r.Upsert(a)
@@ -192,7 +194,7 @@ func TestRolloutsFollowAnUpgrade(t *testing.T) {
 		v := r.View()
 		out := map[string]Fate{}
 		for _, n := range []*v1.Node{a, b, surge} {
-			out[n.Name] = v.FateOf(Identity{}, n)
+			out[n.Name] = v.FateOf(pool.Identity{}, n)
 		}
 		return out
 	}
@@ -229,14 +231,14 @@ func TestRolloutsFollowAnUpgrade(t *testing.T) {
 // TestFateOfDoesNotAllocate: the scheduler calls it for every node it scores during an upgrade.
 func TestFateOfDoesNotAllocate(t *testing.T) {
 	nodes := []*v1.Node{aksNode("old", "user", oldImage, "v1.34.2", 0), aksNode("new", "user", newImage, "v1.34.2", 9)}
-	r := NewRollouts(Identity{})
+	r := NewRollouts(pool.Identity{})
 	for _, n := range nodes {
 		r.Upsert(n)
 	}
 	v := r.View()
 	if allocs := testing.AllocsPerRun(100, func() {
 		for _, n := range nodes {
-			v.FateOf(Identity{}, n)
+			v.FateOf(pool.Identity{}, n)
 		}
 	}); allocs != 0 {
 		t.Errorf("FateOf allocates %v times per call pair", allocs)
@@ -255,7 +257,7 @@ func TestRolloutsFollowLifecycleConditions(t *testing.T) {
 	a := aksNode("a", "user", oldImage, "v1.34.2", 0)
 	b := aksNode("b", "user", oldImage, "v1.34.2", 1)
 	loose := st.MakeNode().Name("no-pool").Obj()
-	r := NewRollouts(Identity{})
+	r := NewRollouts(pool.Identity{})
 	for _, n := range []*v1.Node{a, b, loose} {
 		r.Upsert(n)
 	}
@@ -263,7 +265,7 @@ func TestRolloutsFollowLifecycleConditions(t *testing.T) {
 		v := r.View()
 		out := map[string]Fate{}
 		for _, n := range nodes {
-			out[n.Name] = v.FateOf(Identity{}, n)
+			out[n.Name] = v.FateOf(pool.Identity{}, n)
 		}
 		return out
 	}
@@ -307,7 +309,7 @@ func TestRolloutsFollowLifecycleConditions(t *testing.T) {
 // tracker remembers the names it saw on the older generation, so the node still stays; a
 // tracker that starts after the reimage cannot know and takes it for a surge node.
 func TestRolloutsReimageRecreatesTheNode(t *testing.T) {
-	r := NewRollouts(Identity{})
+	r := NewRollouts(pool.Identity{})
 	for _, n := range []*v1.Node{aksNode("a", "user", oldImage, "v1.34.2", 0), aksNode("b", "user", oldImage, "v1.34.2", 1)} {
 		r.Upsert(n)
 	}
@@ -319,12 +321,12 @@ func TestRolloutsReimageRecreatesTheNode(t *testing.T) {
 	r.Upsert(a)
 	b := aksNode("b", "user", oldImage, "v1.34.2", 1)
 	v := r.View()
-	got := map[string]Fate{"a": v.FateOf(Identity{}, a), "b": v.FateOf(Identity{}, b), "surge": v.FateOf(Identity{}, surge)}
+	got := map[string]Fate{"a": v.FateOf(pool.Identity{}, a), "b": v.FateOf(pool.Identity{}, b), "surge": v.FateOf(pool.Identity{}, surge)}
 	if diff := cmp.Diff(map[string]Fate{"a": Stays, "b": Leaving, "surge": Surge}, got); diff != "" {
 		t.Errorf("a re-registered after its reimage (-want +got):\n%s", diff)
 	}
 	// A tracker started now (a scheduler restarted mid-upgrade) has not seen a on the old image.
-	if f := FatesOf(Identity{}, []*v1.Node{a, b, surge})["a"]; f != Surge {
+	if f := FatesOf(pool.Identity{}, []*v1.Node{a, b, surge})["a"]; f != Surge {
 		t.Errorf("a fresh tracker calls the re-registered node %v, want surge (it cannot tell)", f)
 	}
 	// The upgrade ends: b reimaged in place; the memory goes with the upgrade.
@@ -336,7 +338,7 @@ func TestRolloutsReimageRecreatesTheNode(t *testing.T) {
 	next := "AKSUbuntu-2204gen2containerd-202411.20.0"
 	surge2 := aksNode("surge-2", "user", next, "v1.34.2", 60)
 	r.Upsert(surge2)
-	if f := r.View().FateOf(Identity{}, surge2); f != Surge {
+	if f := r.View().FateOf(pool.Identity{}, surge2); f != Surge {
 		t.Errorf("next upgrade's surge node: %v, want surge", f)
 	}
 }
