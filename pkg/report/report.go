@@ -19,6 +19,7 @@ import (
 	"github.com/pool-scheduler/pool-scheduler/pkg/azurelb"
 	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
 	"github.com/pool-scheduler/pool-scheduler/pkg/profile"
+	"github.com/pool-scheduler/pool-scheduler/pkg/spread"
 )
 
 // Dimension is a topology dimension, as DomainSpread's: the first of Keys present on a node
@@ -358,7 +359,7 @@ func workloads(pods []*v1.Pod, nodes map[string]*v1.Node, policy Policy) []Workl
 			if len(all) == 0 {
 				continue
 			}
-			w.Skew[d] = pool.Skew(all)
+			w.Skew[d] = spread.Skew(all)
 			w.Confined[d] = w.Replicas >= 2 && len(all) > 1 && len(w.Domains[d]) == 1
 		}
 		out = append(out, *w)

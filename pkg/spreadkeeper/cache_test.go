@@ -12,7 +12,7 @@ import (
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	"k8s.io/utils/ptr"
 
-	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
+	"github.com/pool-scheduler/pool-scheduler/pkg/spread"
 )
 
 // TestTrimPod: a cached pod keeps what the keeper and the rebalancer read (requests with
@@ -26,7 +26,7 @@ func TestTrimPod(t *testing.T) {
 	p := st.MakePod().Namespace("app").Name("web-1").UID("u1").Node("n1").Labels(map[string]string{"app": "web"}).
 		NodeAffinityIn("pool", []string{"spot"}, st.NodeSelectorTypeMatchExpressions).
 		Toleration("spot").Priority(1000).Obj()
-	p.Annotations = map[string]string{pool.DeletionCostAnnotation: "100", lastAppliedAnnotation: `{"huge":"object"}`}
+	p.Annotations = map[string]string{spread.DeletionCostAnnotation: "100", lastAppliedAnnotation: `{"huge":"object"}`}
 	p.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}
 	p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web", UID: "rs", Controller: ptr.To(true)}}
 	p.Spec.Containers = []v1.Container{{Name: "app", Image: "app:1", Command: []string{"/app"}, Args: []string{"--flag"},
@@ -50,8 +50,8 @@ func TestTrimPod(t *testing.T) {
 	if podutil.IsPodReady(trimmed) != podutil.IsPodReady(p) {
 		t.Error("readiness changed")
 	}
-	if diff := cmp.Diff([]any{p.Labels, p.OwnerReferences, p.Spec.Affinity, p.Spec.Tolerations, p.Spec.Priority, p.Spec.NodeName, p.Spec.Volumes, p.Annotations[pool.DeletionCostAnnotation]},
-		[]any{trimmed.Labels, trimmed.OwnerReferences, trimmed.Spec.Affinity, trimmed.Spec.Tolerations, trimmed.Spec.Priority, trimmed.Spec.NodeName, trimmed.Spec.Volumes, trimmed.Annotations[pool.DeletionCostAnnotation]}); diff != "" {
+	if diff := cmp.Diff([]any{p.Labels, p.OwnerReferences, p.Spec.Affinity, p.Spec.Tolerations, p.Spec.Priority, p.Spec.NodeName, p.Spec.Volumes, p.Annotations[spread.DeletionCostAnnotation]},
+		[]any{trimmed.Labels, trimmed.OwnerReferences, trimmed.Spec.Affinity, trimmed.Spec.Tolerations, trimmed.Spec.Priority, trimmed.Spec.NodeName, trimmed.Spec.Volumes, trimmed.Annotations[spread.DeletionCostAnnotation]}); diff != "" {
 		t.Errorf("what the keeper reads (-whole +trimmed):\n%s", diff)
 	}
 	r := &Rebalancer{}

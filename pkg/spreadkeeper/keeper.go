@@ -25,6 +25,7 @@ import (
 
 	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config"
 	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
+	"github.com/pool-scheduler/pool-scheduler/pkg/spread"
 )
 
 // KeeperOptions configure the deletion-cost keeper.
@@ -168,7 +169,7 @@ func NewKeeper(cs kubernetes.Interface, recorder record.EventRecorder, o KeeperO
 // ReplicationController owns it (their controller reads the annotation) and DomainSpread
 // spreads it (no spread constraints of its own unless spreadPodsWithConstraints).
 func (k *Keeper) workloadOf(pod *v1.Pod) (workloadKey, bool) {
-	ref, ok := pool.DeletionCostOwner(pod)
+	ref, ok := spread.DeletionCostOwner(pod)
 	if !ok {
 		return workloadKey{}, false
 	}
@@ -349,7 +350,7 @@ func (k *Keeper) sync(ctx context.Context, w workloadKey) error {
 			continue
 		}
 		r := Replica{Name: pod.Name, Created: pod.CreationTimestamp.UnixNano(), Domains: k.domainList(nodeObj.(*v1.Node))}
-		r.Cost, r.HasCost = pool.DeletionCostOf(pod)
+		r.Cost, r.HasCost = spread.DeletionCostOf(pod)
 		pods = append(pods, pod)
 		replicas = append(replicas, r)
 	}
@@ -371,7 +372,7 @@ func (k *Keeper) sync(ctx context.Context, w workloadKey) error {
 		if err := k.limiter.Wait(ctx); err != nil {
 			return err
 		}
-		patch := fmt.Sprintf(`{"metadata":{"uid":%q,"annotations":{%q:%q}}}`, pod.UID, pool.DeletionCostAnnotation, strconv.Itoa(int(costs[i])))
+		patch := fmt.Sprintf(`{"metadata":{"uid":%q,"annotations":{%q:%q}}}`, pod.UID, spread.DeletionCostAnnotation, strconv.Itoa(int(costs[i])))
 		_, err := k.cs.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: "pool-scheduler-deletion-cost"})
 		k.patches.Add(1)
 		switch {
@@ -383,7 +384,7 @@ func (k *Keeper) sync(ctx context.Context, w workloadKey) error {
 		default:
 			patchesTotal.WithLabelValues("error").Inc()
 			if k.recorder != nil {
-				k.recorder.Eventf(pod, v1.EventTypeWarning, "DeletionCostNotWritten", "pool-scheduler could not write %s=%d: %v", pool.DeletionCostAnnotation, costs[i], err)
+				k.recorder.Eventf(pod, v1.EventTypeWarning, "DeletionCostNotWritten", "pool-scheduler could not write %s=%d: %v", spread.DeletionCostAnnotation, costs[i], err)
 			}
 			errs = append(errs, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err))
 		}

@@ -12,7 +12,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
+	"github.com/pool-scheduler/pool-scheduler/pkg/spread"
 )
 
 // Replica is one bound replica of a workload: where it sits and what deletion cost it carries.
@@ -295,7 +295,7 @@ func (o *ordering) search(order *[]int, budget *int) bool {
 // AssignCosts returns, for replicas in removal order (order from RemovalOrder), the deletion cost
 // each should carry so that costs rise strictly along the order, changing as few of the costs
 // the pods already carry as it can: the longest run of present costs that already rises is
-// kept, and the others are placed between their kept neighbours (or renumbered pool.DeletionCostStep apart
+// kept, and the others are placed between their kept neighbours (or renumbered spread.DeletionCostStep apart
 // when no room is left). changed[i] reports whether replica i's cost must be written.
 func AssignCosts(replicas []Replica, order []int) (costs []int32, changed []bool) {
 	n := len(order)
@@ -346,11 +346,11 @@ func fillGap(replicas []Replica, order []int, keep []bool, lo, hi int, costs []i
 		step := (high - low) / int64(k+1)
 		at = func(j int) int64 { return low + step*int64(j+1) }
 	case hasLow:
-		at = func(j int) int64 { return low + pool.DeletionCostStep*int64(j+1) }
+		at = func(j int) int64 { return low + spread.DeletionCostStep*int64(j+1) }
 	case hasHigh:
-		at = func(j int) int64 { return high - pool.DeletionCostStep*int64(k-j) }
+		at = func(j int) int64 { return high - spread.DeletionCostStep*int64(k-j) }
 	default:
-		at = func(j int) int64 { return pool.DeletionCostStep * int64(j) }
+		at = func(j int) int64 { return spread.DeletionCostStep * int64(j) }
 	}
 	for j := 0; j < k; j++ {
 		v := at(j)
@@ -366,7 +366,7 @@ func renumber(replicas []Replica, order []int) ([]int32, []bool) {
 	costs := make([]int32, len(replicas))
 	changed := make([]bool, len(replicas))
 	for pos, i := range order {
-		costs[i] = int32(pool.DeletionCostStep * pos)
+		costs[i] = int32(spread.DeletionCostStep * pos)
 		changed[i] = !replicas[i].HasCost || replicas[i].Cost != costs[i]
 	}
 	return costs, changed

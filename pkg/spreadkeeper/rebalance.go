@@ -22,6 +22,7 @@ import (
 
 	"github.com/pool-scheduler/pool-scheduler/pkg/maintenance"
 	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
+	"github.com/pool-scheduler/pool-scheduler/pkg/spread"
 )
 
 // RebalanceOptions configure the rebalancer.
@@ -535,7 +536,7 @@ func (r *Rebalancer) decide(objs []*v1.Pod, nodes []*v1.Node, limits *passLimits
 	// The host dimension of a workload with fewer replicas than hosts is skewed by design (0 or 1
 	// per host is skew 1); any dimension beyond MaxSkew qualifies, the first one named.
 	for d := range dims {
-		if s := pool.Skew(counts[d]); s > r.o.MaxSkew && worstDim < 0 {
+		if s := spread.Skew(counts[d]); s > r.o.MaxSkew && worstDim < 0 {
 			worst, worstDim = s, d
 		}
 	}

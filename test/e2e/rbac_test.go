@@ -41,6 +41,7 @@ import (
 	"github.com/pool-scheduler/pool-scheduler/pkg/controlplane"
 	"github.com/pool-scheduler/pool-scheduler/pkg/domainlabeler"
 	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
+	"github.com/pool-scheduler/pool-scheduler/pkg/spread"
 	"github.com/pool-scheduler/pool-scheduler/pkg/version"
 	"github.com/pool-scheduler/pool-scheduler/test/util"
 )
@@ -292,12 +293,12 @@ func TestLeastPrivilege(t *testing.T) {
 		// What the API server copies from a Binding onto the pod, and pod metadata through
 		// pods/status: pool-scheduler-pod-writes.
 		{"scheduler binds a pod with another annotation", bindHeld(map[string]string{"example.com/note": "x"}, nil),
-			anyError, "pool-scheduler may bind with no annotation but " + pool.DeletionCostAnnotation},
-		{"scheduler binds a pod with a deletion cost that is not an integer", bindHeld(map[string]string{pool.DeletionCostAnnotation: "high"}, nil),
+			anyError, "pool-scheduler may bind with no annotation but " + spread.DeletionCostAnnotation},
+		{"scheduler binds a pod with a deletion cost that is not an integer", bindHeld(map[string]string{spread.DeletionCostAnnotation: "high"}, nil),
 			anyError, "pool-scheduler's pod-deletion-cost must be a 32-bit integer"},
 		{"scheduler binds a pod with a label", bindHeld(nil, map[string]string{"app": "stolen"}),
 			anyError, "pool-scheduler may bind with no label but the node's topology labels"},
-		{"scheduler binds a pod with a deletion cost beyond 32 bits", bindHeld(map[string]string{pool.DeletionCostAnnotation: "9999999999"}, nil),
+		{"scheduler binds a pod with a deletion cost beyond 32 bits", bindHeld(map[string]string{spread.DeletionCostAnnotation: "9999999999"}, nil),
 			anyError, "pool-scheduler's pod-deletion-cost must be a 32-bit integer"},
 		{"scheduler binds a pod with a topology label to a target of no kind", func(ctx context.Context) error {
 			return sched.CoreV1().Pods(user).Bind(ctx, &v1.Binding{
@@ -682,7 +683,7 @@ func waitBoundWithCost(ctx context.Context, t *testing.T, cp *controlplane.Contr
 		}
 		withCost := 0
 		for _, p := range pods.Items {
-			if _, ok := p.Annotations[pool.DeletionCostAnnotation]; ok && p.Spec.NodeName != "" {
+			if _, ok := p.Annotations[spread.DeletionCostAnnotation]; ok && p.Spec.NodeName != "" {
 				withCost++
 			}
 		}
@@ -757,7 +758,7 @@ func podSummary(pods *v1.PodList) []string {
 	}
 	var out []string
 	for _, p := range pods.Items {
-		out = append(out, fmt.Sprintf("%s@%s cost=%q zone=%q", p.Name, p.Spec.NodeName, p.Annotations[pool.DeletionCostAnnotation], p.Labels[v1.LabelTopologyZone]))
+		out = append(out, fmt.Sprintf("%s@%s cost=%q zone=%q", p.Name, p.Spec.NodeName, p.Annotations[spread.DeletionCostAnnotation], p.Labels[v1.LabelTopologyZone]))
 	}
 	return out
 }

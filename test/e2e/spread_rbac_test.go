@@ -18,7 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/pool-scheduler/pool-scheduler/pkg/controlplane"
-	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
+	"github.com/pool-scheduler/pool-scheduler/pkg/spread"
 	"github.com/pool-scheduler/pool-scheduler/pkg/spreadkeeper"
 	"github.com/pool-scheduler/pool-scheduler/test/util"
 )
@@ -48,7 +48,7 @@ func checkSpreadKeeperWrites(ctx context.Context, t *testing.T, cp *controlplane
 		}
 	}
 	setCost := func(cost int) error {
-		return patch(fmt.Sprintf(`{"metadata":{"annotations":{%q:"%d"}}}`, pool.DeletionCostAnnotation, cost))(ctx)
+		return patch(fmt.Sprintf(`{"metadata":{"annotations":{%q:"%d"}}}`, spread.DeletionCostAnnotation, cost))(ctx)
 	}
 	// The policy is enforced once the apiserver has loaded it: until then a probe pod's label change goes through.
 	probe := util.CreatePod(ctx, t, admin, util.Pod(app, "probe").Obj())
@@ -104,8 +104,8 @@ func checkSpreadKeeperWrites(ctx context.Context, t *testing.T, cp *controlplane
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]string{"team": "a", pool.DeletionCostAnnotation: "1024"}
-	if got.Labels["app"] != "web" || len(got.Annotations) != 2 || got.Annotations["team"] != want["team"] || got.Annotations[pool.DeletionCostAnnotation] != want[pool.DeletionCostAnnotation] || got.Status.Phase == v1.PodFailed {
+	want := map[string]string{"team": "a", spread.DeletionCostAnnotation: "1024"}
+	if got.Labels["app"] != "web" || len(got.Annotations) != 2 || got.Annotations["team"] != want["team"] || got.Annotations[spread.DeletionCostAnnotation] != want[spread.DeletionCostAnnotation] || got.Status.Phase == v1.PodFailed {
 		t.Errorf("pod after the spread keeper's writes: labels %v, annotations %v, phase %s; want app=web, %v, not Failed", got.Labels, got.Annotations, got.Status.Phase, want)
 	}
 
@@ -126,7 +126,7 @@ func checkSpreadKeeperWrites(ctx context.Context, t *testing.T, cp *controlplane
 		}
 		costs := 0
 		for _, p := range pods.Items {
-			if _, ok := p.Annotations[pool.DeletionCostAnnotation]; ok && len(p.OwnerReferences) > 0 {
+			if _, ok := p.Annotations[spread.DeletionCostAnnotation]; ok && len(p.OwnerReferences) > 0 {
 				costs++
 			}
 		}

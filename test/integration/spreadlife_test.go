@@ -23,7 +23,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/pool-scheduler/pool-scheduler/pkg/controlplane"
-	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
+	"github.com/pool-scheduler/pool-scheduler/pkg/spread"
 	"github.com/pool-scheduler/pool-scheduler/pkg/spreadkeeper"
 	"github.com/pool-scheduler/pool-scheduler/test/util"
 )
@@ -108,11 +108,11 @@ func TestBurstSpread(t *testing.T) {
 					}
 				}
 				for _, name := range names {
-					spread := topo.SpreadOf(util.WaitForReplicas(tCtx, t, cs, ns, name, 18, 2*time.Minute))
-					doubled := topo.DoubledHosts(spread)
-					if len(doubled) > 0 || pool.Skew(spread.Zones) > 0 || pool.Skew(spread.UpdateDomains) > 0 {
+					placed := topo.SpreadOf(util.WaitForReplicas(tCtx, t, cs, ns, name, 18, 2*time.Minute))
+					doubled := topo.DoubledHosts(placed)
+					if len(doubled) > 0 || spread.Skew(placed.Zones) > 0 || spread.Skew(placed.UpdateDomains) > 0 {
 						failed++
-						t.Errorf("trial %d, %s: hosts doubled up while a host is empty: %v; %s", trial, name, doubled, spread)
+						t.Errorf("trial %d, %s: hosts doubled up while a host is empty: %v; %s", trial, name, doubled, placed)
 					}
 				}
 				removeWorkloads(tCtx, t, cp, ns)
@@ -164,18 +164,18 @@ func TestScaleDownKeepsSpread(t *testing.T) {
 			if i > 0 {
 				util.ScaleReplicaSet(tCtx, t, cs, ns, "web", replicas)
 			}
-			spread := topo.SpreadOf(util.WaitForReplicas(tCtx, t, cs, ns, "web", int(replicas), 2*time.Minute))
+			placed := topo.SpreadOf(util.WaitForReplicas(tCtx, t, cs, ns, "web", int(replicas), 2*time.Minute))
 			settle(ns)
 			writes[i] += patches() - before
 			before = patches()
-			zoneSkew, udSkew := pool.Skew(spread.Zones), pool.Skew(spread.UpdateDomains)
+			zoneSkew, udSkew := spread.Skew(placed.Zones), spread.Skew(placed.UpdateDomains)
 			scaledDown := i > 0 && replicas < steps[i-1]
 			if scaledDown && (zoneSkew > 1 || udSkew > 1) {
 				failed = true
-				t.Logf("trial %d, %d -> %d replicas: zone skew %d, update-domain skew %d; %s", trial, steps[i-1], replicas, zoneSkew, udSkew, spread)
+				t.Logf("trial %d, %d -> %d replicas: zone skew %d, update-domain skew %d; %s", trial, steps[i-1], replicas, zoneSkew, udSkew, placed)
 			}
-			if doubled := topo.DoubledHosts(spread); !scaledDown && len(doubled) > 0 {
-				t.Errorf("trial %d, scaled to %d: hosts doubled up while a host is empty: %v; %s", trial, replicas, doubled, spread)
+			if doubled := topo.DoubledHosts(placed); !scaledDown && len(doubled) > 0 {
+				t.Errorf("trial %d, scaled to %d: hosts doubled up while a host is empty: %v; %s", trial, replicas, doubled, placed)
 			}
 		}
 		if failed {
@@ -297,20 +297,20 @@ func TestRebalancer(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitBudget(tCtx, t, cp, pdb, 1)
-		spread := topo.SpreadOf(pods)
+		placed := topo.SpreadOf(pods)
 		moves := 0
-		for pool.Skew(spread.Zones) > 1 || pool.Skew(spread.UpdateDomains) > 1 {
+		for spread.Skew(placed.Zones) > 1 || spread.Skew(placed.UpdateDomains) > 1 {
 			if moves++; moves > 6 {
-				t.Fatalf("still skewed after 6 evictions: %s", spread)
+				t.Fatalf("still skewed after 6 evictions: %s", placed)
 			}
 			got := pass(evicting)
 			if diff := cmp.Diff([]string{"zone: evicted"}, results(got)); diff != "" && !slices.Equal(results(got), []string{"update-domain: evicted"}) {
 				t.Fatalf("move %d: decisions (-want +got):\n%s", moves, diff)
 			}
-			spread = topo.SpreadOf(util.WaitForReplicas(tCtx, t, cs, ns, "web", 6, 2*time.Minute))
+			placed = topo.SpreadOf(util.WaitForReplicas(tCtx, t, cs, ns, "web", 6, 2*time.Minute))
 			waitBudget(tCtx, t, cp, pdb, 1)
 		}
-		t.Logf("%d evictions: %s", moves, spread)
+		t.Logf("%d evictions: %s", moves, placed)
 	})
 }
 
@@ -356,7 +356,7 @@ func TestRebalancerFitAndBackoff(t *testing.T) {
 		t.Fatal(err)
 	}
 	pods := util.WaitForReplicas(tCtx, t, cs, ns, "web", 6, 2*time.Minute)
-	if s := topo.SpreadOf(pods); pool.Skew(s.Zones) != 6 {
+	if s := topo.SpreadOf(pods); spread.Skew(s.Zones) != 6 {
 		t.Fatalf("want every replica in zone-0 to start from: %s", s)
 	}
 	uids := func(pods []v1.Pod) map[types.UID]string {
@@ -474,7 +474,7 @@ func replicasInZone0(tCtx ktesting.TContext, t *testing.T, cs kubernetes.Interfa
 		t.Fatal(err)
 	}
 	pods := util.WaitForReplicas(tCtx, t, cs, ns, name, int(n), 2*time.Minute)
-	if s := topo.SpreadOf(pods); pool.Skew(s.Zones) != int(n) {
+	if s := topo.SpreadOf(pods); spread.Skew(s.Zones) != int(n) {
 		t.Fatalf("want every replica in zone-0 to start from: %s", s)
 	}
 	return pods, func() { cordon(false) }

@@ -22,7 +22,7 @@ import (
 	configv1 "github.com/pool-scheduler/pool-scheduler/pkg/apis/config/v1"
 	"github.com/pool-scheduler/pool-scheduler/pkg/controlplane"
 	"github.com/pool-scheduler/pool-scheduler/pkg/kubesim"
-	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
+	"github.com/pool-scheduler/pool-scheduler/pkg/spread"
 	"github.com/pool-scheduler/pool-scheduler/pkg/spreadkeeper"
 )
 
@@ -247,7 +247,7 @@ func WaitForDeletionCosts(ctx context.Context, t testing.TB, cs kubernetes.Inter
 			return false, nil
 		}
 		for _, p := range list.Items {
-			if _, ok := p.Annotations[pool.DeletionCostAnnotation]; !ok && p.DeletionTimestamp == nil {
+			if _, ok := p.Annotations[spread.DeletionCostAnnotation]; !ok && p.DeletionTimestamp == nil {
 				return false, nil
 			}
 		}

@@ -9,7 +9,7 @@ import (
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
-	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
+	"github.com/pool-scheduler/pool-scheduler/pkg/spread"
 )
 
 // bindStateKey holds the deletion cost Reserve chose for the pod's binding.
@@ -23,7 +23,7 @@ func (s *bindState) Clone() fwk.StateData { return s }
 // ReplicaSet or ReplicationController (the controllers that rank by it) that the plugin spreads.
 // The spread keeper keeps the costs of the same pods (pkg/spreadkeeper).
 func (pl *DomainSpread) keepsDeletionCost(pod *v1.Pod) bool {
-	if _, ok := pool.DeletionCostOwner(pod); !ok {
+	if _, ok := spread.DeletionCostOwner(pod); !ok {
 		return false
 	}
 	_, ok := pl.workloadToSpread(pod)
@@ -47,7 +47,7 @@ func (pl *DomainSpread) Bind(ctx context.Context, state fwk.CycleState, pod *v1.
 	}
 	binding := &v1.Binding{
 		ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID,
-			Annotations: map[string]string{pool.DeletionCostAnnotation: strconv.Itoa(int(s.cost))}},
+			Annotations: map[string]string{spread.DeletionCostAnnotation: strconv.Itoa(int(s.cost))}},
 		Target: v1.ObjectReference{Kind: "Node", Name: nodeName},
 	}
 	if cacher := pl.handle.APICacher(); cacher != nil {

@@ -14,14 +14,14 @@ import (
 	"k8s.io/kubernetes/test/utils/ktesting"
 
 	"github.com/pool-scheduler/pool-scheduler/internal/compat/framework"
-	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
+	"github.com/pool-scheduler/pool-scheduler/pkg/spread"
 )
 
 func withCost(p *v1.Pod, cost int32) *v1.Pod {
 	if p.Annotations == nil {
 		p.Annotations = map[string]string{}
 	}
-	p.Annotations[pool.DeletionCostAnnotation] = strconv.Itoa(int(cost))
+	p.Annotations[spread.DeletionCostAnnotation] = strconv.Itoa(int(cost))
 	return p
 }
 

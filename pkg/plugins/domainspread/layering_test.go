@@ -12,7 +12,7 @@ import (
 	"k8s.io/kubernetes/test/utils/ktesting"
 
 	"github.com/pool-scheduler/pool-scheduler/internal/compat/framework"
-	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
+	"github.com/pool-scheduler/pool-scheduler/pkg/spread"
 )
 
 // TestBurstLayering places a workload's replicas one at a time on zones x update domains x hosts
@@ -74,7 +74,7 @@ func TestBurstLayering(t *testing.T) {
 							doubled = n.Name
 						}
 					}
-					if pool.Skew(zones) > 1 || pool.Skew(uds) > 1 || (empty && doubled != "") {
+					if spread.Skew(zones) > 1 || spread.Skew(uds) > 1 || (empty && doubled != "") {
 						t.Fatalf("seed %d, %d replicas: zones %v, update domains %v, host %s doubled while a host is empty; per host %v",
 							seed, i+1, zones, uds, doubled, perHost)
 					}

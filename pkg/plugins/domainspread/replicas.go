@@ -13,7 +13,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
-	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
+	"github.com/pool-scheduler/pool-scheduler/pkg/spread"
 )
 
 // replicaIndex counts every workload's replicas per node, so that a scheduling cycle reads only
@@ -77,7 +77,7 @@ func (x *replicaIndex) assume(uid types.UID, w workload, node string, newCost bo
 	if newCost {
 		cost, ok = 0, true
 		if lowest, has := x.lowest[w]; has {
-			cost, ok = pool.NextDeletionCost(lowest)
+			cost, ok = spread.NextDeletionCost(lowest)
 		}
 	}
 	x.placeLocked(uid, w, node, false, cost)
@@ -181,7 +181,7 @@ func (x *replicaIndex) observe(pod *v1.Pod) {
 		x.removeObserved(pod.UID)
 		return
 	}
-	cost, _ := pool.DeletionCostOf(pod)
+	cost, _ := spread.DeletionCostOf(pod)
 	x.place(pod.UID, w, pod.Spec.NodeName, true, cost)
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/pool-scheduler/pool-scheduler/pkg/maintenance"
 	"github.com/pool-scheduler/pool-scheduler/pkg/pool"
+	"github.com/pool-scheduler/pool-scheduler/pkg/spread"
 )
 
 // ReasonSurgeBatch is the event reason when a placement puts more than a third of a workload on
@@ -21,7 +22,7 @@ const ReasonSurgeBatch = "ReplicasOnSurgeNodes"
 // chosen, for Bind to write (bind.go).
 func (pl *DomainSpread) Reserve(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
 	if w, ok := workloadOf(pod); ok {
-		own, hasOwn := pool.DeletionCostOf(pod)
+		own, hasOwn := spread.DeletionCostOf(pod)
 		newCost := !hasOwn && pl.deletionCostAtBind && pl.keepsDeletionCost(pod)
 		if cost, ok := pl.replicas.assume(pod.UID, w, nodeName, newCost, own); ok {
 			state.Write(bindStateKey, &bindState{cost: cost})

@@ -1,4 +1,4 @@
-package pool
+package spread
 
 // Skew is the replicas of the fullest domain minus those of the emptiest in counts, which holds
 // every domain that counts (an empty one at 0); 0 for no domain. DomainSpread's maxSkew, the
