@@ -217,7 +217,7 @@ func (u *upgrader) sleep(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return ctx.Err()
 	}
-	return sleepUntil(ctx, time.Now().Add(u.plan.sim(d)))
+	return SleepUntil(ctx, time.Now().Add(u.plan.sim(d)))
 }
 
 // draw returns the pool's original nodes in the random (seeded) order the maintenance takes
@@ -697,7 +697,9 @@ func nodeList(names []string) string {
 	return fmt.Sprintf("%d nodes (%s, ...)", len(names), names[0])
 }
 
-func sleepUntil(ctx context.Context, t time.Time) error {
+// SleepUntil waits until t, or until ctx ends (its error then). The simulator's own timeline
+// (nodes joining, labels arriving late) waits with it too.
+func SleepUntil(ctx context.Context, t time.Time) error {
 	timer := time.NewTimer(time.Until(t))
 	defer timer.Stop()
 	select {
