@@ -8,6 +8,9 @@
 #   INSTALLED  installed-benchmark workloads (default "500Nodes 5000Nodes"; also smoke).
 #   ROUNDS     rounds of every scheduler per installed run (default 1).
 #   COUNT      runs per scheduler_perf case and microbenchmark (default 3).
+#   MAX_COUNT  scheduler_perf runs at most (default COUNT): after COUNT runs, pairs go on until the
+#              95% interval of every pool-scheduler / default ratio (hack/perfreport, per pair) is
+#              at most WIDTH wide (default 0.06), or MAX_COUNT runs are done.
 #   CASES      scheduler_perf test cases (default every case that defines the workload; e.g.
 #              "default pool-scheduler" for the #18 pair alone).
 #   INSTALLED_COUNT  installed runs, each on a new cluster (default 1; ROUNDS is the cheaper way
@@ -22,6 +25,8 @@ WORKLOADS=${WORKLOADS:-1000Nodes}
 INSTALLED=${INSTALLED:-500Nodes 5000Nodes}
 ROUNDS=${ROUNDS:-1}
 COUNT=${COUNT:-3}
+MAX_COUNT=${MAX_COUNT:-$COUNT}
+WIDTH=${WIDTH:-0.06}
 INSTALLED_COUNT=${INSTALLED_COUNT:-1}
 for s in $SUITES; do
   case $s in scheduler_perf|installed) ;; *) echo "SUITES: unknown suite $s (scheduler_perf, installed)" >&2; exit 2 ;; esac
@@ -147,8 +152,9 @@ go test -c -o "$ART/perf.test" ./test/perf
 # document, and the other cases still run.
 failed=()
 : > "$ART/perf.txt"
-for run in $(seq "$COUNT"); do
-  echo "-- scheduler_perf run $run of $COUNT" >&2
+perf_run() {
+  local run=$1
+  echo "-- scheduler_perf run $run (at least $COUNT, at most $MAX_COUNT)" >&2
   for w in $WORKLOADS; do
     cases=()
     for tc in $(cases_of "$w"); do
@@ -173,6 +179,19 @@ for run in $(seq "$COUNT"); do
       done
     done
   done
+}
+# COUNT runs, then more while an interval is wider than WIDTH (perfreport -converged exits
+# non-zero), up to MAX_COUNT.
+runs_done=0
+while :; do
+  runs_done=$((runs_done + 1))
+  perf_run "$runs_done"
+  ((runs_done >= COUNT)) || continue
+  ((runs_done < MAX_COUNT)) || break
+  if go run ./hack/perfreport -artifacts "$ART" -converged "$WIDTH" >/dev/null 2>"$ART/converged.txt"; then
+    break
+  fi
+  echo "-- after $runs_done runs: $(cat "$ART/converged.txt"); another run" >&2
 done
 
 # Where default's and pool-scheduler's processes spend their CPU, from the profiles above: the
@@ -220,7 +239,7 @@ fi
 if [[ -n $LINE ]]; then
   {
     echo "Measured $(date -u +%F) on $machine, $(go version | cut -d' ' -f3), k8s.io/kubernetes $KUBE_VERSION (the $LINE line)."
-    echo "Command: \`LINE=$LINE SUITES=scheduler_perf WORKLOADS=\"$WORKLOADS\"${CASES:+ CASES=\"$CASES\"} COUNT=$COUNT make bench\`."
+    echo "Command: \`LINE=$LINE SUITES=scheduler_perf WORKLOADS=\"$WORKLOADS\"${CASES:+ CASES=\"$CASES\"} COUNT=$COUNT MAX_COUNT=$MAX_COUNT WIDTH=$WIDTH make bench\` ($runs_done scheduler_perf runs)."
     cat "$ART/perf.md"
     echo
     echo "Mean CPU per run (columns as in the default line's \"Where the CPU goes\", below):"
@@ -252,7 +271,7 @@ fi
   sed -n '1,/^<!-- results -->$/p' docs/performance.md
   echo
   echo "Measured $(date -u +%F) on $machine, $(go version | cut -d' ' -f3), k8s.io/kubernetes $KUBE_VERSION."
-  echo "Command: \`SUITES=\"$SUITES\" WORKLOADS=\"$WORKLOADS\"${CASES:+ CASES=\"$CASES\"} COUNT=$COUNT make bench\`."
+  echo "Command: \`SUITES=\"$SUITES\" WORKLOADS=\"$WORKLOADS\"${CASES:+ CASES=\"$CASES\"} COUNT=$COUNT MAX_COUNT=$MAX_COUNT WIDTH=$WIDTH make bench\` ($runs_done scheduler_perf runs)."
   cat "$ART/perf.md"
   echo
   echo "### Where the CPU goes (the runs' CPU profiles, \`artifacts/bench/perf-<case>-<workload>-run<n>.cpu.pprof\`)"

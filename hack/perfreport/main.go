@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -32,6 +33,7 @@ type result struct {
 
 func main() {
 	dir := flag.String("artifacts", "artifacts", "directory with BenchmarkPerfScheduling_*.json")
+	width := flag.Float64("converged", 0, "exit 3 unless the 95% interval of every pool-scheduler / default ratio is at most this wide (make bench: run pairs until it is); 0: always exit 0")
 	flag.Parse()
 	files, _ := filepath.Glob(filepath.Join(*dir, "BenchmarkPerfScheduling_*.json"))
 	if len(files) == 0 {
@@ -40,6 +42,7 @@ func main() {
 	}
 	// results[workload][case]
 	results := map[string]map[string]*result{}
+	var unconverged []string
 	for _, f := range files {
 		raw, err := os.ReadFile(f)
 		if err != nil {
@@ -98,26 +101,113 @@ func main() {
 			}
 		}
 		var rows []string
-		for _, f := range families {
-			for _, ours := range f.cases {
-				if !isOurs(f.name, ours) {
-					continue
-				}
-				for _, other := range f.cases {
-					if isOurs(f.name, other) {
-						continue
-					}
-					a, b := results[w][ours], results[w][other]
-					if mean(b.throughput) > 0 {
-						rows = append(rows, fmt.Sprintf("| %s / %s | %.2f | %s |", ours, other, mean(a.throughput)/mean(b.throughput), perRun(a.throughput, b.throughput)))
-					}
-				}
+		for _, r := range ratiosOf(families, results[w]) {
+			a, b := results[w][r.ours], results[w][r.other]
+			rows = append(rows, fmt.Sprintf("| %s / %s | %.2f | %s | %s |", r.ours, r.other, mean(a.throughput)/mean(b.throughput), r.iv, perRun(a.throughput, b.throughput)))
+			if *width > 0 && r.againstDefault && !r.iv.within(*width) {
+				unconverged = append(unconverged, fmt.Sprintf("%s %s / %s: %s", w, r.ours, r.other, r.iv))
 			}
 		}
 		if len(rows) > 0 {
-			fmt.Printf("\n| ratio (pods/s) | of the means | per run (same run, in run order) |\n|---|---|---|\n%s\n", strings.Join(rows, "\n"))
+			fmt.Printf("\n| ratio (pods/s) | of the means | per pair: geometric mean [95%% interval] | per run (same run, in run order) |\n|---|---|---|---|\n%s\n", strings.Join(rows, "\n"))
 		}
 	}
+	if len(unconverged) > 0 {
+		fmt.Fprintf(os.Stderr, "intervals wider than %.2f: %s\n", *width, strings.Join(unconverged, "; "))
+		os.Exit(3)
+	}
+}
+
+// ratio is one of pool-scheduler's cases against another case of its family.
+type ratio struct {
+	ours, other string
+	// againstDefault: other is the family's default-scheduler case (the goals' pair).
+	againstDefault bool
+	iv             interval
+}
+
+// ratiosOf pairs every pool-scheduler case of each family with the family's other cases that
+// have a throughput.
+func ratiosOf(families []family, results map[string]*result) []ratio {
+	var out []ratio
+	for _, f := range families {
+		for _, ours := range f.cases {
+			if !isOurs(f.name, ours) {
+				continue
+			}
+			for _, other := range f.cases {
+				if isOurs(f.name, other) || mean(results[other].throughput) <= 0 {
+					continue
+				}
+				out = append(out, ratio{ours: ours, other: other, againstDefault: strings.TrimPrefix(other, f.name) == "default",
+					iv: pairInterval(results[ours].throughput, results[other].throughput)})
+			}
+		}
+	}
+	return out
+}
+
+// within: the interval is known (two pairs or more) and at most width wide.
+func (iv interval) within(width float64) bool { return iv.n >= 2 && iv.hi-iv.lo <= width }
+
+// interval is the ratio of two cases' throughputs judged pair by pair: the geometric mean of the
+// per-run ratios and its 95% confidence interval (Student's t on the logs: a ratio's error is
+// multiplicative), over n pairs.
+type interval struct {
+	gm, lo, hi float64
+	n          int
+}
+
+func (iv interval) String() string {
+	switch {
+	case iv.n == 0:
+		return "-"
+	case iv.n == 1:
+		return fmt.Sprintf("%.2f (1 pair: no interval)", iv.gm)
+	}
+	return fmt.Sprintf("%.2f [%.2f, %.2f], %d pairs", iv.gm, iv.lo, iv.hi, iv.n)
+}
+
+// pairInterval pairs run i of a with run i of b (perRun says why that is a pair) and returns
+// the interval of their ratio; runs with no throughput on either side are left out.
+func pairInterval(a, b []float64) interval {
+	var logs []float64
+	for i := 0; i < len(a) && i < len(b); i++ {
+		if a[i] > 0 && b[i] > 0 {
+			logs = append(logs, math.Log(a[i]/b[i]))
+		}
+	}
+	n := len(logs)
+	if n == 0 {
+		return interval{}
+	}
+	m := mean(logs)
+	if n == 1 {
+		return interval{gm: math.Exp(m), lo: math.Exp(m), hi: math.Exp(m), n: 1}
+	}
+	ss := 0.0
+	for _, l := range logs {
+		ss += (l - m) * (l - m)
+	}
+	half := tQuantile975(n-1) * math.Sqrt(ss/float64(n-1)/float64(n))
+	return interval{gm: math.Exp(m), lo: math.Exp(m - half), hi: math.Exp(m + half), n: n}
+}
+
+// t975 are Student's t distribution's 97.5% quantiles for 1 to 30 degrees of freedom (any
+// statistics table; scipy.stats.t.ppf(0.975, df)).
+var t975 = [...]float64{12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+	2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+	2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042}
+
+// tQuantile975 is t975 for df <= 30, and beyond it the Cornish-Fisher expansion around the
+// normal quantile 1.96 (within 0.001 of the exact value there).
+func tQuantile975(df int) float64 {
+	if df >= 1 && df <= len(t975) {
+		return t975[df-1]
+	}
+	const z = 1.959964
+	d := float64(df)
+	return z + (z*z*z+z)/(4*d) + (5*math.Pow(z, 5)+16*z*z*z+3*z)/(96*d*d)
 }
 
 // schedulers orders a family's cases: the baselines first, pool-scheduler's cases last.
