@@ -28,7 +28,8 @@ import (
 
 // maintenanceWorkloads creates the workloads as ReplicaSets (and their PodDisruptionBudgets)
 // for the ReplicaSet controller to fill, and returns the ReplicaSets for aksemu's record.
-func maintenanceWorkloads(ctx context.Context, cs kubernetes.Interface, sc *Scenario, schedulerName func(*Workload) string) ([]aksemu.Workload, error) {
+// floorStopped delivers the budget floor's end (nil: no floor runs).
+func maintenanceWorkloads(ctx context.Context, cs kubernetes.Interface, sc *Scenario, schedulerName func(*Workload) string, floorStopped <-chan error) ([]aksemu.Workload, error) {
 	var recorded []aksemu.Workload
 	floored := 0
 	for i := range sc.Workloads {
@@ -80,9 +81,19 @@ func maintenanceWorkloads(ctx context.Context, cs kubernetes.Interface, sc *Scen
 	if floored == 0 {
 		return recorded, nil
 	}
-	// The floor's budgets exist before the maintenance starts, as they would in a cluster where
-	// it ran before the upgrade.
-	return recorded, wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	return recorded, waitForFloor(ctx, cs, floored, floorStopped)
+}
+
+// waitForFloor waits until the floor keeps its budgets, floored of them, so they exist before
+// the maintenance starts, as they would in a cluster where it ran before the upgrade; a floor
+// that stops first (its manager failed to start) is an error of its own, not a minute's timeout.
+func waitForFloor(ctx context.Context, cs kubernetes.Interface, floored int, stopped <-chan error) error {
+	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		select {
+		case err := <-stopped:
+			return false, fmt.Errorf("the budget floor stopped before it made its budgets: %v", err)
+		default:
+		}
 		l, err := cs.PolicyV1().PodDisruptionBudgets(metav1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: floor.ManagedByLabel + "=" + floor.ManagedBy})
 		return err == nil && len(l.Items) == floored, nil
 	})
@@ -91,9 +102,10 @@ func maintenanceWorkloads(ctx context.Context, cs kubernetes.Interface, sc *Scen
 var setControllerRuntimeLogger sync.Once
 
 // startBudgetFloor runs the budget floor controller in process, as pool-labeler spread
-// --budget-floor runs it (its cache options, no leader election), until ctx ends. Runs in
-// parallel share the process: the controller's name is not unique in it.
-func startBudgetFloor(ctx context.Context, cp *controlplane.ControlPlane) error {
+// --budget-floor runs it (its cache options, no leader election), until ctx ends; the channel
+// delivers its manager's end (an error if it failed). Runs in parallel share the process: the
+// controller's name is not unique in it.
+func startBudgetFloor(ctx context.Context, cp *controlplane.ControlPlane) (<-chan error, error) {
 	// controller-runtime's own logger (its informers log through it) goes to klog too, as the
 	// manager's; unset, it warns on stderr.
 	setControllerRuntimeLogger.Do(func() { ctrllog.SetLogger(klog.Background()) })
@@ -102,13 +114,14 @@ func startBudgetFloor(ctx context.Context, cp *controlplane.ControlPlane) error 
 	floor.CacheOptions(&opts)
 	mgr, err := ctrl.NewManager(cp.Config, opts)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := floor.SetupWithManager(mgr); err != nil {
-		return err
+		return nil, err
 	}
-	go func() { _ = mgr.Start(ctx) }()
-	return nil
+	stopped := make(chan error, 1)
+	go func() { stopped <- mgr.Start(ctx) }()
+	return stopped, nil
 }
 
 // runMaintenance starts the controllers and the kubelet stand-in, creates the workloads and
@@ -121,19 +134,34 @@ func runMaintenance(ctx context.Context, cp *controlplane.ControlPlane, sc *Scen
 	if err := kubesim.StartDisruptionController(ctx, cp); err != nil {
 		return nil, err
 	}
+	var floorStopped <-chan error
 	if m.BudgetFloor {
-		if err := startBudgetFloor(ctx, cp); err != nil {
+		var err error
+		if floorStopped, err = startBudgetFloor(ctx, cp); err != nil {
 			return nil, fmt.Errorf("budget floor: %w", err)
 		}
 	}
 	if err := kubesim.StartKubelet(ctx, cs, kubesim.KubeletOptions{ReadyAfter: m.Sim(m.PodReadyAfter.Duration), Logf: func(string, ...any) {}}); err != nil {
 		return nil, err
 	}
-	workloads, err := maintenanceWorkloads(ctx, cs, sc, schedulerName)
+	workloads, err := maintenanceWorkloads(ctx, cs, sc, schedulerName, floorStopped)
 	if err != nil {
 		return nil, err
 	}
-	return aksemu.Run(ctx, cs, sc.upgradePlan(workloads, progress, func(ctx context.Context) error { return observe(ctx, StageMaintenanceStart) }))
+	res, err := aksemu.Run(ctx, cs, sc.upgradePlan(workloads, progress, func(ctx context.Context) error { return observe(ctx, StageMaintenanceStart) }))
+	if err != nil {
+		return res, err
+	}
+	// A floor that stopped during the maintenance kept no budgets for part of it: its figures
+	// would say less than they seem to.
+	select {
+	case err := <-floorStopped:
+		if ctx.Err() == nil {
+			return res, fmt.Errorf("the budget floor stopped during the maintenance: %v", err)
+		}
+	default:
+	}
+	return res, nil
 }
 
 // upgradePlan is the scenario's maintenance as pkg/aksemu plays it, AKS's defaults applied.

@@ -2,15 +2,22 @@ package simulate
 
 import (
 	"bytes"
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"golang.org/x/net/html"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/kubernetes/test/utils/ktesting"
 
 	"github.com/pool-scheduler/pool-scheduler/pkg/aksemu"
 	"github.com/pool-scheduler/pool-scheduler/pkg/report"
+	"github.com/pool-scheduler/pool-scheduler/pkg/spreadkeeper/floor"
 )
 
 func TestMaintenanceDefaults(t *testing.T) {
@@ -242,5 +249,37 @@ func TestWriteMaintenance(t *testing.T) {
 	}
 	if !strings.Contains(strings.Join(badText, "|"), "NOT met: 1.10") {
 		t.Errorf("a goal not met is not marked bad: %v", badText)
+	}
+}
+
+// TestWaitForFloor: the maintenance starts once the floor keeps its budgets; a floor whose
+// manager stopped (failed to start) is reported as that, at once, not as a minute's timeout.
+func TestWaitForFloor(t *testing.T) {
+	floorBudget := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: "web", Name: "web-budget-floor",
+		Labels: map[string]string{floor.ManagedByLabel: floor.ManagedBy}}}
+	tests := []struct {
+		name    string
+		budgets []runtime.Object
+		stopped error
+		wantErr string
+	}{
+		{name: "budgets kept", budgets: []runtime.Object{floorBudget}},
+		{name: "floor failed to start", stopped: errors.New("no RBAC"), wantErr: "the budget floor stopped before it made its budgets: no RBAC"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tCtx := ktesting.Init(t)
+			stopped := make(chan error, 1)
+			if tt.stopped != nil {
+				stopped <- tt.stopped
+			}
+			err := waitForFloor(tCtx, fake.NewClientset(tt.budgets...), 1, stopped)
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Errorf("waitForFloor: %v", err)
+			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+				t.Errorf("waitForFloor: %v, want %q", err, tt.wantErr)
+			}
+		})
 	}
 }
