@@ -22,7 +22,8 @@ out=$PWD/_output
 mkdir -p "$out"
 
 pids=()
-for l in "${other_lines[@]}"; do
+# ${a[@]+"${a[@]}"}: an empty array under set -u, on bash before 4.4 too.
+for l in ${other_lines[@]+"${other_lines[@]}"}; do
   echo "== release line $l: make line-all in the background (log _output/line-k8s$l.log)"
   "$MAKE" --no-print-directory line-all LINE="$l" >"$out/line-k8s$l.log" 2>&1 &
   pids+=($!)
@@ -33,7 +34,7 @@ status=0
   tee "$out/test-default-line.log" || status=$?
 
 logs=("$out/test-default-line.log")
-for i in "${!other_lines[@]}"; do
+for i in ${other_lines[@]+"${!other_lines[@]}"}; do
   l=${other_lines[$i]}
   log=$out/line-k8s$l.log
   logs+=("$log")

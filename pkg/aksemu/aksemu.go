@@ -9,6 +9,7 @@ package aksemu
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand"
 	"slices"
@@ -119,6 +120,34 @@ type Workload struct {
 	PDB bool
 }
 
+// Validate says what in p would keep Run from ending or from playing the operation: each
+// operation's step (surge nodes, drain batch, budget) at least one node, a positive time scale,
+// a pool with nodes, and NewNode for the operations that add nodes.
+func (p *UpgradePlan) Validate() error {
+	var errs []error
+	step := map[string]struct {
+		name string
+		n    int
+	}{SurgeUpgrade: {"MaxSurge", p.MaxSurge}, BlueGreen: {"DrainBatchSize", p.DrainBatchSize}, Consolidation: {"Budget", p.Budget}}
+	s, ok := step[p.Kind]
+	switch {
+	case !ok:
+		errs = append(errs, fmt.Errorf("kind %q is not %s, %s or %s", p.Kind, SurgeUpgrade, BlueGreen, Consolidation))
+	case s.n < 1:
+		errs = append(errs, fmt.Errorf("%s %s: %d, want at least 1 node", p.Kind, s.name, s.n))
+	}
+	if !(p.TimeScale > 0) {
+		errs = append(errs, fmt.Errorf("TimeScale %v: want a positive number", p.TimeScale))
+	}
+	if len(p.Nodes) == 0 {
+		errs = append(errs, errors.New("Nodes: the pool has none"))
+	}
+	if p.NewNode == nil {
+		errs = append(errs, errors.New("NewNode: nil (every operation adds or re-registers nodes)"))
+	}
+	return errors.Join(errs...)
+}
+
 // sim converts an AKS duration into the run's real time.
 func (p *UpgradePlan) sim(d time.Duration) time.Duration {
 	return time.Duration(float64(d) / p.TimeScale)
@@ -127,6 +156,9 @@ func (p *UpgradePlan) sim(d time.Duration) time.Duration {
 // Run waits until every workload of the plan is Ready, plays the operation and waits until
 // they are Ready again (at most DrainTimeout in AKS time and 10 s), and returns its record.
 func Run(ctx context.Context, cs kubernetes.Interface, plan *UpgradePlan) (*Result, error) {
+	if err := plan.Validate(); err != nil {
+		return nil, fmt.Errorf("upgrade plan: %w", err)
+	}
 	progress := plan.Progress
 	if progress == nil {
 		progress = func(string, ...any) {}
@@ -158,9 +190,6 @@ func Run(ctx context.Context, cs kubernetes.Interface, plan *UpgradePlan) (*Resu
 	u := &upgrader{cs: cs, plan: plan, rng: rand.New(rand.NewSource(plan.Seed)), progress: progress,
 		evictions: map[string]int{}, refusals: map[string]int{}, res: &Result{Kind: plan.Kind, Outcome: OutcomeSucceeded, Replicas: replicas}}
 	play := map[string]func(context.Context) error{SurgeUpgrade: u.surgeUpgrade, BlueGreen: u.blueGreen, Consolidation: u.consolidation}[plan.Kind]
-	if play == nil {
-		return nil, fmt.Errorf("no operation %q", plan.Kind)
-	}
 	if plan.Start != nil {
 		if err := plan.Start(ctx); err != nil {
 			return nil, err
@@ -217,7 +246,12 @@ func (u *upgrader) sleep(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return ctx.Err()
 	}
-	return SleepUntil(ctx, time.Now().Add(u.plan.sim(d)))
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(u.plan.sim(d)):
+		return nil
+	}
 }
 
 // draw returns the pool's original nodes in the random (seeded) order the maintenance takes
@@ -695,17 +729,4 @@ func nodeList(names []string) string {
 		return strings.Join(names, ", ")
 	}
 	return fmt.Sprintf("%d nodes (%s, ...)", len(names), names[0])
-}
-
-// SleepUntil waits until t, or until ctx ends (its error then). The simulator's own timeline
-// (nodes joining, labels arriving late) waits with it too.
-func SleepUntil(ctx context.Context, t time.Time) error {
-	timer := time.NewTimer(time.Until(t))
-	defer timer.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-timer.C:
-		return nil
-	}
 }

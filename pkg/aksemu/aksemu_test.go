@@ -2,6 +2,7 @@ package aksemu
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -96,3 +97,43 @@ func TestBudgetRefusal(t *testing.T) {
 }
 
 var errTest = errors.New("etcd timeout")
+
+// TestValidatePlan: Run refuses a plan it could not finish (a step of no nodes loops for ever, a
+// zero time scale divides by zero) before it touches the cluster, naming the field.
+func TestValidatePlan(t *testing.T) {
+	valid := func(kind string, mod func(*UpgradePlan)) *UpgradePlan {
+		p := &UpgradePlan{Kind: kind, Nodes: []string{"n0", "n1"}, MaxSurge: 1, DrainBatchSize: 1, Budget: 1, TimeScale: 60,
+			NewNode: func(int, int) *v1.Node { return &v1.Node{} }}
+		if mod != nil {
+			mod(p)
+		}
+		return p
+	}
+	tests := []struct {
+		name    string
+		plan    *UpgradePlan
+		wantErr string
+	}{
+		{name: "surge", plan: valid(SurgeUpgrade, nil)},
+		{name: "blue-green", plan: valid(BlueGreen, nil)},
+		{name: "consolidation", plan: valid(Consolidation, nil)},
+		{name: "no surge", plan: valid(SurgeUpgrade, func(p *UpgradePlan) { p.MaxSurge = 0 }), wantErr: "surgeUpgrade MaxSurge: 0"},
+		{name: "no drain batch", plan: valid(BlueGreen, func(p *UpgradePlan) { p.DrainBatchSize = 0 }), wantErr: "blueGreen DrainBatchSize: 0"},
+		{name: "no budget", plan: valid(Consolidation, func(p *UpgradePlan) { p.Budget = 0 }), wantErr: "consolidation Budget: 0"},
+		{name: "unknown kind", plan: valid("reimage", nil), wantErr: `kind "reimage"`},
+		{name: "no time scale", plan: valid(SurgeUpgrade, func(p *UpgradePlan) { p.TimeScale = 0 }), wantErr: "TimeScale 0"},
+		{name: "no nodes", plan: valid(SurgeUpgrade, func(p *UpgradePlan) { p.Nodes = nil }), wantErr: "Nodes: the pool has none"},
+		{name: "no NewNode", plan: valid(SurgeUpgrade, func(p *UpgradePlan) { p.NewNode = nil }), wantErr: "NewNode: nil"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.plan.Validate()
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Errorf("Validate: %v", err)
+			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+				t.Errorf("Validate: %v, want %q", err, tt.wantErr)
+			}
+		})
+	}
+}

@@ -163,8 +163,9 @@ func (k *Keeper) sync(ctx context.Context, s Set) error {
 		}
 	}
 	// A serving Secret that still holds a CA key (a process that kept its own CA there, as the
-	// webhook's own rotation did before this keeper replaced it) hands its CA over while the CA Secret is empty, so the
-	// clients' bundles stay valid; the key leaves the serving Secret below.
+	// webhook's own rotation did before this keeper replaced it) hands its CA over while the CA
+	// Secret is empty, so the clients' bundles stay valid; the key leaves the serving Secret
+	// below.
 	caSource := caSecret.Data
 	if len(caSource[CACert]) == 0 && len(serving.Data[CAKey]) > 0 {
 		caSource = serving.Data

@@ -16,6 +16,9 @@ import (
 
 // Options configure the hand-off controller (`pool-labeler handoff`).
 type Options struct {
+	// Profile is the scheduler's configuration (--config, --scheduler-name), decoded once by
+	// the caller; Complete takes the Lease and SchedulerName from it.
+	Profile *profile.Profile
 	// Lease is pool-scheduler's leader Lease; SchedulerName the profile pods are handed to.
 	Lease         Lease
 	SchedulerName string
@@ -86,9 +89,9 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 }
 
 // Complete takes the Lease whose renewals say pool-scheduler runs, and the schedulerName whose
-// pods are watched, from the scheduler's configuration p (decoded once by the caller; nil: no
-// --config), and validates o.
-func (o *Options) Complete(p *profile.Profile) error {
+// pods are watched, from o.Profile, and validates o.
+func (o *Options) Complete() error {
+	p := o.Profile
 	if p == nil {
 		return errors.New("--config: required (the scheduler's configuration file)")
 	}

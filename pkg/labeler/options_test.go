@@ -27,10 +27,10 @@ profiles:
       labelSetNamespace: pool-system
 `
 
-// TestFlagsComplete: with --config the labeler judges nodes by the scheduler's NodePoolReady
+// TestOptionsComplete: with --config the labeler judges nodes by the scheduler's NodePoolReady
 // args (and SystemPoolGuard's system-node keys, which sets may not name) and reads the sets of
 // its labelSetNamespaces; flags that disagree are refused.
-func TestFlagsComplete(t *testing.T) {
+func TestOptionsComplete(t *testing.T) {
 	const path = "/etc/pool-scheduler/config.yaml"
 	// The nodepool-labels-operator's namespace beside the release namespace.
 	two := strings.Replace(testSchedulerConfig, "labelSetNamespace: pool-system", "labelSetNamespaces: [pool-system, pipeline-system]", 1)

@@ -24,14 +24,22 @@ type Profile struct {
 }
 
 // Load decodes the configuration file path holds (data, read once by the caller) and picks the
-// profile schedulerName ("": the first). Errors name --config and the file.
+// profile schedulerName ("": the first). Errors name --config and the file, and
+// --scheduler-name when the file has no such profile.
 func Load(path string, data []byte, schedulerName string) (*Profile, error) {
-	p, err := Decode(data, schedulerName)
+	cfg, err := LoadConfiguration(data)
 	if err != nil {
 		return nil, fmt.Errorf("--config %s: %w", path, err)
 	}
-	p.Path = path
-	return p, nil
+	p, err := profileOf(cfg, schedulerName)
+	if err != nil {
+		return nil, fmt.Errorf("--scheduler-name %q, --config %s: %w", schedulerName, path, err)
+	}
+	args, err := ArgsFromProfile(p)
+	if err != nil {
+		return nil, fmt.Errorf("--config %s: %w", path, err)
+	}
+	return &Profile{Path: path, Config: cfg, Profile: p, Args: args}, nil
 }
 
 // Decode is Load for a document read from elsewhere (a ConfigMap): its errors name no flag.

@@ -22,7 +22,7 @@ func TestLoad(t *testing.T) {
 	}{
 		{name: "named profile", config: two, schedulerName: "b", wantName: "b", wantKeys: []string{"pool"}},
 		{name: "empty name: the first profile", config: two, wantName: "a", wantKeys: DefaultArgs().NodePoolReady.PoolLabelKeys},
-		{name: "no such profile", config: two, schedulerName: "c", wantErr: `--config ` + path + `: no profile with schedulerName "c" (profiles: a, b)`},
+		{name: "no such profile", config: two, schedulerName: "c", wantErr: `--scheduler-name "c", --config ` + path + `: no profile with schedulerName "c" (profiles: a, b)`},
 		{name: "invalid args", config: header + "- schedulerName: a\n  pluginConfig:\n  - name: NodePoolReady\n    args: {labelSetNamespaces: [Not_A_Namespace]}\n",
 			wantErr: "--config " + path + ": profiles[a].pluginConfig[0].args.labelSetNamespaces[0]"},
 		{name: "not a configuration", config: "apiVersion: v1\nkind: ConfigMap\n", wantErr: "--config " + path + ": "},

@@ -413,7 +413,7 @@ func namespaces(sc *Scenario) []string {
 // join adds a pool's joining nodes with only their pool label, then applies the pool's labels
 // after the delay, as an asynchronous labeler would.
 func (sc *Scenario) join(ctx context.Context, cs kubernetes.Interface, p *Pool, start time.Time, labelledAt *sync.Map) error {
-	if err := aksemu.SleepUntil(ctx, start.Add(p.JoinAfter.Duration)); err != nil {
+	if err := sleepUntil(ctx, start.Add(p.JoinAfter.Duration)); err != nil {
 		return nil
 	}
 	for j := p.Nodes; j < p.Nodes+p.JoiningNodes; j++ {
@@ -424,7 +424,7 @@ func (sc *Scenario) join(ctx context.Context, cs kubernetes.Interface, p *Pool, 
 	if len(p.LabelSet) == 0 {
 		return nil
 	}
-	if err := aksemu.SleepUntil(ctx, time.Now().Add(p.LabelDelay.Duration)); err != nil {
+	if err := sleepUntil(ctx, time.Now().Add(p.LabelDelay.Duration)); err != nil {
 		return nil
 	}
 	for j := p.Nodes; j < p.Nodes+p.JoiningNodes; j++ {
@@ -448,7 +448,7 @@ func (sc *Scenario) join(ctx context.Context, cs kubernetes.Interface, p *Pool, 
 // runWorkload creates the workload's ReplicaSets pod by pod, then rolls them out if asked: a
 // new revision's pods are created while the old ones are left terminating.
 func runWorkload(ctx context.Context, cs kubernetes.Interface, w *Workload, schedulerName string, start time.Time, rec *recorder) error {
-	if err := aksemu.SleepUntil(ctx, start.Add(w.StartAfter.Duration)); err != nil {
+	if err := sleepUntil(ctx, start.Add(w.StartAfter.Duration)); err != nil {
 		return nil
 	}
 	var sets []*appsv1.ReplicaSet
@@ -488,7 +488,7 @@ func runWorkload(ctx context.Context, cs kubernetes.Interface, w *Workload, sche
 		if bound == len(pods) {
 			break
 		}
-		if err := aksemu.SleepUntil(ctx, time.Now().Add(100*time.Millisecond)); err != nil {
+		if err := sleepUntil(ctx, time.Now().Add(100*time.Millisecond)); err != nil {
 			return nil
 		}
 	}
@@ -611,4 +611,15 @@ func (sc *Scenario) Policy() (report.Policy, error) {
 		}
 	}
 	return policy, nil
+}
+
+func sleepUntil(ctx context.Context, t time.Time) error {
+	timer := time.NewTimer(time.Until(t))
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-timer.C:
+		return nil
+	}
 }

@@ -76,7 +76,7 @@ func TestCompatibilityMatrix(t *testing.T) {
 	}
 	for _, re := range []string{
 		`(?m)^"\$MAKE" --no-print-directory unit alerts fuzz-smoke etcd$`,
-		`(?m)^for l in "\$\{other_lines\[@\]\}"; do\n(.*\n)*?\s+"\$MAKE" --no-print-directory line-all LINE="\$l" .*&$`,
+		`(?m)^for l in \$\{other_lines\[@\]\+"\$\{other_lines\[@\]\}"\}; do\n(.*\n)*?\s+"\$MAKE" --no-print-directory line-all LINE="\$l" .*&$`,
 		`(?m)^"\$MAKE" --no-print-directory integration e2e image-test readme-test signing-test perf-smoke 2>&1 \|$`,
 	} {
 		if !regexp.MustCompile(re).Match(script) {

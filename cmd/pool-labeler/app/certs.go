@@ -35,7 +35,7 @@ func certsFlags(f *pflag.FlagSet, s *shared) runner {
 	f.StringSliceVar(&o.DNSNames, "metrics-tls-dns-names", nil, "DNS names of the /metrics serving certificate (<service>.<namespace>.svc ...); the first is its subject; empty: no metrics certificate")
 	f.StringSliceVar(&o.CACopies, "metrics-tls-ca-copy", nil, "<namespace>/<name> of Secrets that get the CA bundle alone (ca.crt), for scrapers that must not read tls.key (must exist)")
 	f.StringVar(&o.WebhookCASecret, "webhook-tls-ca-secret", "pool-scheduler-webhook-ca-key", "with --webhook-dns-name: Secret holding the webhook's CA and its key (must exist)")
-	f.StringVar(&o.WebhookSecret, "webhook-tls-secret", "pool-scheduler-webhook-tls", "with --webhook-dns-name: Secret the webhook mounts (tls.crt, tls.key, ca.crt); a CA kept there by the webhook itself (--cert-rotation) is taken over (must exist)")
+	f.StringVar(&o.WebhookSecret, "webhook-tls-secret", "pool-scheduler-webhook-tls", "with --webhook-dns-name: Secret the webhook mounts (tls.crt, tls.key, ca.crt); a CA an earlier webhook kept there itself (its removed --cert-rotation) is taken over (must exist)")
 	f.StringVar(&o.WebhookDNSName, "webhook-dns-name", "", "the webhook Service's <name>.<namespace>.svc: keep the webhook's certificate too; empty: not")
 	f.StringVar(&o.WebhookConfiguration, "webhook-configuration", "pool-scheduler", "with --webhook-dns-name: MutatingWebhookConfiguration whose caBundle is kept equal to the CA bundle")
 	f.DurationVar(&o.Interval, "interval", time.Minute, "how often the certificates are checked (failures are retried within 10 seconds)")

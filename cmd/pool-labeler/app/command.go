@@ -4,11 +4,13 @@
 // handoff and handback (pkg/handoff), spread (pkg/spreadkeeper) and certs (pkg/certkeeper).
 //
 // Every mode has one shape (mode.go): the flags they share (kubeconfig, the scheduler's
-// configuration, metrics, probes, leader election) are registered by one function, the
-// configuration is read once, and one controller-runtime manager is built here, to which the
-// mode's package adds itself with SetupWithManager(mgr, Options). The packages own their policy
-// (what their flags mean and allow); this package holds flags and start-up only. Adding a mode is
-// one package and one line in modes below.
+// configuration --config and its profile --scheduler-name, metrics, probes, leader election) are
+// registered by one function, the configuration is read and decoded once (profile.Load) and
+// handed to the mode's Options.Profile, the mode's (*Options).Complete validates its flags, and
+// one controller-runtime manager is built here, to which the mode's package adds itself with
+// SetupWithManager(mgr, Options). The packages own their policy (what their flags mean and
+// allow); this package holds flags and start-up only (TestModeContract). Adding a mode is one
+// package and one line in modes below.
 package app
 
 import (

@@ -41,7 +41,8 @@ func handoffFlags(f *pflag.FlagSet, s *shared) runner {
 	f.DurationVar(&o.ProgressBound, "progress-bound", handoff.DefaultProgressBound, "a leader that renews its Lease but whose heartbeat shows pods waiting in its queue and no scheduling attempt finished for this long, or a pod or node change not reached by its informers within it, is treated as down (docs/operations.md); 0: the Lease alone")
 	return runner{
 		complete: func(*cobra.Command) ([]any, error) {
-			if err := o.Complete(s.profile); err != nil {
+			o.Profile = s.profile
+			if err := o.Complete(); err != nil {
 				return nil, err
 			}
 			return []any{"lease", o.Lease.Lease.String(), "schedulerName", o.SchedulerName, "switch", o.Switch.String(), "handback", o.Handback, "handbackAfter", o.HandbackAfter}, nil

@@ -101,7 +101,11 @@ func (s *shared) addFlags(f *pflag.FlagSet, m mode) {
 		}
 	}
 	if m.schedulerName != "" {
-		f.StringVar(&s.schedulerName, "scheduler-name", profile.DefaultSchedulerName, m.schedulerName)
+		help := m.schedulerName
+		if m.config != "" {
+			help += ` ("": the first profile of --config)`
+		}
+		f.StringVar(&s.schedulerName, "scheduler-name", profile.DefaultSchedulerName, help)
 	}
 	if m.serve != nil {
 		f.StringVar(&s.metricsAddr, "metrics-bind-address", ":8443", "address of /metrics; 0 disables")

@@ -66,7 +66,7 @@ func TestConfigFlag(t *testing.T) {
 		{name: "webhook requires it", args: []string{"webhook"}, wantErr: "--config: required"},
 		{name: "no earlier name elsewhere", args: []string{"spread", "--scheduler-config=" + missing}, wantErr: "unknown flag: --scheduler-config"},
 		// Decoded once, before any mode completes: a profile the file lacks is refused by name.
-		{name: "no such profile", args: []string{"handoff", "--config=" + shipped, "--scheduler-name=other"}, wantErr: "--config " + shipped + `: no profile with schedulerName "other"`},
+		{name: "no such profile", args: []string{"handoff", "--config=" + shipped, "--scheduler-name=other"}, wantErr: `--scheduler-name "other", --config ` + shipped + `: no profile with schedulerName "other"`},
 		{name: "not a configuration", args: []string{"spread", "--config=" + notConfig}, wantErr: "--config " + notConfig + ": "},
 	}
 	for _, tt := range tests {

@@ -2,18 +2,13 @@ package app
 
 import (
 	"context"
-	"errors"
 	"os"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
 
-	"github.com/pool-scheduler/pool-scheduler/pkg/handoff"
 	"github.com/pool-scheduler/pool-scheduler/pkg/spreadkeeper"
 	"github.com/pool-scheduler/pool-scheduler/pkg/spreadkeeper/floor"
 )
@@ -35,8 +30,7 @@ var spreadMode = mode{
 
 func spreadFlags(f *pflag.FlagSet, s *shared) runner {
 	o := spreadkeeper.Options{}
-	var deletionCost bool
-	f.BoolVar(&deletionCost, "deletion-cost", true, "keep controller.kubernetes.io/pod-deletion-cost on the replicas of ReplicaSets and ReplicationControllers DomainSpread spreads")
+	f.BoolVar(&o.DeletionCost, "deletion-cost", true, "keep controller.kubernetes.io/pod-deletion-cost on the replicas of ReplicaSets and ReplicationControllers DomainSpread spreads")
 	f.Float64Var(&o.Keeper.QPS, "deletion-cost-rate", 20, "pod patches per second at most")
 	f.IntVar(&o.Keeper.Burst, "deletion-cost-burst", 40, "pod patches in a burst at most")
 	f.DurationVar(&o.Keeper.Settle, "settle", time.Second, "how long a workload's pod changes are gathered before its costs are computed again")
@@ -50,19 +44,16 @@ func spreadFlags(f *pflag.FlagSet, s *shared) runner {
 	f.IntVar(&o.Rebalancer.MaxPerNode, "rebalance-max-per-node", 1, "evictions per pass at most off one node")
 	f.IntVar(&o.Rebalancer.MaxPerNamespace, "rebalance-max-per-namespace", 2, "evictions per pass at most in one namespace")
 	f.BoolVar(&o.BudgetFloor, "budget-floor", false, "keep a PodDisruptionBudget (minAvailable ceil(2r/3)) for each Deployment and StatefulSet of 3 or more replicas without one, in namespaces labelled "+floor.NamespaceLabel+"=true (docs/maintenance.md)")
-	var handoffSwitch types.NamespacedName
-	f.StringVar(&handoffSwitch.Name, "handoff-switch-configmap", "", "with --rebalance: the hand-off controller's switch (its --switch-configmap); the rebalancer evicts nothing while it does not say handoff \"true\" (pool-scheduler degraded), or cannot be read; empty: not read")
-	f.StringVar(&handoffSwitch.Namespace, "handoff-switch-namespace", os.Getenv("POD_NAMESPACE"), "namespace of --handoff-switch-configmap")
+	f.StringVar(&o.HandoffSwitch.Name, "handoff-switch-configmap", "", "with --rebalance: the hand-off controller's switch (its --switch-configmap); the rebalancer evicts nothing while it does not say handoff \"true\" (pool-scheduler degraded), or cannot be read; empty: not read")
+	f.StringVar(&o.HandoffSwitch.Namespace, "handoff-switch-namespace", os.Getenv("POD_NAMESPACE"), "namespace of --handoff-switch-configmap")
 	return runner{
 		complete: func(*cobra.Command) ([]any, error) {
-			if handoffSwitch.Name != "" && handoffSwitch.Namespace == "" {
-				return nil, errors.New("--handoff-switch-namespace: required with --handoff-switch-configmap (default: $POD_NAMESPACE)")
-			}
-			if err := o.Complete(s.profile, deletionCost); err != nil {
+			o.Profile = s.profile
+			if err := o.Complete(); err != nil {
 				return nil, err
 			}
-			return []any{"schedulerName", o.Keeper.SchedulerName, "deletionCost", deletionCost, "rebalance", o.Rebalance, "rebalanceDryRun", o.Rebalancer.DryRun, "budgetFloor", o.BudgetFloor,
-				"handoffSwitch", handoffSwitch.String()}, nil
+			return []any{"schedulerName", o.Keeper.SchedulerName, "deletionCost", o.DeletionCost, "rebalance", o.Rebalance, "rebalanceDryRun", o.Rebalancer.DryRun, "budgetFloor", o.BudgetFloor,
+				"handoffSwitch", o.HandoffSwitch.String()}, nil
 		},
 		managerOptions: func(opts *ctrl.Options) error {
 			if o.BudgetFloor {
@@ -70,21 +61,6 @@ func spreadFlags(f *pflag.FlagSet, s *shared) runner {
 			}
 			return nil
 		},
-		setup: func(_ context.Context, mgr ctrl.Manager) error {
-			if o.Rebalance && handoffSwitch.Name != "" {
-				// The hand-off controller's verdict, as it publishes it: the rebalancer pauses
-				// while pool-scheduler is degraded.
-				cs, err := kubernetes.NewForConfig(mgr.GetConfig())
-				if err != nil {
-					return err
-				}
-				w := handoff.NewSwitchWatch(cs, handoffSwitch)
-				if err := mgr.Add(manager.RunnableFunc(w.Run)); err != nil {
-					return err
-				}
-				o.Rebalancer.Degraded = w.Degraded
-			}
-			return spreadkeeper.SetupWithManager(mgr, o)
-		},
+		setup: func(_ context.Context, mgr ctrl.Manager) error { return spreadkeeper.SetupWithManager(mgr, o) },
 	}
 }

@@ -20,7 +20,7 @@ var webhookMode = mode{
 	short:          "Serve the mutating admission webhook that gives pods of opted-in namespaces to pool-scheduler (Deployment)",
 	config:         "the scheduler's KubeSchedulerConfiguration file (the mounted ConfigMap), so the webhook mutates for what the scheduler enforces",
 	configRequired: true,
-	schedulerName:  "the profile of --config set on pods (\"\": its first profile)",
+	schedulerName:  "the profile of --config set on pods",
 	serve:          &serving{ready: "ready once the certificate is served"},
 	scheme:         labeler.Scheme,
 	flags:          webhookFlags,

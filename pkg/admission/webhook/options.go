@@ -32,7 +32,7 @@ type Options struct {
 	// SystemNodeAffinity adds the node affinity that keeps user pods off system nodes.
 	SystemNodeAffinity bool
 	// Handoff, when set, is the Lease of pool-scheduler's leader: pods are handed over only
-	// while it is renewed (handoff.LeaseFromConfig); nil: always.
+	// while it is renewed (handoff.LeaseFromConfiguration); nil: always.
 	Handoff *handoff.Lease
 	// Switch, with Handoff, is the hand-off controller's switch: pods are handed over only
 	// while it also says the leader schedules (the controller reads the leader's heartbeat;
