@@ -52,7 +52,7 @@ func TestBudgetFloorInstalled(t *testing.T) {
 			}
 			continue
 		}
-		if !strings.HasPrefix(o.GetName(), "pool-scheduler-spread") || o.GetKind() == "Service" {
+		if (!strings.HasPrefix(o.GetName(), "pool-scheduler-spread") && o.GetName() != util.BudgetFloorPolicy) || o.GetKind() == "Service" {
 			continue
 		}
 		if o.GetKind() == "Deployment" {

@@ -9,6 +9,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/pool-scheduler/pool-scheduler/test/util"
 )
 
 // absenceAlerts maps each alert on an absent pool-labeler component to the Deployment that runs
@@ -150,7 +152,7 @@ func checkScraped(t *testing.T, r *renderedChart, d *unstructured.Unstructured) 
 // kustomize manifests' (upgrades keep their Lease). Their objects do not collide once the second
 // leaves the labelers (one per cluster: they own the nodes' managed-labels annotation) to the
 // first; with them on, the second release would render the first's cluster-wide labeler
-// objects, which Helm refuses to take over.
+// objects, which Helm refuses to take over, and likewise the budget floor's policy.
 func TestHelmChartTwoReleasesElectApart(t *testing.T) {
 	const second = `{scheduler: {name: batch-scheduler}, labeler: {controller: {enabled: false}, domain: {enabled: false}}}`
 	leases := func(t *testing.T, values string) (map[string]string, []string) {
@@ -210,5 +212,23 @@ func TestHelmChartTwoReleasesElectApart(t *testing.T) {
 	}
 	if !slices.Contains(r.ids(), "ClusterRole pool-labeler") || !slices.Contains(firstIDs, "ClusterRole pool-labeler") {
 		t.Errorf("the labeler's ClusterRole is not shared by both releases' names: Helm would not refuse a second labeler")
+	}
+	// The budget floor is one per cluster too: a second release that turns it on renders the
+	// first's floor policy, which Helm refuses to take over; with it in one release, nothing.
+	const floorPolicy = "ValidatingAdmissionPolicy " + util.BudgetFloorPolicy
+	withFloor := func(values string) []string {
+		r, err := renderChart(t, chartNamespace, values)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.ids()
+	}
+	firstFloor := withFloor(`{spread: {budgetFloor: {enabled: true}}}`)
+	secondFloor := withFloor(`{scheduler: {name: batch-scheduler}, labeler: {controller: {enabled: false}, domain: {enabled: false}}, spread: {budgetFloor: {enabled: true}}}`)
+	if !slices.Contains(firstFloor, floorPolicy) || !slices.Contains(secondFloor, floorPolicy) {
+		t.Errorf("two releases with the budget floor on do not both render %s: Helm would not refuse the second floor", floorPolicy)
+	}
+	if shared := slices.DeleteFunc(slices.Clone(firstFloor), func(id string) bool { return !slices.Contains(otherIDs, id) }); len(shared) > 0 {
+		t.Errorf("a release with the floor and one without both render %v: Helm would refuse the second", shared)
 	}
 }

@@ -23,8 +23,9 @@ import (
 )
 
 // spreadKeeperAccess renders the chart with values into namespace and creates what it grants the
-// spread keeper (the objects named <scheduler>-spread*, but its Deployment and Service), and
-// returns a client with the keeper's token and the names of the objects.
+// spread keeper (the objects named <scheduler>-spread*, but its Deployment and Service, and the
+// budget floor's policy, named without the release: one per cluster), and returns a client with
+// the keeper's token and the names of the objects.
 func spreadKeeperAccess(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, namespace, scheduler, values string) (kubernetes.Interface, []string) {
 	t.Helper()
 	r, err := renderChart(t, namespace, values)
@@ -35,7 +36,8 @@ func spreadKeeperAccess(ctx context.Context, t *testing.T, cp *controlplane.Cont
 	var objs []*unstructured.Unstructured
 	var ids []string
 	for _, o := range r.objects {
-		if strings.HasPrefix(o.GetName(), scheduler+"-spread") && o.GetKind() != "Deployment" && o.GetKind() != "Service" {
+		keeper := strings.HasPrefix(o.GetName(), scheduler+"-spread") && o.GetKind() != "Deployment" && o.GetKind() != "Service"
+		if keeper || o.GetName() == util.BudgetFloorPolicy {
 			objs = append(objs, o)
 			ids = append(ids, objectID(o))
 		}

@@ -22,6 +22,10 @@ func ChartDir() string {
 	return filepath.Join(RepoRoot(), "manifests", "charts", "pool-scheduler")
 }
 
+// BudgetFloorPolicy names the budget floor's ValidatingAdmissionPolicy and its binding in the
+// chart: without the release, since the floor is one per cluster.
+const BudgetFloorPolicy = "pool-scheduler-budget-floor"
+
 // RenderChart renders the chart as `helm install` would for release in namespace, with values
 // (YAML, merged over values.yaml), for a cluster of Kubernetes version kube
 // (.Capabilities.KubeVersion) serving apiVersions besides the defaults: schema validation,
