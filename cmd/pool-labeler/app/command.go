@@ -16,13 +16,11 @@ package app
 import (
 	"context"
 	"flag"
-	"fmt"
 	"runtime"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -70,19 +68,19 @@ func init() {
 	ctrlmetrics.Registry.MustRegister(buildInfo)
 }
 
-// start is every mode's process start-up, once its flags are valid: the API server's address
-// and credentials (--kubeconfig, else in-cluster), klog as controller-runtime's logger, a
+// start is every mode's process start-up, once its flags are valid: the API server's address,
+// credentials and client rate (shared.restConfig), klog as controller-runtime's logger, a
 // context that ends on SIGTERM or SIGINT, and the "Starting" line naming the build and the mode.
 // It is called once per process (a second signal handler panics).
-func start(kubeconfig, mode string, keysAndValues ...any) (context.Context, *rest.Config, error) {
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+func start(s *shared, mode string, keysAndValues ...any) (context.Context, *rest.Config, error) {
+	cfg, err := s.restConfig()
 	if err != nil {
-		return nil, nil, fmt.Errorf("loading kubeconfig: %w", err)
+		return nil, nil, err
 	}
 	logger := klog.NewKlogr()
 	ctrl.SetLogger(logger)
 	ctx := klog.NewContext(ctrl.SetupSignalHandler(), logger)
-	logger.Info("Starting", append([]any{"version", version.String(), "mode", mode}, keysAndValues...)...)
+	logger.Info("Starting", append([]any{"version", version.String(), "mode", mode, "kubeAPIQPS", cfg.QPS, "kubeAPIBurst", cfg.Burst}, keysAndValues...)...)
 	buildInfo.WithLabelValues(mode, version.Version, version.GitCommit, runtime.Version()).Set(1)
 	return ctx, cfg, nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
@@ -74,6 +75,10 @@ type runner struct {
 // shared holds the flags every mode takes the same way.
 type shared struct {
 	kubeconfig *string
+	// qps and burst are the client-side rate limit of the mode's API clients (--kube-api-qps,
+	// --kube-api-burst).
+	qps   float32
+	burst int
 
 	config string
 	// schedulerName is --scheduler-name; profile is --config decoded once, with that profile
@@ -91,8 +96,20 @@ type shared struct {
 	leaseDuration, renewDeadline, retryPeriod time.Duration
 }
 
+// DefaultKubeAPIQPS and DefaultKubeAPIBurst are every mode's client rate: component-base's
+// ClientConnection defaults (kube-scheduler's). client-go's own (5/s, burst 10, what the binary
+// had before it had these flags) held the controller to 2.5 node joins/s, each join two writes
+// (docs/gate.md, "Joins at scale").
+const (
+	DefaultKubeAPIQPS   = 50
+	DefaultKubeAPIBurst = 100
+)
+
 // addFlags registers the shared flags m takes.
 func (s *shared) addFlags(f *pflag.FlagSet, m mode) {
+	// Every mode talks to the API server. kube-scheduler's and kube-controller-manager's names.
+	f.Float32Var(&s.qps, "kube-api-qps", DefaultKubeAPIQPS, "requests per second to the API server at most, per kind of object (controller-runtime makes one client per kind); the API server's Priority and Fairness still applies")
+	f.IntVar(&s.burst, "kube-api-burst", DefaultKubeAPIBurst, "requests to the API server in a burst at most, per kind of object")
 	if m.config != "" {
 		f.StringVar(&s.config, "config", "", m.config)
 		if m.configAlias != "" {
@@ -146,7 +163,7 @@ func (m mode) command(kubeconfig *string) *cobra.Command {
 		if err != nil {
 			return err
 		}
-		ctx, cfg, err := start(*kubeconfig, m.name, keys...)
+		ctx, cfg, err := start(s, m.name, keys...)
 		if err != nil {
 			return err
 		}
@@ -168,6 +185,9 @@ func (m mode) command(kubeconfig *string) *cobra.Command {
 // complete validates the shared flags and reads and decodes the scheduler's configuration,
 // once, for every mode that takes it.
 func (s *shared) complete(m mode) error {
+	if err := validateClientRate(s.qps, s.burst); err != nil {
+		return err
+	}
 	if m.lease != "" {
 		if err := validateLeaderElection(s.leaseDuration, s.renewDeadline, s.retryPeriod); err != nil {
 			return err
@@ -225,6 +245,30 @@ func (s *shared) manager(cfg *rest.Config, m mode, r runner) (ctrl.Manager, erro
 		return nil, err
 	}
 	return mgr, nil
+}
+
+// restConfig is the API server's address and credentials (--kubeconfig, else in-cluster) with
+// the client rate of --kube-api-qps and --kube-api-burst.
+func (s *shared) restConfig() (*rest.Config, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", *s.kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("loading kubeconfig: %w", err)
+	}
+	cfg.QPS, cfg.Burst = s.qps, s.burst
+	return cfg, nil
+}
+
+// validateClientRate refuses a rate client-go would not apply as given: a rate of 0 is
+// client-go's silent 5/s and a negative one turns the limit off (rest.Config); a burst of 0 is
+// client-go's silent 10.
+func validateClientRate(qps float32, burst int) error {
+	switch {
+	case qps <= 0:
+		return fmt.Errorf("--kube-api-qps must be positive, got %v", qps)
+	case burst < 1:
+		return fmt.Errorf("--kube-api-burst must be at least 1, got %d", burst)
+	}
+	return nil
 }
 
 // validateLeaderElection checks the Lease timings as client-go's leader election requires them.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/spf13/pflag"
 
 	scheduler "github.com/pool-scheduler/pool-scheduler/manifests/scheduler"
 	"github.com/pool-scheduler/pool-scheduler/pkg/profile"
@@ -90,15 +91,16 @@ func TestSharedFlags(t *testing.T) {
 	serving := []string{"health-probe-bind-address", "metrics-bind-address", "metrics-cert-dir", "metrics-secure"}
 	leader := []string{"leader-elect", "leader-elect-lease", "leader-elect-lease-duration", "leader-elect-namespace", "leader-elect-renew-deadline", "leader-elect-retry-period"}
 	config := []string{"config", "scheduler-name"}
-	all := append(append(config, serving...), leader...)
+	client := []string{"kube-api-burst", "kube-api-qps"}
+	all := append(append(append(config, serving...), leader...), client...)
 	want := map[string][]string{
 		"controller": all,
-		"domain":     nil,
-		"webhook":    append(config, serving...),
+		"domain":     client,
+		"webhook":    append(append(config, serving...), client...),
 		"handoff":    all,
-		"handback":   {"scheduler-name"},
+		"handback":   append([]string{"scheduler-name"}, client...),
 		"spread":     all,
-		"certs":      serving,
+		"certs":      append(serving, client...),
 	}
 	got := map[string][]string{}
 	for _, c := range NewCommand().Commands() {
@@ -118,5 +120,79 @@ func TestSharedFlags(t *testing.T) {
 		if f := c.Flags().Lookup("scheduler-name"); f != nil && f.DefValue != profile.DefaultSchedulerName {
 			t.Errorf("%s: --scheduler-name defaults to %q, want %q", c.Name(), f.DefValue, profile.DefaultSchedulerName)
 		}
+	}
+}
+
+// TestClientRateFlags: every mode's client rate is refused, naming the flag, where client-go
+// would silently apply another (0: its 5/s or burst 10; negative: no limit), before anything is
+// connected to.
+func TestClientRateFlags(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		wantErr string
+	}{
+		{name: "zero rate", args: []string{"--kube-api-qps=0"}, wantErr: "--kube-api-qps must be positive, got 0"},
+		{name: "negative rate", args: []string{"--kube-api-qps=-1"}, wantErr: "--kube-api-qps must be positive, got -1"},
+		{name: "zero burst", args: []string{"--kube-api-burst=0"}, wantErr: "--kube-api-burst must be at least 1, got 0"},
+	}
+	for _, m := range modes {
+		for _, tt := range tests {
+			t.Run(m.name+"/"+tt.name, func(t *testing.T) {
+				cmd := NewCommand()
+				// A kubeconfig that does not exist: reaching it fails with another error. The
+				// modes that require --config get a missing one after the rate's check.
+				cmd.SetArgs(append([]string{m.name, "--kubeconfig=/nonexistent"}, tt.args...))
+				cmd.SetOut(io.Discard)
+				cmd.SetErr(io.Discard)
+				err := cmd.Execute()
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Errorf("error %v, want one containing %q", err, tt.wantErr)
+				}
+			})
+		}
+	}
+}
+
+// TestClientRate: the rate of --kube-api-qps and --kube-api-burst (or their defaults) is the
+// client config's, so every client the mode makes from it (one per kind) gets it, not
+// client-go's 5/s.
+func TestClientRate(t *testing.T) {
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:6443"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name      string
+		args      []string
+		wantQPS   float32
+		wantBurst int
+	}{
+		{name: "defaults", wantQPS: DefaultKubeAPIQPS, wantBurst: DefaultKubeAPIBurst},
+		{name: "set", args: []string{"--kube-api-qps=7.5", "--kube-api-burst=15"}, wantQPS: 7.5, wantBurst: 15},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := kubeconfig
+			s := &shared{kubeconfig: &path}
+			fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+			s.addFlags(fs, controllerMode)
+			if err := fs.Parse(tt.args); err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := s.restConfig()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.QPS != tt.wantQPS || cfg.Burst != tt.wantBurst {
+				t.Errorf("client rate %v/s burst %d, want %v/s burst %d", cfg.QPS, cfg.Burst, tt.wantQPS, tt.wantBurst)
+			}
+		})
 	}
 }
