@@ -1,14 +1,18 @@
 package util
 
 import (
+	"context"
 	"path/filepath"
 	"runtime"
 	"testing"
 
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
 	"k8s.io/kubernetes/pkg/scheduler"
 	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
-	testutils "k8s.io/kubernetes/test/integration/util"
+	"k8s.io/kubernetes/pkg/scheduler/profile"
 	"k8s.io/kubernetes/test/utils/ktesting"
 
 	"github.com/pool-scheduler/pool-scheduler/pkg/apis/config"
@@ -69,22 +73,33 @@ func PluginArgs(t *testing.T, profile *schedconfig.KubeSchedulerProfile, plugin 
 }
 
 // StartScheduler runs a scheduler in process, with pool-scheduler's plugin registry, against the
-// control plane, serving the given profiles. It stops with the test.
-func StartScheduler(t *testing.T, cp *controlplane.ControlPlane, profiles ...schedconfig.KubeSchedulerProfile) *scheduler.Scheduler {
+// control plane, serving the given profiles. It stops with the test. It is upstream's
+// InitTestSchedulerWithOptions (test/integration/util) for a testing.TB, so benchmarks run
+// schedulers too.
+func StartScheduler(t testing.TB, cp *controlplane.ControlPlane, profiles ...schedconfig.KubeSchedulerProfile) *scheduler.Scheduler {
 	t.Helper()
-	tCtx := ktesting.Init(t)
-	testCtx := &testutils.TestContext{
-		Ctx:        tCtx,
-		ClientSet:  cp.Client,
-		KubeConfig: cp.Config,
-		CloseFn:    func() {},
-	}
-	testCtx = testutils.InitTestSchedulerWithOptions(t, testCtx, 0,
+	ctx, cancel := context.WithCancel(ktesting.Init(t))
+	informers := scheduler.NewInformerFactory(cp.Client, 0)
+	dynInformers := dynamicinformer.NewFilteredDynamicSharedInformerFactory(cp.Dynamic, 0, v1.NamespaceAll, nil)
+	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: cp.Client.EventsV1()})
+	sched, err := scheduler.New(ctx, cp.Client, informers, dynInformers, profile.NewRecorderFactory(broadcaster),
+		scheduler.WithKubeConfig(cp.Config),
 		scheduler.WithProfiles(profiles...),
 		scheduler.WithFrameworkOutOfTreeRegistry(plugins.RegistryFor(func() []schedconfig.KubeSchedulerProfile { return profiles })),
 	)
-	t.Cleanup(testCtx.SchedulerCloseFn)
-	testutils.SyncSchedulerInformerFactory(testCtx)
-	go testCtx.Scheduler.Run(testCtx.SchedulerCtx)
-	return testCtx.Scheduler
+	if err != nil {
+		cancel()
+		t.Fatalf("creating the scheduler: %v", err)
+	}
+	broadcaster.StartRecordingToSink(ctx.Done())
+	t.Cleanup(func() {
+		cancel()
+		broadcaster.Shutdown()
+	})
+	informers.Start(ctx.Done())
+	dynInformers.Start(ctx.Done())
+	informers.WaitForCacheSync(ctx.Done())
+	dynInformers.WaitForCacheSync(ctx.Done())
+	go sched.Run(ctx)
+	return sched
 }
