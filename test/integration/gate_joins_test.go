@@ -57,8 +57,8 @@ type gateJoinsResult struct {
 	// joinToLift, per joined node, its creation to its lift; lastLift, the first creation to
 	// the last lift. All as the watches saw them.
 	labelToBind, joinToBind map[string][]time.Duration
-	joinToLift  []time.Duration
-	lastLift    time.Duration
+	joinToLift              []time.Duration
+	lastLift                time.Duration
 	// nodePatches and statusPatches are the API server's count of PATCH on nodes and
 	// nodes/status during the joins, per joined node (nothing else writes nodes meanwhile).
 	nodePatches, statusPatches float64
@@ -100,7 +100,9 @@ func runGateJoins(tCtx context.Context, tb testing.TB, cp *controlplane.ControlP
 	poolNode := func(name, p string, taints ...v1.Taint) *v1.Node {
 		return util.Node(name, map[string]string{util.AgentPoolKey: p, "kubernetes.azure.com/mode": "user"}).Taints(taints).Obj()
 	}
-	createNodes(tCtx, tb, cs, g.existing, func(i int) *v1.Node { return poolNode(fmt.Sprintf("aks-%s-12345678-vmss%06d", steady, i), steady, startupTaint) })
+	createNodes(tCtx, tb, cs, g.existing, func(i int) *v1.Node {
+		return poolNode(fmt.Sprintf("aks-%s-12345678-vmss%06d", steady, i), steady, startupTaint)
+	})
 
 	// The existing nodes settle under a labeler as fast as the test's client, which then stops:
 	// the cluster already ran before the burst.
