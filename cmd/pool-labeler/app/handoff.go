@@ -61,10 +61,6 @@ var handbackMode = mode{
 	flags:         handbackFlags,
 }
 
-// floorRemovalQPS is the uninstall hook's request rate for the floor's budgets: 1000 budgets in
-// 20 s.
-const floorRemovalQPS = 50
-
 func handbackFlags(f *pflag.FlagSet, s *shared) runner {
 	o := handoff.UninstallOptions{}
 	f.StringSliceVar(&o.WebhookConfigurations, "webhook-configuration", nil, "MutatingWebhookConfigurations to delete first (the webhook way in)")
@@ -90,12 +86,10 @@ func handbackFlags(f *pflag.FlagSet, s *shared) runner {
 			done := make(chan struct{})
 			go func() {
 				defer close(done)
-				// The client's default 5 requests/s would cap the deletions at about 450 in
-				// the default 120 s: the floor's own budgets go faster (the cluster keeps no
-				// more than one per workload).
-				fc := rest.CopyConfig(cfg)
-				fc.QPS, fc.Burst = floorRemovalQPS, 2*floorRemovalQPS
-				cs, err := kubernetes.NewForConfig(fc)
+				// Its own client, so the budgets' deletions do not queue behind the pods'
+				// (--kube-api-qps, 50/s by default: 1000 budgets in 20 s; the cluster keeps
+				// no more than one per workload).
+				cs, err := kubernetes.NewForConfig(cfg)
 				if err == nil {
 					_, err = floor.Remove(ctx, cs, floorBinding, o.Settle)
 				}

@@ -108,8 +108,8 @@ const (
 // addFlags registers the shared flags m takes.
 func (s *shared) addFlags(f *pflag.FlagSet, m mode) {
 	// Every mode talks to the API server. kube-scheduler's and kube-controller-manager's names.
-	f.Float32Var(&s.qps, "kube-api-qps", DefaultKubeAPIQPS, "requests per second to the API server at most, per kind of object (controller-runtime makes one client per kind); the API server's Priority and Fairness still applies")
-	f.IntVar(&s.burst, "kube-api-burst", DefaultKubeAPIBurst, "requests to the API server in a burst at most, per kind of object")
+	f.Float32Var(&s.qps, "kube-api-qps", DefaultKubeAPIQPS, "requests per second to the API server at most, per API client of the mode (the manager's client makes one per kind of object, a clientset one for all its kinds); the API server's Priority and Fairness still applies; unlike kube-scheduler's, no negative value turns the limit off")
+	f.IntVar(&s.burst, "kube-api-burst", DefaultKubeAPIBurst, "requests to the API server in a burst at most, per API client of the mode")
 	if m.config != "" {
 		f.StringVar(&s.config, "config", "", m.config)
 		if m.configAlias != "" {
@@ -263,7 +263,7 @@ func (s *shared) restConfig() (*rest.Config, error) {
 // client-go's silent 10.
 func validateClientRate(qps float32, burst int) error {
 	switch {
-	case qps <= 0:
+	case !(qps > 0): // NaN too
 		return fmt.Errorf("--kube-api-qps must be positive, got %v", qps)
 	case burst < 1:
 		return fmt.Errorf("--kube-api-burst must be at least 1, got %d", burst)

@@ -134,6 +134,7 @@ func TestClientRateFlags(t *testing.T) {
 	}{
 		{name: "zero rate", args: []string{"--kube-api-qps=0"}, wantErr: "--kube-api-qps must be positive, got 0"},
 		{name: "negative rate", args: []string{"--kube-api-qps=-1"}, wantErr: "--kube-api-qps must be positive, got -1"},
+		{name: "not a number", args: []string{"--kube-api-qps=NaN"}, wantErr: "--kube-api-qps must be positive, got NaN"},
 		{name: "zero burst", args: []string{"--kube-api-burst=0"}, wantErr: "--kube-api-burst must be at least 1, got 0"},
 	}
 	for _, m := range modes {
