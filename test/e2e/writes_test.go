@@ -20,7 +20,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/component-base/metrics/testutil"
 	"k8s.io/kubernetes/test/utils/ktesting"
 	"k8s.io/utils/ptr"
 
@@ -41,16 +40,7 @@ type writeCounts map[string]float64
 // scrapeWrites reads the API server's write requests so far, from its /metrics.
 func scrapeWrites(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane) writeCounts {
 	t.Helper()
-	raw, err := cp.Client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
-	if err != nil {
-		t.Fatalf("reading the API server's metrics: %v", err)
-	}
-	// component-base's parser: the same on both release lines (prometheus/common's zero
-	// TextParser panics from v0.67, the 1.36 line's).
-	metrics := testutil.NewMetrics()
-	if err := testutil.ParseMetrics(string(raw), &metrics); err != nil {
-		t.Fatalf("parsing the API server's metrics: %v", err)
-	}
+	metrics := util.APIServerMetrics(ctx, t, cp.Client)
 	out := writeCounts{}
 	for _, sample := range metrics["apiserver_request_total"] {
 		labels := sample.Metric

@@ -21,7 +21,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/component-base/metrics/testutil"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	"k8s.io/kubernetes/test/utils/ktesting"
 	"k8s.io/utils/ptr"
@@ -307,16 +306,7 @@ func TestMutatingWebhook(t *testing.T) {
 // failOpenCount reads kube-apiserver's count of calls to webhook that failed open.
 func failOpenCount(ctx context.Context, t *testing.T, cs kubernetes.Interface, webhook string) float64 {
 	t.Helper()
-	raw, err := cs.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// component-base's parser: expfmt's TextParser zero value panics with prometheus/common
-	// v0.67 (the 1.36 line's), which wants a name validation scheme its v0.62 lacks.
-	metrics := testutil.NewMetrics()
-	if err := testutil.ParseMetrics(string(raw), &metrics); err != nil {
-		t.Fatal(err)
-	}
+	metrics := util.APIServerMetrics(ctx, t, cs)
 	total := 0.0
 	for _, s := range metrics["apiserver_admission_webhook_fail_open_count"] {
 		if string(s.Metric["name"]) == webhook {

@@ -16,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/component-base/metrics/testutil"
 	"k8s.io/kubernetes/test/utils/ktesting"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
@@ -354,14 +353,7 @@ func labelerNodeQueue(tb testing.TB) (reconciles, depth float64) {
 // kind of gateJoinsRequests: the cumulative count per bucket upper bound.
 func requestLatencies(ctx context.Context, tb testing.TB, cs kubernetes.Interface) map[apiRequest]map[float64]float64 {
 	tb.Helper()
-	raw, err := cs.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	metrics := testutil.NewMetrics()
-	if err := testutil.ParseMetrics(string(raw), &metrics); err != nil {
-		tb.Fatal(err)
-	}
+	metrics := util.APIServerMetrics(ctx, tb, cs)
 	out := map[apiRequest]map[float64]float64{}
 	for _, s := range metrics["apiserver_request_duration_seconds_bucket"] {
 		r := apiRequest{string(s.Metric["verb"]), string(s.Metric["resource"]), string(s.Metric["subresource"])}

@@ -19,7 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/component-base/metrics/testutil"
 	"k8s.io/kubernetes/test/utils/ktesting"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
@@ -320,14 +319,7 @@ type writeCounts struct{ nodes, status float64 }
 // (apiserver_request_total, from its /metrics).
 func nodeWrites(ctx context.Context, tb testing.TB, cs kubernetes.Interface) writeCounts {
 	tb.Helper()
-	raw, err := cs.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	metrics := testutil.NewMetrics()
-	if err := testutil.ParseMetrics(string(raw), &metrics); err != nil {
-		tb.Fatal(err)
-	}
+	metrics := util.APIServerMetrics(ctx, tb, cs)
 	var c writeCounts
 	for _, s := range metrics["apiserver_request_total"] {
 		if s.Metric["verb"] != "PATCH" || s.Metric["resource"] != "nodes" {

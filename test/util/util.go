@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/component-base/metrics/testutil"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	"k8s.io/kubernetes/test/integration/framework"
 
@@ -302,4 +303,20 @@ func InstallConfigMap(ctx context.Context, t testing.TB, cs kubernetes.Interface
 	if _, err := cs.CoreV1().ConfigMaps(namespace).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("creating ConfigMap %s/%s: %v", namespace, name, err)
 	}
+}
+
+// APIServerMetrics reads the API server's own metrics (its /metrics), parsed with
+// component-base's parser: the same on both release lines (prometheus/common's zero TextParser
+// panics from v0.67, the 1.36 line's).
+func APIServerMetrics(ctx context.Context, t testing.TB, cs kubernetes.Interface) testutil.Metrics {
+	t.Helper()
+	raw, err := cs.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		t.Fatalf("reading the API server's metrics: %v", err)
+	}
+	metrics := testutil.NewMetrics()
+	if err := testutil.ParseMetrics(string(raw), &metrics); err != nil {
+		t.Fatalf("parsing the API server's metrics: %v", err)
+	}
+	return metrics
 }
