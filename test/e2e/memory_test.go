@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -56,7 +55,7 @@ func runMemory(ctx context.Context, tb testing.TB, cp *controlplane.ControlPlane
 	}
 
 	apps := util.CreateNamespace(ctx, tb, cs, "apps")
-	parallel(tb, c.nodes, func(i int) error {
+	util.Parallel(ctx, tb, c.nodes, func(i int) error {
 		name := fmt.Sprintf("aks-apps-12345678-vmss%06d", i)
 		if _, err := cs.CoreV1().Nodes().Create(ctx, util.Node(name, map[string]string{util.AgentPoolKey: "apps", "kubernetes.azure.com/mode": "user"}).Obj(), metav1.CreateOptions{}); err != nil {
 			return err
@@ -68,7 +67,7 @@ func runMemory(ctx context.Context, tb testing.TB, cp *controlplane.ControlPlane
 		}
 		return nil
 	})
-	parallel(tb, c.pending, func(i int) error {
+	util.Parallel(ctx, tb, c.pending, func(i int) error {
 		_, err := cs.CoreV1().Pods(apps).Create(ctx, util.Pod(apps, fmt.Sprintf("pending-%d", i)).Obj(), metav1.CreateOptions{})
 		return err
 	})
@@ -104,36 +103,6 @@ func labelledAndBound(ctx context.Context, cs kubernetes.Interface, apps string,
 		return false, nil
 	}
 	return conditioned == c.nodes && len(pods.Items) == 0, nil
-}
-
-// parallel runs f for 0..n-1, 16 at a time, and fails tb on the first error.
-func parallel(tb testing.TB, n int, f func(i int) error) {
-	tb.Helper()
-	var wg sync.WaitGroup
-	next := make(chan int)
-	var mu sync.Mutex
-	var first error
-	for range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				if err := f(i); err != nil {
-					mu.Lock()
-					first = err
-					mu.Unlock()
-				}
-			}
-		}()
-	}
-	for i := range n {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	if first != nil {
-		tb.Fatal(first)
-	}
 }
 
 // processMemory reads VmRSS and VmHWM (kB in the file) of pid.

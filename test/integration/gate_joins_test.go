@@ -284,27 +284,13 @@ func runGateJoins(tCtx context.Context, tb testing.TB, cp *controlplane.ControlP
 	return res
 }
 
-// createNodes creates n nodes as a scale-up brings them: 16 at a time.
+// createNodes creates n nodes as a scale-up brings them: concurrently (util.Parallel).
 func createNodes(ctx context.Context, tb testing.TB, cs kubernetes.Interface, n int, node func(i int) *v1.Node) {
 	tb.Helper()
-	var wg sync.WaitGroup
-	next := make(chan int)
-	for range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				if _, err := cs.CoreV1().Nodes().Create(ctx, node(i), metav1.CreateOptions{}); err != nil {
-					tb.Errorf("creating node %d: %v", i, err)
-				}
-			}
-		}()
-	}
-	for i := range n {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
+	util.Parallel(ctx, tb, n, func(i int) error {
+		_, err := cs.CoreV1().Nodes().Create(ctx, node(i), metav1.CreateOptions{})
+		return err
+	})
 }
 
 // waitSettledEvery is waitSettled polling every interval (a list of thousands of nodes is not

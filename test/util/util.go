@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/component-base/metrics/testutil"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	"k8s.io/kubernetes/test/integration/framework"
@@ -319,4 +321,24 @@ func APIServerMetrics(ctx context.Context, t testing.TB, cs kubernetes.Interface
 		t.Fatalf("parsing the API server's metrics: %v", err)
 	}
 	return metrics
+}
+
+// Parallel runs f for 0..n-1, 16 at a time (a scale-up's nodes, a workload's pods, as they come:
+// concurrently), with client-go's workqueue.ParallelizeUntil, and fails t with the first error.
+func Parallel(ctx context.Context, t testing.TB, n int, f func(i int) error) {
+	t.Helper()
+	var mu sync.Mutex
+	var first error
+	workqueue.ParallelizeUntil(ctx, 16, n, func(i int) {
+		if err := f(i); err != nil {
+			mu.Lock()
+			if first == nil {
+				first = err
+			}
+			mu.Unlock()
+		}
+	})
+	if first != nil {
+		t.Fatal(first)
+	}
 }
