@@ -239,7 +239,7 @@ func BenchmarkPreScore(b *testing.B) {
 				b.Fatal(err)
 			}
 			// Two cycles: the first resolves every node's domains, the second compacts them into
-			// the memo's read map.
+			// the memo's read table.
 			for range 2 {
 				state := framework.NewCycleState()
 				if s := ds.PreScore(ctx, state, pod, infos); !s.IsSuccess() {
@@ -260,7 +260,7 @@ func BenchmarkPreScore(b *testing.B) {
 }
 
 // steadyState runs two cycles (the first resolves every node's domains, the second's PreFilter
-// compacts them into the memo's read map) and returns a third cycle's state after PreFilter and
+// compacts them into the memo's read table) and returns a third cycle's state after PreFilter and
 // PreScore: what Filter and Score see once a cluster has been scheduled on.
 func steadyState(tb testing.TB, ctx context.Context, ds *DomainSpread, pod *v1.Pod, infos []fwk.NodeInfo) fwk.CycleState {
 	tb.Helper()

@@ -87,7 +87,7 @@ func benchmarkMemory(b *testing.B, n int) {
 			b.Fatal(s)
 		}
 		// The first cycle resolves every node's domains, the second one's PreScore folds them
-		// into the memo's read map: the steady state.
+		// into the memo's read table: the steady state.
 		cycle()
 		cycle()
 		return pl

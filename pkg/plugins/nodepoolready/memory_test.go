@@ -86,7 +86,7 @@ func benchmarkMemory(b *testing.B, n int) {
 			pl.census.put(node)
 		}
 		// The first cycle judges every node, the second one's PreFilter folds the verdicts into
-		// the memo's read map: the steady state.
+		// the memo's read table: the steady state.
 		cycle()
 		cycle()
 		return pl

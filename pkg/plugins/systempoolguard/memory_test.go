@@ -79,7 +79,7 @@ func benchmarkMemory(b *testing.B, n int) {
 		}
 		pl = p.(*SystemPoolGuard)
 		// The first cycle classifies every node, the second one's PreFilter folds the classes
-		// into the memo's read map: the steady state.
+		// into the memo's read table: the steady state.
 		cycle()
 		cycle()
 		return pl

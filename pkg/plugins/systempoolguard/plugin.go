@@ -80,7 +80,7 @@ func (pl *SystemPoolGuard) classify(node *v1.Node) pool.SystemNodeReason {
 	return pl.classes.Get(node, struct{}{})
 }
 
-// compact folds node versions classified in earlier cycles into the memo's read map.
+// compact folds node versions classified in earlier cycles into the memo's read table.
 func (pl *SystemPoolGuard) compact() {
 	if pl.snapshot != nil {
 		pl.classes.Compact(pl.snapshot)

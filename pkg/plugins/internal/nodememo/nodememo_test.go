@@ -107,3 +107,34 @@ func TestMemoGetDoesNotAllocateOnHit(t *testing.T) {
 		t.Errorf("Get on a hit: %v allocs, want 0", allocs)
 	}
 }
+
+// TestTable checks the read table's probing at sizes whose home slots collide and wrap around the
+// end: every node version put is found with its own entry, and versions never put are not.
+func TestTable(t *testing.T) {
+	for _, n := range []int{0, 1, 4, 5, 100, 5000} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			tb := newTable[int, string](n)
+			if got := len(tb.slots); got < 2*n || got < 8 || got&(got-1) != 0 {
+				t.Fatalf("%d slots for %d nodes, want a power of two >= max(8, %d)", got, n, 2*n)
+			}
+			nodes := make([]*v1.Node, n)
+			for i := range nodes {
+				nodes[i] = st.MakeNode().Name(fmt.Sprint("n", i)).Obj()
+				tb.put(nodes[i], memoEntry[int, string]{input: i, value: nodes[i].Name})
+			}
+			if tb.n != n {
+				t.Errorf("n = %d, want %d", tb.n, n)
+			}
+			for i, node := range nodes {
+				e, ok := tb.get(node)
+				if diff := cmp.Diff(memoEntry[int, string]{input: i, value: node.Name}, e, cmp.AllowUnexported(memoEntry[int, string]{})); !ok || diff != "" {
+					t.Fatalf("node %d: found %v, entry (-want +got):\n%s", i, ok, diff)
+				}
+				// Another version of the same node is another key.
+				if _, ok := tb.get(node.DeepCopy()); ok {
+					t.Fatalf("node %d: a copy was found", i)
+				}
+			}
+		})
+	}
+}
