@@ -185,7 +185,7 @@ func benchmarkFilterCycle(b *testing.B, numNodes int) {
 }
 
 // perNodeCounts are the cluster sizes of the cycle and per-node benchmarks: whether a node's
-// Filter or Score costs more in a larger cluster (the memo's map no longer in cache, say).
+// Filter or Score costs more in a larger cluster (the memo's table no longer in cache, say).
 var perNodeCounts = []int{5000, 15000}
 
 // BenchmarkPerNode measures Filter and Score alone over every node (state computed once), per

@@ -77,11 +77,11 @@ func (t *table[I, V]) get(node *v1.Node) (memoEntry[I, V], bool) {
 	mask := len(t.slots) - 1
 	for i := t.home(node); ; i = (i + 1) & mask {
 		s := &t.slots[i]
-		if s.node == node {
-			return s.memoEntry, true
-		}
 		if s.node == nil {
 			return memoEntry[I, V]{}, false
+		}
+		if s.node == node {
+			return s.memoEntry, true
 		}
 	}
 }

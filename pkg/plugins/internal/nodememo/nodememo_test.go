@@ -138,3 +138,127 @@ func TestTable(t *testing.T) {
 		})
 	}
 }
+
+// TestTableWraps puts three nodes whose home is the last slot of an 8-slot table: they must take
+// the last slot, then wrap to the first two, and a miss homed there must end at the next empty.
+func TestTableWraps(t *testing.T) {
+	tb := newTable[struct{}, int](0)
+	last := len(tb.slots) - 1
+	var homed []*v1.Node
+	for i := 0; len(homed) < 4; i++ {
+		if i > 100000 {
+			t.Fatal("no node address hashed to the last slot in 100000 tries")
+		}
+		if n := st.MakeNode().Name(fmt.Sprint("n", i)).Obj(); tb.home(n) == last {
+			homed = append(homed, n)
+		}
+	}
+	for i, n := range homed[:3] {
+		tb.put(n, memoEntry[struct{}, int]{value: i})
+	}
+	for i, want := range []int{last, 0, 1} {
+		if got := tb.slots[want].node; got != homed[i] {
+			t.Errorf("node %d is not in slot %d", i, want)
+		}
+		if e, ok := tb.get(homed[i]); !ok || e.value != i {
+			t.Errorf("node %d: got %v, %v; want %d", i, e.value, ok, i)
+		}
+	}
+	if _, ok := tb.get(homed[3]); ok {
+		t.Error("a node never put was found")
+	}
+	if _, ok := tb.get(nil); ok {
+		t.Error("nil was found")
+	}
+}
+
+// TestMemoCompactRebuild rebuilds the read table from a previous one: versions carried over are
+// served without computing, replaced and deleted versions are dropped, and a node whose value was
+// computed again for another input keeps the new one.
+func TestMemoCompactRebuild(t *testing.T) {
+	calls := 0
+	memo := New(func(n *v1.Node, in int) string { calls++; return fmt.Sprint(n.Name, "/", in) })
+	current := snapshotOf{}
+	for i := 0; i < 200; i++ {
+		n := st.MakeNode().Name(fmt.Sprint("n", i)).Obj()
+		current[n.Name] = n
+		memo.Get(n, 0)
+	}
+	memo.Compact(current)
+	// 70 values computed (more than a trickle, so Compact rebuilds at once): 50 new versions, 20
+	// nodes asked with another input; and 40 nodes deleted.
+	for i := 0; i < 50; i++ {
+		n := current[fmt.Sprint("n", i)].DeepCopy()
+		current[n.Name] = n
+		memo.Get(n, 0)
+	}
+	for i := 50; i < 90; i++ {
+		delete(current, fmt.Sprint("n", i))
+	}
+	for i := 90; i < 110; i++ {
+		memo.Get(current[fmt.Sprint("n", i)], 1)
+	}
+	memo.Compact(current)
+	if got := memo.Len(); got != 160 {
+		t.Errorf("Len = %d, want 160 (50 new versions, 90 carried over, 20 computed again)", got)
+	}
+	if read := memo.read.Load(); len(read.slots) < 2*read.n {
+		t.Errorf("%d slots for %d entries: more than half full", len(read.slots), read.n)
+	}
+	calls = 0
+	for name, n := range current {
+		in := 0
+		var i int
+		if _, err := fmt.Sscanf(name, "n%d", &i); err != nil {
+			t.Fatal(err)
+		}
+		if i >= 90 && i < 110 {
+			in = 1
+		}
+		if got, want := memo.Get(n, in), fmt.Sprint(name, "/", in); got != want {
+			t.Errorf("%s: got %q, want %q", name, got, want)
+		}
+	}
+	if calls != 0 {
+		t.Errorf("%d computations after the rebuild, want 0", calls)
+	}
+}
+
+// TestMemoConcurrent runs Gets on parallel goroutines while Compact publishes new tables, as
+// the scheduler's Filter workers and its scheduling goroutine do (for the race detector).
+func TestMemoConcurrent(t *testing.T) {
+	memo := New(func(n *v1.Node, _ struct{}) string { return n.Name })
+	current := snapshotOf{}
+	nodes := make([]*v1.Node, 500)
+	for i := range nodes {
+		nodes[i] = st.MakeNode().Name(fmt.Sprint("n", i)).Obj()
+		current[nodes[i].Name] = nodes[i]
+	}
+	done := make(chan struct{})
+	errs := make(chan string, 4)
+	for w := 0; w < 4; w++ {
+		go func() {
+			defer func() { errs <- "" }()
+			for r := 0; r < 50; r++ {
+				for _, n := range nodes {
+					if got := memo.Get(n, struct{}{}); got != n.Name {
+						errs <- fmt.Sprintf("Get(%s) = %q", n.Name, got)
+						return
+					}
+				}
+			}
+		}()
+	}
+	go func() {
+		defer close(done)
+		for r := 0; r < 50; r++ {
+			memo.Compact(current)
+		}
+	}()
+	<-done
+	for w := 0; w < 4; w++ {
+		if e := <-errs; e != "" {
+			t.Error(e)
+		}
+	}
+}
